@@ -1,0 +1,60 @@
+// Communicator: collectives over the ranks of one job, on torch::Tensors.
+// Invariants: count and dtype come from the tensor, never from a void* and a count; every rank
+// calls the same collectives in the same order; a failed collective is a dtrain::Error (the
+// caller aborts the job, so no peer is left waiting). Backends: MPI (CPU tensors; CUDA tensors
+// are staged through host memory) in src/comm/mpi_comm.cpp, NCCL (CUDA tensors, own stream
+// ordered by events) in src/comm/nccl_comm.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+// A collective in flight. wait() returns once the result may be used on the calling thread's
+// current stream (NCCL: the caller's stream waits on an event; nothing blocks the host).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;  // "mpi" | "nccl"
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  // In place on `t` (contiguous). kAvg divides by world() in the same pass where possible.
+  virtual void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;
+  virtual std::unique_ptr<Work> all_reduce_async(at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;
+  virtual void broadcast(at::Tensor& t, int root = 0) = 0;
+  // Returns a tensor of shape (world, *t.shape) holding every rank's `t`, in rank order.
+  virtual at::Tensor all_gather(const at::Tensor& t) = 0;
+  virtual void barrier() = 0;
+};
+
+// MPI backend on `comm` (MPI_COMM_WORLD, MPI_COMM_SELF, or a split). The communicator is
+// duplicated, so dtrain's traffic never mixes with the caller's.
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm);
+
+// NCCL backend over the ranks of `comm` (the unique id is broadcast with MPI) on CUDA device
+// `device_index`. Throws dtrain::Error in a build without CUDA.
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, int device_index);
+
+// MPI helpers for control messages (CPU values). All ranks must call them.
+namespace mpi {
+int64_t all_reduce_max(MPI_Comm comm, int64_t v);
+int64_t all_reduce_min(MPI_Comm comm, int64_t v);
+std::string broadcast_string(MPI_Comm comm, const std::string& s, int root = 0);
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s);
+}  // namespace mpi
+
+}  // namespace dtrain

@@ -1,0 +1,66 @@
+// Dataset: a finite, indexable collection of samples that returns whole batches by index.
+// Invariant: get(indices) returns inputs (N, ...) and targets (N, ...) in the order of
+// `indices`, on the CPU, and is safe to call from several loader threads at once.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct Batch {
+  at::Tensor inputs;   // (N, ...)
+  at::Tensor targets;  // (N,) int64 class ids, or (N, D) float regression targets
+  int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
+};
+
+// What a model needs to know about its data to build itself.
+struct DataSpec {
+  std::vector<int64_t> input_shape;  // one sample, e.g. {1, 28, 28}
+  int64_t num_classes = 0;           // > 0: classification with int64 targets
+  int64_t target_dim = 0;            // > 0: regression with float targets (N, target_dim)
+  at::ScalarType input_dtype = at::kFloat;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Batch get(const std::vector<int64_t>& indices) const = 0;
+  virtual DataSpec spec() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A dataset held as two tensors in memory (the first dimension indexes samples).
+class TensorDataset : public Dataset {
+ public:
+  TensorDataset(at::Tensor inputs, at::Tensor targets, DataSpec spec, std::string description);
+  int64_t size() const override { return inputs_.size(0); }
+  Batch get(const std::vector<int64_t>& indices) const override;
+  DataSpec spec() const override { return spec_; }
+  std::string describe() const override { return description_; }
+  const at::Tensor& inputs() const { return inputs_; }
+  const at::Tensor& targets() const { return targets_; }
+
+ private:
+  at::Tensor inputs_, targets_;
+  DataSpec spec_;
+  std::string description_;
+};
+
+struct DataConfig;
+
+struct Splits {
+  std::shared_ptr<Dataset> train;
+  std::shared_ptr<Dataset> test;  // may be null
+};
+
+// Build the train and test splits the config describes (format idx or synthetic).
+// Errors name the data.* key or the file.
+Splits make_datasets(const DataConfig& cfg, int64_t seed);
+
+}  // namespace dtrain

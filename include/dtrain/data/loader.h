@@ -1,0 +1,65 @@
+// Loader: turns a list of index batches into Batches, prepared ahead by worker threads.
+// Invariants: batches come out in the order of the plan, whatever order workers finish in; at
+// most `prefetch` batches wait in memory; an exception in a worker is rethrown by next() on the
+// caller's thread; the destructor stops and joins every worker (never throws, never hangs).
+// With a CUDA device, batches are pinned and copied with non_blocking on a side stream so that
+// the copy overlaps the previous step.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "dtrain/data/dataset.h"
+
+namespace dtrain {
+
+struct LoaderOptions {
+  int64_t workers = 2;   // 0 = load on the caller's thread
+  int64_t prefetch = 4;  // batches ready ahead (>= 1)
+  bool pin_memory = true;
+  at::Device device = at::kCPU;  // where next() delivers
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> plan,
+         LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch of the plan, on options.device; nullopt when the plan is done.
+  std::optional<Batch> next();
+  int64_t size() const { return static_cast<int64_t>(plan_.size()); }
+  // Seconds next() spent waiting for a batch that was not ready (data-loading stall).
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  void worker_loop();
+  Batch load(int64_t i) const;
+  Batch to_device(Batch b) const;
+
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<std::vector<int64_t>> plan_;
+  LoaderOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_produce_, cv_consume_;
+  std::vector<std::optional<Batch>> slots_;  // ring of size prefetch, slot i % prefetch
+  std::vector<std::exception_ptr> errors_;
+  int64_t next_to_claim_ = 0;   // next plan index a worker takes
+  int64_t next_to_return_ = 0;  // next plan index next() returns
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+  double wait_seconds_ = 0.0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,36 @@
+// dtrain::Error: the one exception type dtrain throws for anything a user can act on.
+// Invariant: every Error names the rank and host it was raised on, what failed, and, when one is
+// involved, the config key or file ("where"). `main` prints one line per failing rank and aborts
+// the whole job, so an Error never leaves another rank waiting.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dtrain {
+
+class Error : public std::runtime_error {
+ public:
+  // `where` is a config key path ("train.lr"), a file path, or empty.
+  explicit Error(const std::string& what, std::string where = {});
+
+  const std::string& cause() const { return cause_; }
+  const std::string& where() const { return where_; }
+  int rank() const { return rank_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  std::string cause_;
+  std::string where_;
+  int rank_;
+  std::string host_;
+};
+
+namespace detail {
+// The rank and host of this process, set once by Runtime; -1 / "" before MPI is up.
+void set_process_identity(int rank, const std::string& host);
+int process_rank();
+const std::string& process_host();
+}  // namespace detail
+
+}  // namespace dtrain

@@ -1,0 +1,37 @@
+// Models: a registry from name to factory. dtrain ships mlp, cnn, linear (and more as they
+// land); users register their own from C++ before training starts.
+// Invariant: a factory called with the same config and data spec builds the same architecture
+// (parameter names, shapes, order) on every rank; initial values are then broadcast from rank 0.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtrain/data/dataset.h"
+
+namespace dtrain {
+
+struct ModelConfig;
+
+// A trainable model: inputs (N, ...) -> outputs (N, classes) or (N, target_dim).
+class Model : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& inputs) = 0;
+};
+
+using ModelFactory =
+    std::function<std::shared_ptr<Model>(const ModelConfig& cfg, const DataSpec& data)>;
+
+// Register `factory` under `name` (replacing an earlier one with that name).
+void register_model(const std::string& name, ModelFactory factory, std::string description = {});
+// Build a registered model; an unknown name is an Error naming model.name and the known names.
+std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cfg,
+                                  const DataSpec& data);
+// Registered names with their descriptions, sorted by name.
+std::vector<std::pair<std::string, std::string>> registered_models();
+
+}  // namespace dtrain

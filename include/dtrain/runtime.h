@@ -1,0 +1,98 @@
+// Runtime: the process's place in the job. Owns MPI (init/finalize), the rank facts, the device
+// this rank computes on, and the communicators. Created first in main, destroyed last; no
+// singletons. Invariant: rank r of a node binds GPU `local_rank` of the visible devices when
+// CUDA is present and asked for, else the CPU; every rank reports the same world size.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "dtrain/comm.h"
+
+namespace dtrain {
+
+struct DistConfig;
+struct RunConfig;
+
+class Runtime {
+ public:
+  // Initializes MPI (thread level MULTIPLE, SERIALIZED at least). Works under mpirun, srun and
+  // as a single process with no launcher (world size 1).
+  Runtime(int* argc, char*** argv);
+  // Use an MPI that someone else initialized (tests); `comm` is duplicated.
+  explicit Runtime(MPI_Comm comm);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  int local_rank() const { return local_rank_; }
+  int local_world() const { return local_world_; }
+  const std::string& host() const { return host_; }
+  MPI_Comm mpi_comm() const { return comm_; }
+
+  // Pick the device ("auto" | "cpu" | "cuda"), set intra-op threads, create communicators.
+  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU.
+  void setup(const RunConfig& run, const DistConfig& dist);
+
+  const at::Device& device() const { return device_; }
+  bool on_cuda() const { return device_.is_cuda(); }
+  // Gradient / tensor communicator (NCCL or MPI); valid after setup().
+  Communicator& comm();
+  // Always MPI, on CPU tensors: metrics, control messages, agreement checks.
+  Communicator& cpu_comm();
+
+  // Terminate every rank of the job. Never returns.
+  [[noreturn]] void abort(int code) const;
+
+ private:
+  void init_facts();
+
+  bool owns_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
+  std::string host_;
+  at::Device device_{at::kCPU};
+  std::unique_ptr<Communicator> comm_backend_;
+  std::unique_ptr<Communicator> cpu_comm_;
+};
+
+// Number of CUDA devices visible (0 in a CPU build).
+int cuda_device_count();
+
+}  // namespace dtrain
+
+namespace dtrain {
+
+// Watchdog: ends the whole job when this rank makes no progress for `timeout_s` seconds (a peer
+// died inside a collective, a deadlock, a stuck device). The training loop calls beat() at each
+// phase; the message names the rank and the phase it was stuck in.
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, int rank);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  void beat(const char* phase);
+
+ private:
+  void loop();
+  double timeout_s_;
+  int rank_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  const char* phase_ = "start";
+  std::chrono::steady_clock::time_point last_;
+  std::thread thread_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,97 @@
+// Trainer: the data-parallel training loop of one rank.
+// Invariants: every rank starts from rank 0's parameters; every optimizer step sees gradients
+// averaged over the same global batch whatever the world size and micro-batch (N ranks x B/N ==
+// 1 rank x B); evaluation counts every test sample exactly once across ranks.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/models.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace dtrain {
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the test set
+  double accuracy = 0.0;  // classification only (fraction correct)
+  int64_t count = 0;      // samples evaluated over all ranks
+};
+
+// Seconds this rank spent in each phase (host clock; on CUDA the step end synchronizes).
+struct PhaseTimes {
+  double data = 0;      // waiting for the loader
+  double compute = 0;   // forward + backward
+  double comm = 0;      // gradient averaging not hidden behind backward
+  double optimizer = 0; // clip + step
+  double eval = 0;
+  double total() const { return data + compute + comm + optimizer; }
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t samples = 0;  // global samples trained on
+  double seconds = 0;   // training time, evaluation excluded
+  double last_loss = 0; // mean training loss of the last logged window, over all ranks
+  EvalResult eval;      // last evaluation (count 0 if none)
+  PhaseTimes phases;    // this rank
+};
+
+class Trainer {
+ public:
+  // `comm` carries gradients and parameters (NCCL or MPI); `control` (MPI, CPU tensors) carries
+  // metrics and agreement checks; they may be the same object on CPU.
+  Trainer(Config cfg, Communicator& comm, Communicator& control, at::Device device,
+          std::shared_ptr<Model> model, std::shared_ptr<const Dataset> train,
+          std::shared_ptr<const Dataset> test);
+  ~Trainer();
+
+  // Train for train.epochs (or until train.max_steps), evaluating after each epoch if asked.
+  TrainSummary fit();
+  // Evaluate on the test split (every sample once over all ranks).
+  EvalResult evaluate();
+
+  Model& model() { return *model_; }
+  const Config& config() const { return cfg_; }
+  int64_t step() const { return step_; }
+  // Where rank 0 writes config.yaml and metrics.jsonl ("" when not writing).
+  std::string run_dir() const { return run_dir_; }
+
+ private:
+  void check_agreement();
+  void broadcast_parameters();
+  // One optimizer step over `micro_batches` of this rank's share of the global batch.
+  double train_step(class Loader& loader, int64_t micro_batches, int64_t rank_samples);
+  void average_gradients();
+  double lr_at(int64_t step) const;
+  at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
+  void write_metrics(const std::string& json_line);
+
+  Config cfg_;
+  Communicator& comm_;
+  Communicator& control_;
+  at::Device device_;
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<const Dataset> train_, test_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> param_names_;
+  int64_t step_ = 0;
+  int64_t total_steps_ = 0;
+  std::string run_dir_;
+  PhaseTimes phases_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,253 @@
+// MPI backend of the Communicator: CPU tensors directly, CUDA tensors staged through host
+// memory (used when several ranks share one GPU, or to debug NCCL). Also dtrain's control
+// messages. bf16 and fp16 travel as 2-byte types with their own reduction operators.
+#include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <mpi.h>
+
+#include <climits>
+#include <mutex>
+
+#include "dtrain/comm.h"
+#include "dtrain/error.h"
+
+#define DTRAIN_MPI_CHECK(call)                                                          \
+  do {                                                                                  \
+    int dtrain_mpi_rc_ = (call);                                                        \
+    if (dtrain_mpi_rc_ != MPI_SUCCESS) ::dtrain::detail::throw_mpi_error(#call, dtrain_mpi_rc_); \
+  } while (0)
+
+namespace dtrain {
+namespace detail {
+[[noreturn]] void throw_mpi_error(const char* call, int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw Error(std::string("MPI call failed: ") + call + ": " + std::string(msg, len));
+}
+}  // namespace detail
+
+namespace {
+
+template <class T, int kOp>  // 0 sum, 1 max, 2 min
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    b[i] = static_cast<T>(kOp == 0 ? x + y : kOp == 1 ? std::max(x, y) : std::min(x, y));
+  }
+}
+
+// 2-byte float types and their operators, created once per process (after MPI_Init).
+struct HalfTypes {
+  MPI_Datatype bf16 = MPI_DATATYPE_NULL, fp16 = MPI_DATATYPE_NULL;
+  MPI_Op bf16_ops[3], fp16_ops[3];
+  HalfTypes() {
+    DTRAIN_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &bf16));
+    DTRAIN_MPI_CHECK(MPI_Type_commit(&bf16));
+    DTRAIN_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &fp16));
+    DTRAIN_MPI_CHECK(MPI_Type_commit(&fp16));
+    MPI_Op_create(&half_op<c10::BFloat16, 0>, 1, &bf16_ops[0]);
+    MPI_Op_create(&half_op<c10::BFloat16, 1>, 1, &bf16_ops[1]);
+    MPI_Op_create(&half_op<c10::BFloat16, 2>, 1, &bf16_ops[2]);
+    MPI_Op_create(&half_op<c10::Half, 0>, 1, &fp16_ops[0]);
+    MPI_Op_create(&half_op<c10::Half, 1>, 1, &fp16_ops[1]);
+    MPI_Op_create(&half_op<c10::Half, 2>, 1, &fp16_ops[2]);
+  }
+};
+const HalfTypes& half_types() {
+  static HalfTypes t;  // intentionally never freed: MPI_Finalize releases them
+  return t;
+}
+
+MPI_Datatype mpi_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kBool: return MPI_C_BOOL;
+    case at::kBFloat16: return half_types().bf16;
+    case at::kHalf: return half_types().fp16;
+    default: throw Error(std::string("MPI backend: unsupported dtype ") + at::toString(t));
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
+  int k = op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
+  if (t == at::kBFloat16) return half_types().bf16_ops[k];
+  if (t == at::kHalf) return half_types().fp16_ops[k];
+  return k == 1 ? MPI_MAX : k == 2 ? MPI_MIN : MPI_SUM;
+}
+
+void check_dense(const at::Tensor& t, const char* what) {
+  if (!t.defined()) throw Error(std::string(what) + ": undefined tensor");
+  if (!t.is_contiguous()) throw Error(std::string(what) + ": tensor must be contiguous");
+}
+
+// Largest element count per MPI call (counts are int).
+constexpr int64_t kChunk = INT_MAX / 2;
+
+class MpiWork : public Work {
+ public:
+  MpiWork(std::vector<MPI_Request> reqs, at::Tensor target, at::Tensor staged, double divide)
+      : reqs_(std::move(reqs)), target_(std::move(target)), staged_(std::move(staged)),
+        divide_(divide) {}
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    if (!reqs_.empty())
+      DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(),
+                                   MPI_STATUSES_IGNORE));
+    at::Tensor& buf = staged_.defined() ? staged_ : target_;
+    if (divide_ != 1.0) buf.div_(divide_);
+    if (staged_.defined()) target_.copy_(staged_);
+  }
+  ~MpiWork() override {
+    if (!done_) {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+  }
+
+ private:
+  std::vector<MPI_Request> reqs_;
+  at::Tensor target_, staged_;
+  double divide_;
+  bool done_ = false;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) {
+    DTRAIN_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  std::string backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+
+  void all_reduce(at::Tensor& t, ReduceOp op) override { all_reduce_async(t, op)->wait(); }
+
+  std::unique_ptr<Work> all_reduce_async(at::Tensor& t, ReduceOp op) override {
+    check_dense(t, "all_reduce");
+    at::Tensor staged;
+    if (!t.device().is_cpu()) staged = t.to(at::kCPU);  // synchronous copy to host
+    at::Tensor& buf = staged.defined() ? staged : t;
+    if (op == ReduceOp::kAvg && !at::isFloatingType(buf.scalar_type()))
+      throw Error("all_reduce: average needs a floating-point tensor");
+    std::vector<MPI_Request> reqs;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (world_ > 1) {
+      MPI_Datatype type = mpi_type(buf.scalar_type());
+      MPI_Op mop = mpi_op(op, buf.scalar_type());
+      char* base = static_cast<char*>(buf.data_ptr());
+      const int64_t n = buf.numel(), es = buf.element_size();
+      for (int64_t off = 0; off < n; off += kChunk) {
+        int count = static_cast<int>(std::min(kChunk, n - off));
+        reqs.emplace_back();
+        DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + off * es, count, type, mop, comm_,
+                                        &reqs.back()));
+      }
+    }
+    double divide = (op == ReduceOp::kAvg && world_ > 1) ? static_cast<double>(world_) : 1.0;
+    return std::make_unique<MpiWork>(std::move(reqs), t, staged, divide);
+  }
+
+  void broadcast(at::Tensor& t, int root) override {
+    check_dense(t, "broadcast");
+    if (world_ == 1) return;
+    at::Tensor buf = t.device().is_cpu() ? t : t.to(at::kCPU);
+    std::lock_guard<std::mutex> lock(mu_);
+    char* base = static_cast<char*>(buf.data_ptr());
+    const int64_t n = buf.numel(), es = buf.element_size();
+    for (int64_t off = 0; off < n; off += kChunk) {
+      int count = static_cast<int>(std::min(kChunk, n - off));
+      DTRAIN_MPI_CHECK(MPI_Bcast(base + off * es, count, mpi_type(buf.scalar_type()), root, comm_));
+    }
+    if (!t.device().is_cpu()) t.copy_(buf);
+  }
+
+  at::Tensor all_gather(const at::Tensor& t) override {
+    check_dense(t, "all_gather");
+    at::Tensor src = t.device().is_cpu() ? t : t.to(at::kCPU);
+    std::vector<int64_t> shape{world_};
+    for (auto d : src.sizes()) shape.push_back(d);
+    at::Tensor out = at::empty(shape, src.options());
+    if (src.numel() > kChunk) throw Error("all_gather: tensor too large for one MPI call");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      MPI_Datatype type = mpi_type(src.scalar_type());
+      DTRAIN_MPI_CHECK(MPI_Allgather(src.data_ptr(), static_cast<int>(src.numel()), type,
+                                     out.data_ptr(), static_cast<int>(src.numel()), type, comm_));
+    }
+    return t.device().is_cpu() ? out : out.to(t.device());
+  }
+
+  void barrier() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DTRAIN_MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, world_ = 1;
+  std::mutex mu_;  // MPI calls on this communicator are serialized
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) {
+  return std::make_unique<MpiCommunicator>(comm);
+}
+
+namespace mpi {
+int64_t all_reduce_max(MPI_Comm comm, int64_t v) {
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, comm));
+  return v;
+}
+int64_t all_reduce_min(MPI_Comm comm, int64_t v) {
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, comm));
+  return v;
+}
+std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
+  int64_t n = static_cast<int64_t>(s.size());
+  DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm));
+  std::string out = s;
+  out.resize(static_cast<size_t>(n));
+  if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm));
+  return out;
+}
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s) {
+  int world = 1;
+  MPI_Comm_size(comm, &world);
+  int n = static_cast<int>(s.size());
+  std::vector<int> sizes(world), displs(world);
+  DTRAIN_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < world; ++r) displs[r] = total, total += sizes[r];
+  std::string all(static_cast<size_t>(total), '\0');
+  DTRAIN_MPI_CHECK(MPI_Allgatherv(s.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(),
+                                  MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) out.push_back(all.substr(displs[r], sizes[r]));
+  return out;
+}
+}  // namespace mpi
+
+}  // namespace dtrain

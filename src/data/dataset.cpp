@@ -1,0 +1,224 @@
+// In-memory datasets and the factory that builds a run's train and test splits from DataConfig.
+#include "dtrain/data/dataset.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <utility>
+
+#include "dtrain/config.h"
+#include "dtrain/data/idx.h"
+#include "dtrain/error.h"
+
+namespace dtrain {
+
+TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets, DataSpec spec,
+                             std::string description)
+    : inputs_(std::move(inputs)),
+      targets_(std::move(targets)),
+      spec_(std::move(spec)),
+      description_(std::move(description)) {
+  if (!inputs_.defined() || !targets_.defined() || inputs_.dim() < 1 || targets_.dim() < 1) {
+    throw Error("a TensorDataset needs defined inputs and targets with a sample dimension",
+                description_);
+  }
+  if (inputs_.size(0) != targets_.size(0)) {
+    throw Error("inputs have " + std::to_string(inputs_.size(0)) + " samples but targets have " +
+                    std::to_string(targets_.size(0)),
+                description_);
+  }
+}
+
+Batch TensorDataset::get(const std::vector<int64_t>& indices) const {
+  const int64_t n = size();
+  for (const int64_t i : indices) {
+    if (i < 0 || i >= n) {
+      throw Error("sample index " + std::to_string(i) + " is out of range [0, " +
+                      std::to_string(n) + ")",
+                  description_);
+    }
+  }
+  at::Tensor index = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
+  if (!indices.empty()) {
+    std::memcpy(index.data_ptr<int64_t>(), indices.data(), indices.size() * sizeof(int64_t));
+  }
+  return Batch{inputs_.index_select(0, index), targets_.index_select(0, index)};
+}
+
+namespace {
+
+// cfg.path joined with one file name; an absolute name is used as is. A missing file is an error
+// naming the path and the key that named it.
+std::string data_file(const DataConfig& cfg, const std::string& name, const std::string& key) {
+  namespace fs = std::filesystem;
+  if (name.empty()) throw Error("file name is empty", key);
+  const fs::path path = fs::path(cfg.path) / name;  // `/` keeps an absolute name as is
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    std::string why = fs::exists(path, ec) ? "is not a regular file" : "file not found";
+    std::string hint;
+    if (!fs::path(name).is_absolute() && !fs::is_directory(cfg.path, ec)) {
+      hint = " (data.path '" + cfg.path + "' is not a directory)";
+    }
+    throw Error(why + ": " + path.string() + hint, key);
+  }
+  return path.string();
+}
+
+Splits make_idx(const DataConfig& cfg) {
+  const std::string train_images = data_file(cfg, cfg.train_images, "data.train_images");
+  const std::string train_labels = data_file(cfg, cfg.train_labels, "data.train_labels");
+  const bool has_test = !(cfg.test_images.empty() && cfg.test_labels.empty());
+  std::string test_images, test_labels;
+  if (has_test) {
+    test_images = data_file(cfg, cfg.test_images, "data.test_images");
+    test_labels = data_file(cfg, cfg.test_labels, "data.test_labels");
+  }
+
+  Splits out;
+  auto train = load_idx_classification(train_images, train_labels, /*normalize=*/false);
+  double mean = 0.0, stdev = 1.0;
+  if (cfg.normalize) {
+    // Population mean and std of the train split's pixels (values in [0, 1]): two passes over
+    // chunks, each summed by ATen in float and accumulated here in double.
+    const at::Tensor flat = train->inputs().reshape({-1});
+    const int64_t count = flat.numel();
+    if (count == 0) throw Error("cannot standardize an empty train split", "data.normalize");
+    const int64_t chunk = int64_t{1} << 20;
+    double sum = 0.0;
+    for (int64_t pos = 0; pos < count; pos += chunk) {
+      sum += flat.narrow(0, pos, std::min(chunk, count - pos)).sum().item<double>();
+    }
+    mean = sum / static_cast<double>(count);
+    double sq = 0.0;
+    for (int64_t pos = 0; pos < count; pos += chunk) {
+      const at::Tensor part = flat.narrow(0, pos, std::min(chunk, count - pos));
+      sq += part.sub(mean).square().sum().item<double>();
+    }
+    stdev = std::sqrt(sq / static_cast<double>(count));
+    if (!(stdev > 1e-12)) {
+      throw Error("train images have zero variance; cannot standardize (set data.normalize=false)",
+                  "data.normalize");
+    }
+    train->inputs().sub_(mean).div_(stdev);
+    std::ostringstream d;
+    d << train->describe() << ", standardized with train mean " << mean << " std " << stdev;
+    train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), train->spec(),
+                                            d.str());
+  }
+  if (has_test) {
+    auto test = load_idx_classification(test_images, test_labels, cfg.normalize, mean, stdev);
+    if (test->spec().input_shape != train->spec().input_shape) {
+      throw Error("test images have a different shape from the train images (" +
+                      train_images + ")",
+                  test_images);
+    }
+    // Both splits share one label space.
+    DataSpec spec = train->spec();
+    spec.num_classes = std::max(spec.num_classes, test->spec().num_classes);
+    train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), spec,
+                                            train->describe());
+    out.test = std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec,
+                                               test->describe());
+  }
+  out.train = train;
+  return out;
+}
+
+void require_positive(int64_t value, const char* key) {
+  if (value < 1) throw Error("must be >= 1, got " + std::to_string(value), key);
+}
+
+Splits make_synthetic(const DataConfig& cfg, int64_t seed) {
+  const std::string& task = cfg.synthetic_task;
+  if (task == "tokens") {
+    throw Error("synthetic task 'tokens' is not supported by the data module yet; use "
+                "'regression' or 'classification'",
+                "data.synthetic_task");
+  }
+  if (task != "regression" && task != "classification") {
+    throw Error("unknown synthetic task '" + task + "' (known: regression, classification)",
+                "data.synthetic_task");
+  }
+  require_positive(cfg.synthetic_size, "data.synthetic_size");
+  require_positive(cfg.synthetic_features, "data.synthetic_features");
+  if (cfg.synthetic_test_size < 0) {
+    throw Error("must be >= 0, got " + std::to_string(cfg.synthetic_test_size),
+                "data.synthetic_test_size");
+  }
+  if (cfg.synthetic_noise < 0) {
+    throw Error("must be >= 0, got " + std::to_string(cfg.synthetic_noise),
+                "data.synthetic_noise");
+  }
+  const int64_t f = cfg.synthetic_features;
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  // The train generator (seed) draws the task's parameters first, then the train samples; the
+  // test samples come from seed + 1 and share the parameters.
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
+
+  Splits out;
+  DataSpec spec;
+  spec.input_shape = {f};
+  spec.input_dtype = at::kFloat;
+  std::ostringstream d;
+  if (task == "regression") {
+    const at::Tensor w = at::randn({f, 1}, gen, opts);  // (F, 1)
+    const at::Tensor b = at::randn({1}, gen, opts);     // (1,)
+    auto make = [&](int64_t n, at::Generator& g) {
+      at::Tensor x = at::randn({n, f}, g, opts);                                     // (N, F)
+      at::Tensor y = at::matmul(x, w).add_(b).add_(at::randn({n, 1}, g, opts).mul_(
+                                                      cfg.synthetic_noise));  // (N, 1)
+      return std::make_pair(x, y);
+    };
+    spec.target_dim = 1;
+    d << "synthetic regression (" << f << " features, noise " << cfg.synthetic_noise << ", seed "
+      << seed << ")";
+    auto train = make(cfg.synthetic_size, gen);
+    out.train = std::make_shared<TensorDataset>(train.first, train.second, spec,
+                                                d.str() + " train");
+    if (cfg.synthetic_test_size > 0) {
+      auto test = make(cfg.synthetic_test_size, test_gen);
+      out.test = std::make_shared<TensorDataset>(test.first, test.second, spec,
+                                                 d.str() + " test");
+    }
+  } else {
+    if (cfg.synthetic_classes < 2) {
+      throw Error("must be >= 2, got " + std::to_string(cfg.synthetic_classes),
+                  "data.synthetic_classes");
+    }
+    const int64_t c = cfg.synthetic_classes;
+    const at::Tensor w = at::randn({f, c}, gen, opts);  // (F, C)
+    auto make = [&](int64_t n, at::Generator& g) {
+      at::Tensor x = at::randn({n, f}, g, opts);         // (N, F)
+      at::Tensor y = at::matmul(x, w).argmax(1);        // (N,) int64
+      return std::make_pair(x, y);
+    };
+    spec.num_classes = c;
+    d << "synthetic classification (" << f << " features, " << c << " classes, seed " << seed
+      << ")";
+    auto train = make(cfg.synthetic_size, gen);
+    out.train = std::make_shared<TensorDataset>(train.first, train.second, spec,
+                                                d.str() + " train");
+    if (cfg.synthetic_test_size > 0) {
+      auto test = make(cfg.synthetic_test_size, test_gen);
+      out.test = std::make_shared<TensorDataset>(test.first, test.second, spec,
+                                                 d.str() + " test");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Splits make_datasets(const DataConfig& cfg, int64_t seed) {
+  if (cfg.format == "idx") return make_idx(cfg);
+  if (cfg.format == "synthetic") return make_synthetic(cfg, seed);
+  throw Error("unknown data format '" + cfg.format + "' (known: idx, synthetic)", "data.format");
+}
+
+}  // namespace dtrain

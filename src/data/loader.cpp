@@ -1,0 +1,154 @@
+// Loader: worker threads claim plan indices in order, but never more than `prefetch` ahead of
+// the batch next() returns, so a finished batch always has a free slot (i % prefetch) to wait
+// in. Loading happens outside the mutex; next() hands batches out strictly in plan order.
+#include "dtrain/data/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "dtrain/error.h"
+
+namespace dtrain {
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> plan,
+               LoaderOptions options)
+    : dataset_(std::move(dataset)), plan_(std::move(plan)), options_(options) {
+  if (!dataset_) throw Error("the loader needs a dataset, got none");
+  if (options_.workers < 0) {
+    throw Error("must be >= 0, got " + std::to_string(options_.workers), "data.workers");
+  }
+  if (options_.prefetch < 1) {
+    throw Error("must be >= 1, got " + std::to_string(options_.prefetch), "data.prefetch");
+  }
+  if (options_.workers == 0) return;
+
+  slots_.resize(static_cast<size_t>(options_.prefetch));
+  errors_.resize(static_cast<size_t>(options_.prefetch));
+  // No more threads than batches: an idle worker would only wait for the destructor.
+  const int64_t n = std::min<int64_t>(options_.workers, size());
+  try {
+    workers_.reserve(static_cast<size_t>(n));
+    for (int64_t w = 0; w < n; ++w) workers_.emplace_back([this] { worker_loop(); });
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_produce_.notify_all();
+    for (auto& t : workers_) t.join();
+    throw;
+  }
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_produce_.notify_all();
+  cv_consume_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Loader::worker_loop() {
+  const int64_t prefetch = options_.prefetch;
+  for (;;) {
+    int64_t i = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_produce_.wait(lock, [&] {
+        return stop_ || next_to_claim_ >= size() || next_to_claim_ < next_to_return_ + prefetch;
+      });
+      if (stop_ || next_to_claim_ >= size()) return;
+      i = next_to_claim_++;
+    }
+    // Slot i % prefetch is free: index i - prefetch was already returned by next().
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+    try {
+      batch = load(i);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto s = static_cast<size_t>(i % prefetch);
+      if (error) {
+        errors_[s] = error;
+      } else {
+        slots_[s] = std::move(batch);
+      }
+    }
+    cv_consume_.notify_all();
+  }
+}
+
+Batch Loader::load(int64_t i) const {
+  Batch b = dataset_->get(plan_[static_cast<size_t>(i)]);
+  // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
+  if (options_.pin_memory && options_.device.is_cuda()) {
+    if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
+    if (b.targets.defined()) b.targets = b.targets.pin_memory();
+  }
+  return b;
+}
+
+Batch Loader::to_device(Batch b) const {
+  if (options_.device.is_cpu()) return b;
+  const auto opts = at::TensorOptions().device(options_.device);
+  if (b.inputs.defined()) b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
+  if (b.targets.defined()) b.targets = b.targets.to(opts, /*non_blocking=*/true);
+  return b;
+}
+
+std::optional<Batch> Loader::next() {
+  if (next_to_return_ >= size()) return std::nullopt;
+  if (options_.workers == 0) {
+    // The whole load is a stall here. A batch that fails is passed over, as with workers.
+    const int64_t i = next_to_return_++;
+    const auto start = std::chrono::steady_clock::now();
+    auto add_wait = [&] {
+      wait_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    Batch b;
+    try {
+      b = load(i);
+    } catch (...) {
+      add_wait();
+      throw;
+    }
+    add_wait();
+    return to_device(std::move(b));
+  }
+
+  const auto s = static_cast<size_t>(next_to_return_ % options_.prefetch);
+  std::optional<Batch> batch;
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto ready = [&] { return slots_[s].has_value() || errors_[s] != nullptr; };
+    if (!ready()) {
+      const auto start = std::chrono::steady_clock::now();
+      cv_consume_.wait(lock, ready);
+      wait_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    if (errors_[s]) {
+      error = std::exchange(errors_[s], nullptr);
+    } else {
+      batch = std::move(slots_[s]);
+      slots_[s].reset();
+    }
+    ++next_to_return_;
+  }
+  cv_produce_.notify_all();
+  if (error) std::rethrow_exception(error);
+  return to_device(std::move(*batch));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,453 @@
+#include "dtrain/trainer.h"
+
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dtrain/data/loader.h"
+#include "dtrain/data/sampler.h"
+#include "dtrain/error.h"
+#include "dtrain/runtime.h"
+#include "dtrain/telemetry/log.h"
+
+namespace dtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string shape_str(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Every rank's string, in rank order, over a (CPU) communicator.
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& s) {
+  at::Tensor len = at::tensor({static_cast<int64_t>(s.size())}, at::kLong);
+  const int64_t max_len = comm.all_gather(len).max().item<int64_t>();
+  at::Tensor buf = at::zeros({max_len}, at::kByte);
+  std::memcpy(buf.data_ptr(), s.data(), s.size());
+  at::Tensor all = comm.all_gather(buf).contiguous();  // (world, max_len)
+  std::vector<std::string> out;
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const char* p = static_cast<const char*>(all[r].data_ptr());
+    out.emplace_back(p, strnlen(p, static_cast<size_t>(max_len)));
+  }
+  return out;
+}
+
+// Wait for queued device work so host timers measure it (no-op on CPU).
+void sync_device(const at::Device& d) {
+  if (d.is_cuda()) at::empty({1}, at::TensorOptions().device(d)).cpu();
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  std::unique_ptr<Watchdog> watchdog;
+  std::ofstream metrics;
+};
+
+Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Device device,
+                 std::shared_ptr<Model> model, std::shared_ptr<const Dataset> train,
+                 std::shared_ptr<const Dataset> test)
+    : cfg_(std::move(cfg)),
+      comm_(comm),
+      control_(control),
+      device_(device),
+      model_(std::move(model)),
+      train_(std::move(train)),
+      test_(std::move(test)),
+      impl_(std::make_unique<Impl>()) {
+  if (!model_) throw Error("Trainer: no model");
+  if (!train_) throw Error("Trainer: no training data");
+  if (cfg_.resolved.world != comm_.world()) cfg_.resolve(comm_.world());
+  if (cfg_.resolved.micro_batch <= 0)
+    throw Error("micro_batch: auto is not measured yet; give a number", "train.micro_batch");
+  impl_->watchdog = std::make_unique<Watchdog>(cfg_.run.timeout_s, comm_.rank());
+  impl_->watchdog->beat("setup");
+
+  model_->to(device_);
+  for (const auto& p : model_->named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    params_.push_back(p.value());
+    param_names_.push_back(p.key());
+  }
+  if (params_.empty()) throw Error("the model has no trainable parameters", "model.name");
+
+  check_agreement();
+  broadcast_parameters();
+
+  const auto& t = cfg_.train;
+  if (t.optimizer == "sgd") {
+    optimizer_ = std::make_unique<torch::optim::SGD>(
+        params_, torch::optim::SGDOptions(t.lr).momentum(t.momentum).weight_decay(t.weight_decay));
+  } else if (t.optimizer == "adam") {
+    optimizer_ = std::make_unique<torch::optim::Adam>(
+        params_, torch::optim::AdamOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps)
+                     .weight_decay(t.weight_decay));
+  } else if (t.optimizer == "adamw") {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        params_, torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps)
+                     .weight_decay(t.weight_decay));
+  } else {
+    throw Error("unknown optimizer '" + t.optimizer + "'", "train.optimizer");
+  }
+
+  if (comm_.rank() == 0 && !cfg_.run.dir.empty()) {
+    run_dir_ = (std::filesystem::path(cfg_.run.dir) / cfg_.run.name).string();
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir_, ec);
+    if (ec) throw Error("cannot create the run directory: " + ec.message(), run_dir_);
+    {
+      const std::string tmp = run_dir_ + "/config.yaml.tmp";
+      std::ofstream out(tmp);
+      out << cfg_.dump();
+      out.close();
+      if (!out) throw Error("cannot write the resolved config", tmp);
+      std::filesystem::rename(tmp, run_dir_ + "/config.yaml");
+    }
+    impl_->metrics.open(run_dir_ + "/metrics.jsonl", std::ios::trunc);
+    if (!impl_->metrics) throw Error("cannot write metrics", run_dir_ + "/metrics.jsonl");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_agreement() {
+  impl_->watchdog->beat("agreement check");
+  // Config, parameter signature and dataset sizes must be equal on every rank.
+  std::string sig;
+  for (size_t i = 0; i < params_.size(); ++i)
+    sig += param_names_[i] + shape_str(params_[i]) + at::toString(params_[i].scalar_type()) + ";";
+  const int64_t mine[4] = {static_cast<int64_t>(cfg_.hash() & 0x7fffffffffffffffull),
+                           static_cast<int64_t>(fnv1a(sig) & 0x7fffffffffffffffull),
+                           train_->size(), test_ ? test_->size() : -1};
+  at::Tensor local = at::tensor(std::vector<int64_t>(mine, mine + 4), at::kLong);
+  at::Tensor all = control_.all_gather(local);  // (world, 4)
+  auto acc = all.accessor<int64_t, 2>();
+  for (int r = 1; r < control_.world(); ++r) {
+    if (acc[r][0] != acc[0][0]) {
+      throw Error("ranks resolved different configs (rank 0 hash " + std::to_string(acc[0][0]) +
+                  ", rank " + std::to_string(r) + " hash " + std::to_string(acc[r][0]) +
+                  "): every rank must get the same config file and overrides");
+    }
+    if (acc[r][1] != acc[0][1]) {
+      // Find the first parameter that differs: gather every rank's signature.
+      std::vector<std::string> sigs;
+      for (size_t i = 0; i < params_.size(); ++i)
+        sigs.push_back(param_names_[i] + " " + shape_str(params_[i]) + " " +
+                       at::toString(params_[i].scalar_type()));
+      std::string joined;
+      for (auto& s : sigs) joined += s + "\n";
+      auto gathered = gather_strings(control_, joined);
+      std::istringstream a(gathered[0]), b(gathered[r]);
+      std::string la, lb;
+      int idx = 0;
+      while (true) {
+        bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+        if (!ga) la = "(none)";
+        if (!gb) lb = "(none)";
+        if (la != lb || (!ga && !gb)) break;
+        ++idx;
+      }
+      throw Error("model parameters differ between ranks: parameter #" + std::to_string(idx) +
+                  " is '" + la + "' on rank 0 but '" + lb + "' on rank " + std::to_string(r));
+    }
+    if (acc[r][2] != acc[0][2] || acc[r][3] != acc[0][3]) {
+      throw Error("datasets differ between ranks: rank 0 has " + std::to_string(acc[0][2]) +
+                  " train / " + std::to_string(acc[0][3]) + " test samples, rank " +
+                  std::to_string(r) + " has " + std::to_string(acc[r][2]) + " / " +
+                  std::to_string(acc[r][3]));
+    }
+  }
+}
+
+void Trainer::broadcast_parameters() {
+  impl_->watchdog->beat("parameter broadcast");
+  at::NoGradGuard no_grad;
+  for (auto& p : model_->parameters()) {
+    at::Tensor d = p.detach();
+    comm_.broadcast(d, 0);
+  }
+  for (auto& b : model_->buffers()) {
+    at::Tensor d = b.detach();
+    if (d.numel() > 0) comm_.broadcast(d, 0);
+  }
+}
+
+at::Tensor Trainer::loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const {
+  const auto reduction = sum ? at::Reduction::Sum : at::Reduction::Mean;
+  if (cfg_.train.loss == "cross_entropy") {
+    if (targets.scalar_type() != at::kLong)
+      throw Error("cross_entropy needs class-id targets; this dataset gives " +
+                      std::string(at::toString(targets.scalar_type())) + " targets",
+                  "train.loss");
+    return at::cross_entropy_loss(out.to(at::kFloat), targets, {}, reduction);
+  }
+  // mse
+  at::Tensor t = targets.to(at::kFloat);
+  if (t.dim() == 1) t = t.unsqueeze(1);
+  return at::mse_loss(out.to(at::kFloat), t, reduction);
+}
+
+double Trainer::lr_at(int64_t step) const {
+  const auto& t = cfg_.train;
+  double lr = t.lr;
+  if (t.warmup_steps > 0 && step < t.warmup_steps)
+    return lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
+  if (t.schedule == "cosine" && total_steps_ > t.warmup_steps) {
+    const double progress = static_cast<double>(step - t.warmup_steps) /
+                            static_cast<double>(total_steps_ - t.warmup_steps);
+    lr *= 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+  }
+  return lr;
+}
+
+void Trainer::average_gradients() {
+  // Straightforward version: one all-reduce (average) per parameter, after backward.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor g = params_[i].mutable_grad();
+    if (!g.defined()) {
+      if (!cfg_.dist.find_unused_parameters)
+        throw Error("parameter '" + param_names_[i] +
+                        "' received no gradient in this step; if the model leaves parameters "
+                        "unused on purpose, set dist.find_unused_parameters=true",
+                    "dist.find_unused_parameters");
+      params_[i].mutable_grad() = at::zeros_like(params_[i]);
+      g = params_[i].mutable_grad();
+    }
+    if (comm_.world() > 1) comm_.all_reduce(g, ReduceOp::kAvg);
+  }
+}
+
+double Trainer::train_step(Loader& loader, int64_t micro_batches, int64_t rank_samples) {
+  auto& wd = *impl_->watchdog;
+  optimizer_->zero_grad();
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    wd.beat("waiting for data");
+    auto t0 = Clock::now();
+    std::optional<Batch> batch = loader.next();
+    phases_.data += since(t0);
+    if (!batch) throw Error("the loader ran out of batches inside a step (internal error)");
+    wd.beat("forward/backward");
+    t0 = Clock::now();
+    at::Tensor out = model_->forward(batch->inputs);
+    // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
+    // accumulated gradient is the mean over the rank's share of the global batch.
+    const double weight = static_cast<double>(batch->size()) / static_cast<double>(rank_samples);
+    at::Tensor loss = loss_fn(out, batch->targets, /*sum=*/false) * weight;
+    loss.backward();
+    loss_sum += loss.detach();
+    phases_.compute += since(t0);
+  }
+  wd.beat("gradient all-reduce");
+  auto t0 = Clock::now();
+  average_gradients();
+  phases_.comm += since(t0);
+
+  wd.beat("optimizer step");
+  t0 = Clock::now();
+  if (cfg_.train.clip_grad_norm > 0)
+    torch::nn::utils::clip_grad_norm_(params_, cfg_.train.clip_grad_norm);
+  const double lr = lr_at(step_);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  optimizer_->step();
+  sync_device(device_);
+  phases_.optimizer += since(t0);
+  ++step_;
+  return loss_sum.item<double>();
+}
+
+TrainSummary Trainer::fit() {
+  const auto& t = cfg_.train;
+  const int world = comm_.world(), rank = comm_.rank();
+  const int64_t rank_batch = cfg_.resolved.rank_batch;
+  const int64_t micro = cfg_.resolved.micro_batch;
+  DistributedSampler sampler(train_->size(), world, rank, cfg_.data.shuffle,
+                             static_cast<uint64_t>(cfg_.run.seed), /*drop_last=*/false);
+  const int64_t per_epoch_full = sampler.num_samples() / rank_batch;
+  const bool partial = !t.drop_last && sampler.num_samples() % rank_batch != 0;
+  const int64_t steps_per_epoch = per_epoch_full + (partial ? 1 : 0);
+  if (steps_per_epoch == 0)
+    throw Error("the training set (" + std::to_string(train_->size()) +
+                    " samples) is smaller than one global batch (" +
+                    std::to_string(t.global_batch) + ")",
+                "train.global_batch");
+  total_steps_ = steps_per_epoch * t.epochs;
+  if (t.max_steps > 0) total_steps_ = std::min(total_steps_, t.max_steps);
+
+  log::detail("training: " + std::to_string(world) + " rank(s), global batch " +
+              std::to_string(t.global_batch) + " = " + std::to_string(world) + " x " +
+              std::to_string(cfg_.resolved.accum_steps) + " micro-batches of " +
+              std::to_string(micro) + "; " + std::to_string(steps_per_epoch) +
+              " steps/epoch, " + std::to_string(total_steps_) + " steps in all");
+
+  TrainSummary summary;
+  double window_loss = 0;
+  int64_t window_steps = 0;
+  auto window_start = Clock::now();
+  double train_seconds = 0;
+  bool done = false;
+  for (int64_t epoch = 0; epoch < t.epochs && !done; ++epoch) {
+    sampler.set_epoch(epoch);
+    const std::vector<int64_t> mine = sampler.indices();
+    // The plan: each step's share of this rank, cut into micro-batches.
+    std::vector<std::vector<int64_t>> plan;
+    std::vector<std::pair<int64_t, int64_t>> steps;  // (micro-batches, samples) per step
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const int64_t begin = s * rank_batch;
+      const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
+      int64_t count = 0;
+      for (int64_t b = begin; b < end; b += micro) {
+        plan.emplace_back(mine.begin() + b, mine.begin() + std::min(b + micro, end));
+        ++count;
+      }
+      steps.emplace_back(count, end - begin);
+    }
+    LoaderOptions lo;
+    lo.workers = cfg_.data.workers;
+    lo.prefetch = cfg_.data.prefetch;
+    lo.pin_memory = cfg_.data.pin_memory;
+    lo.device = device_;
+    Loader loader(train_, std::move(plan), lo);
+    model_->train();
+    const auto epoch_start = Clock::now();
+    for (const auto& [micro_batches, samples] : steps) {
+      if (t.max_steps > 0 && step_ >= t.max_steps) {
+        done = true;
+        break;
+      }
+      window_loss += train_step(loader, micro_batches, samples);
+      ++window_steps;
+      summary.samples += samples * world;
+      const bool log_now = cfg_.run.log_every > 0 && step_ % cfg_.run.log_every == 0;
+      if (log_now) {
+        at::Tensor l = at::tensor({window_loss, static_cast<double>(window_steps)}, at::kDouble);
+        control_.all_reduce(l, ReduceOp::kSum);
+        const double mean = l[0].item<double>() / l[1].item<double>();
+        const double secs = since(window_start);
+        const double sps = static_cast<double>(window_steps * t.global_batch) / secs;
+        summary.last_loss = mean;
+        log::detail("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(t.epochs) +
+                    " step " + std::to_string(step_) + "/" + std::to_string(total_steps_) +
+                    "  loss " + fmt("%.4f", mean) + "  lr " + fmt("%.3g", lr_at(step_ - 1)) +
+                    "  " + fmt("%.0f", sps) + " samples/s");
+        write_metrics("{\"type\":\"train\",\"step\":" + std::to_string(step_) +
+                      ",\"epoch\":" + std::to_string(epoch + 1) + ",\"loss\":" +
+                      fmt("%.6g", mean) + ",\"lr\":" + fmt("%.6g", lr_at(step_ - 1)) +
+                      ",\"samples_per_s\":" + fmt("%.1f", sps) + "}");
+        window_loss = 0;
+        window_steps = 0;
+        window_start = Clock::now();
+      }
+    }
+    train_seconds += since(epoch_start);
+    if (window_steps > 0) {
+      at::Tensor l = at::tensor({window_loss, static_cast<double>(window_steps)}, at::kDouble);
+      control_.all_reduce(l, ReduceOp::kSum);
+      summary.last_loss = l[0].item<double>() / l[1].item<double>();
+      window_loss = 0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (t.eval && test_) {
+      const auto t0 = Clock::now();
+      summary.eval = evaluate();
+      phases_.eval += since(t0);
+      std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(t.epochs) +
+                         "  train loss " + fmt("%.4f", summary.last_loss) + "  test loss " +
+                         fmt("%.4f", summary.eval.loss);
+      if (test_->spec().num_classes > 0)
+        line += "  test accuracy " + fmt("%.2f%%", 100.0 * summary.eval.accuracy);
+      line += "  (" + fmt("%.1f", since(epoch_start)) + " s)";
+      log::info(line);
+      write_metrics("{\"type\":\"eval\",\"step\":" + std::to_string(step_) + ",\"epoch\":" +
+                    std::to_string(epoch + 1) + ",\"test_loss\":" +
+                    fmt("%.6g", summary.eval.loss) + ",\"test_accuracy\":" +
+                    fmt("%.6g", summary.eval.accuracy) + ",\"test_count\":" +
+                    std::to_string(summary.eval.count) + "}");
+    }
+    window_start = Clock::now();
+  }
+  summary.steps = step_;
+  summary.seconds = train_seconds;
+  summary.phases = phases_;
+  impl_->watchdog->beat("done");
+  return summary;
+}
+
+EvalResult Trainer::evaluate() {
+  impl_->watchdog->beat("evaluation");
+  EvalResult r;
+  if (!test_) return r;
+  const int world = comm_.world(), rank = comm_.rank();
+  std::vector<int64_t> mine = eval_shard(test_->size(), world, rank);
+  const int64_t bs = std::max<int64_t>(1, cfg_.resolved.micro_batch);
+  std::vector<std::vector<int64_t>> plan;
+  for (size_t b = 0; b < mine.size(); b += static_cast<size_t>(bs))
+    plan.emplace_back(mine.begin() + b, mine.begin() + std::min(mine.size(), b + bs));
+  LoaderOptions lo;
+  lo.workers = cfg_.data.workers;
+  lo.prefetch = cfg_.data.prefetch;
+  lo.pin_memory = cfg_.data.pin_memory;
+  lo.device = device_;
+  Loader loader(test_, std::move(plan), lo);
+  model_->eval();
+  at::NoGradGuard no_grad;
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
+  at::Tensor correct = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kLong));
+  const bool classify = test_->spec().num_classes > 0;
+  while (auto batch = loader.next()) {
+    impl_->watchdog->beat("evaluation");
+    at::Tensor out = model_->forward(batch->inputs);
+    loss_sum += loss_fn(out, batch->targets, /*sum=*/true).to(at::kDouble);
+    if (classify) correct += out.argmax(1).eq(batch->targets).sum();
+  }
+  model_->train();
+  // Sum (loss, correct, count) over ranks; every sample was evaluated by exactly one rank.
+  at::Tensor totals = at::stack({loss_sum.cpu(), correct.cpu().to(at::kDouble),
+                                 at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble)});
+  control_.all_reduce(totals, ReduceOp::kSum);
+  r.count = static_cast<int64_t>(totals[2].item<double>());
+  // mse's sum reduction adds every target element; report the mean per element like training.
+  double denom = static_cast<double>(r.count);
+  if (cfg_.train.loss == "mse" && test_->spec().target_dim > 0) denom *= test_->spec().target_dim;
+  r.loss = r.count > 0 ? totals[0].item<double>() / denom : 0.0;
+  r.accuracy = r.count > 0 ? totals[1].item<double>() / static_cast<double>(r.count) : 0.0;
+  return r;
+}
+
+void Trainer::write_metrics(const std::string& json_line) {
+  if (impl_->metrics.is_open()) {
+    impl_->metrics << json_line << "\n";
+    impl_->metrics.flush();
+  }
+}
+
+}  // namespace dtrain
