@@ -386,7 +386,7 @@ TrainSummary Trainer::fit() {
       if (test_->spec().num_classes > 0)
         line += "  test accuracy " + fmt("%.2f%%", 100.0 * summary.eval.accuracy);
       line += "  (" + fmt("%.1f", since(epoch_start)) + " s)";
-      log::info(line);
+      log::detail(line);
       write_metrics("{\"type\":\"eval\",\"step\":" + std::to_string(step_) + ",\"epoch\":" +
                     std::to_string(epoch + 1) + ",\"test_loss\":" +
                     fmt("%.6g", summary.eval.loss) + ",\"test_accuracy\":" +
