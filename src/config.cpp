@@ -272,6 +272,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.channels", &C::model, &ModelConfig::channels, "cnn: channels of each conv block", all_positive(false)));
     s.push_back(field("model.fc", &C::model, &ModelConfig::fc, "cnn: width of the fully connected layer", at_least(1)));
     s.push_back(field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability", in_range(0.0, 1.0)));
+    s.push_back(field("model.channels_last", &C::model, &ModelConfig::channels_last, "image models: channels-last memory layout (faster convolutions on GPUs)"));
     s.push_back(field("model.n_layer", &C::model, &ModelConfig::n_layer, "gpt: transformer blocks", at_least(1)));
     s.push_back(field("model.n_head", &C::model, &ModelConfig::n_head, "gpt: attention heads", at_least(1)));
     s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)));
@@ -289,7 +290,8 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
     s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));
     s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch"));
-    s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, {"regression", "classification"}, "synthetic: what to generate"));
+    s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, {"regression", "classification", "images", "tokens"}, "synthetic: what to generate"));
+    s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
     s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));
     s.push_back(field("data.synthetic_test_size", &C::data, &DataConfig::synthetic_test_size, "synthetic: test samples (0 = no test split)", at_least(0)));
     s.push_back(field("data.synthetic_features", &C::data, &DataConfig::synthetic_features, "synthetic: input features", at_least(1)));

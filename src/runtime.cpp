@@ -27,9 +27,9 @@ Runtime::Runtime(int* argc, char*** argv) {
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       throw Error("MPI_Init_thread failed: is this process started by mpirun/srun, or alone?");
     owns_mpi_ = true;
-    if (provided < MPI_THREAD_SERIALIZED)
+    if (provided < MPI_THREAD_MULTIPLE)
       throw Error("the MPI library provides thread level " + std::to_string(provided) +
-                  "; dtrain needs MPI_THREAD_SERIALIZED or higher");
+                  "; dtrain needs MPI_THREAD_MULTIPLE (communication runs on its own thread)");
   }
   if (MPI_Comm_dup(MPI_COMM_WORLD, &comm_) != MPI_SUCCESS) throw Error("MPI_Comm_dup failed");
   init_facts();

@@ -9,13 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "dtrain/data/loader.h"
+#include "dtrain/detail/fs.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
+#include "dtrain/reducer.h"
 #include "dtrain/runtime.h"
 #include "dtrain/telemetry/log.h"
 
@@ -69,6 +70,7 @@ void sync_device(const at::Device& d) {
 
 struct Trainer::Impl {
   std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<Reducer> reducer;  // null with one rank: nothing to average
   std::ofstream metrics;
 };
 
@@ -101,6 +103,15 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
 
   check_agreement();
   broadcast_parameters();
+  if (comm_.world() > 1) {
+    ReducerOptions ro;
+    ro.bucket_cap_bytes = static_cast<int64_t>(cfg_.dist.bucket_cap_mb * 1024 * 1024);
+    ro.first_bucket_cap_bytes = static_cast<int64_t>(cfg_.dist.first_bucket_mb * 1024 * 1024);
+    ro.overlap = cfg_.dist.overlap;
+    ro.find_unused_parameters = cfg_.dist.find_unused_parameters;
+    if (cfg_.dist.grad_dtype == "bf16") ro.comm_dtype = at::kBFloat16;
+    impl_->reducer = std::make_unique<Reducer>(params_, param_names_, comm_, control_, ro);
+  }
 
   const auto& t = cfg_.train;
   if (t.optimizer == "sgd") {
@@ -119,18 +130,9 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
   }
 
   if (comm_.rank() == 0 && !cfg_.run.dir.empty()) {
-    run_dir_ = (std::filesystem::path(cfg_.run.dir) / cfg_.run.name).string();
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir_, ec);
-    if (ec) throw Error("cannot create the run directory: " + ec.message(), run_dir_);
-    {
-      const std::string tmp = run_dir_ + "/config.yaml.tmp";
-      std::ofstream out(tmp);
-      out << cfg_.dump();
-      out.close();
-      if (!out) throw Error("cannot write the resolved config", tmp);
-      std::filesystem::rename(tmp, run_dir_ + "/config.yaml");
-    }
+    run_dir_ = detail::join_path(cfg_.run.dir, cfg_.run.name);
+    detail::make_dirs(run_dir_);
+    detail::write_file_atomic(run_dir_ + "/config.yaml", cfg_.dump());
     impl_->metrics.open(run_dir_ + "/metrics.jsonl", std::ios::trunc);
     if (!impl_->metrics) throw Error("cannot write metrics", run_dir_ + "/metrics.jsonl");
   }
@@ -228,23 +230,6 @@ double Trainer::lr_at(int64_t step) const {
   return lr;
 }
 
-void Trainer::average_gradients() {
-  // Straightforward version: one all-reduce (average) per parameter, after backward.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor g = params_[i].mutable_grad();
-    if (!g.defined()) {
-      if (!cfg_.dist.find_unused_parameters)
-        throw Error("parameter '" + param_names_[i] +
-                        "' received no gradient in this step; if the model leaves parameters "
-                        "unused on purpose, set dist.find_unused_parameters=true",
-                    "dist.find_unused_parameters");
-      params_[i].mutable_grad() = at::zeros_like(params_[i]);
-      g = params_[i].mutable_grad();
-    }
-    if (comm_.world() > 1) comm_.all_reduce(g, ReduceOp::kAvg);
-  }
-}
-
 double Trainer::train_step(Loader& loader, int64_t micro_batches, int64_t rank_samples) {
   auto& wd = *impl_->watchdog;
   optimizer_->zero_grad();
@@ -262,13 +247,15 @@ double Trainer::train_step(Loader& loader, int64_t micro_batches, int64_t rank_s
     // accumulated gradient is the mean over the rank's share of the global batch.
     const double weight = static_cast<double>(batch->size()) / static_cast<double>(rank_samples);
     at::Tensor loss = loss_fn(out, batch->targets, /*sum=*/false) * weight;
+    // Only the last micro-batch communicates; earlier ones accumulate locally.
+    if (impl_->reducer) impl_->reducer->prepare(/*sync=*/m == micro_batches - 1);
     loss.backward();
     loss_sum += loss.detach();
     phases_.compute += since(t0);
   }
   wd.beat("gradient all-reduce");
   auto t0 = Clock::now();
-  average_gradients();
+  if (impl_->reducer) impl_->reducer->finish();  // waits for what backward did not hide
   phases_.comm += since(t0);
 
   wd.beat("optimizer step");

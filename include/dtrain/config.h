@@ -33,6 +33,7 @@ struct ModelConfig {
   std::vector<int64_t> channels = {16, 32};  // cnn: conv channels
   int64_t fc = 128;                    // cnn: width of the fully connected layer
   double dropout = 0.0;
+  bool channels_last = false;  // image models: NHWC memory layout (faster convolutions on GPUs)
   // transformer (gpt) models
   int64_t n_layer = 12;
   int64_t n_head = 12;
@@ -60,6 +61,8 @@ struct DataConfig {
   int64_t synthetic_features = 10;
   int64_t synthetic_classes = 10;
   double synthetic_noise = 0.01;
+  // images: one sample's shape, e.g. {3, 224, 224}; tokens: {sequence length}
+  std::vector<int64_t> synthetic_shape = {};
 };
 
 struct TrainConfig {

@@ -23,7 +23,7 @@ struct RunConfig;
 
 class Runtime {
  public:
-  // Initializes MPI (thread level MULTIPLE, SERIALIZED at least). Works under mpirun, srun and
+  // Initializes MPI (thread level MULTIPLE). Works under mpirun, srun and
   // as a single process with no launcher (world size 1).
   Runtime(int* argc, char*** argv);
   // Use an MPI that someone else initialized (tests); `comm` is duplicated.

@@ -72,7 +72,6 @@ class Trainer {
   void broadcast_parameters();
   // One optimizer step over `micro_batches` of this rank's share of the global batch.
   double train_step(class Loader& loader, int64_t micro_batches, int64_t rank_samples);
-  void average_gradients();
   double lr_at(int64_t step) const;
   at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
   void write_metrics(const std::string& json_line);

@@ -7,7 +7,12 @@
 #include <mpi.h>
 
 #include <climits>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
@@ -93,37 +98,31 @@ void check_dense(const at::Tensor& t, const char* what) {
 // Largest element count per MPI call (counts are int).
 constexpr int64_t kChunk = INT_MAX / 2;
 
+// A collective handed to the communicator's thread. wait() rethrows its error, then finishes
+// on the caller's thread (the copy back to a CUDA tensor belongs to the caller's stream).
 class MpiWork : public Work {
  public:
-  MpiWork(std::vector<MPI_Request> reqs, at::Tensor target, at::Tensor staged, double divide)
-      : reqs_(std::move(reqs)), target_(std::move(target)), staged_(std::move(staged)),
-        divide_(divide) {}
+  MpiWork(std::shared_future<void> done, at::Tensor target, at::Tensor staged)
+      : done_(std::move(done)), target_(std::move(target)), staged_(std::move(staged)) {}
   void wait() override {
-    if (done_) return;
-    done_ = true;
-    if (!reqs_.empty())
-      DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(),
-                                   MPI_STATUSES_IGNORE));
-    at::Tensor& buf = staged_.defined() ? staged_ : target_;
-    if (divide_ != 1.0) buf.div_(divide_);
+    if (waited_) return;
+    waited_ = true;
+    done_.get();
     if (staged_.defined()) target_.copy_(staged_);
   }
   ~MpiWork() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {
-      }
-    }
+    if (!waited_ && done_.valid()) done_.wait();  // never leave the thread writing freed memory
   }
 
  private:
-  std::vector<MPI_Request> reqs_;
+  std::shared_future<void> done_;
   at::Tensor target_, staged_;
-  double divide_;
-  bool done_ = false;
+  bool waited_ = false;
 };
 
+// Every MPI call of one communicator runs on its own thread, in the order they were asked for.
+// That gives real overlap (a blocking all-reduce proceeds while backward computes) and keeps the
+// order of collectives identical on every rank, whichever thread asked.
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) {
@@ -131,8 +130,16 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
+    (void)half_types();
+    thread_ = std::thread([this] { loop(); });
   }
   ~MpiCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -148,38 +155,36 @@ class MpiCommunicator : public Communicator {
     check_dense(t, "all_reduce");
     at::Tensor staged;
     if (!t.device().is_cpu()) staged = t.to(at::kCPU);  // synchronous copy to host
-    at::Tensor& buf = staged.defined() ? staged : t;
+    at::Tensor buf = staged.defined() ? staged : t;
     if (op == ReduceOp::kAvg && !at::isFloatingType(buf.scalar_type()))
       throw Error("all_reduce: average needs a floating-point tensor");
-    std::vector<MPI_Request> reqs;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (world_ > 1) {
+    auto done = submit([this, buf, op]() mutable {
+      if (world_ == 1) return;
       MPI_Datatype type = mpi_type(buf.scalar_type());
       MPI_Op mop = mpi_op(op, buf.scalar_type());
       char* base = static_cast<char*>(buf.data_ptr());
       const int64_t n = buf.numel(), es = buf.element_size();
       for (int64_t off = 0; off < n; off += kChunk) {
         int count = static_cast<int>(std::min(kChunk, n - off));
-        reqs.emplace_back();
-        DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + off * es, count, type, mop, comm_,
-                                        &reqs.back()));
+        DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, base + off * es, count, type, mop, comm_));
       }
-    }
-    double divide = (op == ReduceOp::kAvg && world_ > 1) ? static_cast<double>(world_) : 1.0;
-    return std::make_unique<MpiWork>(std::move(reqs), t, staged, divide);
+      if (op == ReduceOp::kAvg) buf.div_(static_cast<double>(world_));
+    });
+    return std::make_unique<MpiWork>(std::move(done), t, staged);
   }
 
   void broadcast(at::Tensor& t, int root) override {
     check_dense(t, "broadcast");
     if (world_ == 1) return;
     at::Tensor buf = t.device().is_cpu() ? t : t.to(at::kCPU);
-    std::lock_guard<std::mutex> lock(mu_);
-    char* base = static_cast<char*>(buf.data_ptr());
-    const int64_t n = buf.numel(), es = buf.element_size();
-    for (int64_t off = 0; off < n; off += kChunk) {
-      int count = static_cast<int>(std::min(kChunk, n - off));
-      DTRAIN_MPI_CHECK(MPI_Bcast(base + off * es, count, mpi_type(buf.scalar_type()), root, comm_));
-    }
+    submit([this, buf, root]() mutable {
+      char* base = static_cast<char*>(buf.data_ptr());
+      const int64_t n = buf.numel(), es = buf.element_size();
+      for (int64_t off = 0; off < n; off += kChunk) {
+        int count = static_cast<int>(std::min(kChunk, n - off));
+        DTRAIN_MPI_CHECK(MPI_Bcast(base + off * es, count, mpi_type(buf.scalar_type()), root, comm_));
+      }
+    }).get();
     if (!t.device().is_cpu()) t.copy_(buf);
   }
 
@@ -190,24 +195,50 @@ class MpiCommunicator : public Communicator {
     for (auto d : src.sizes()) shape.push_back(d);
     at::Tensor out = at::empty(shape, src.options());
     if (src.numel() > kChunk) throw Error("all_gather: tensor too large for one MPI call");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+    submit([this, src, out]() mutable {
       MPI_Datatype type = mpi_type(src.scalar_type());
       DTRAIN_MPI_CHECK(MPI_Allgather(src.data_ptr(), static_cast<int>(src.numel()), type,
                                      out.data_ptr(), static_cast<int>(src.numel()), type, comm_));
-    }
+    }).get();
     return t.device().is_cpu() ? out : out.to(t.device());
   }
 
   void barrier() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    DTRAIN_MPI_CHECK(MPI_Barrier(comm_));
+    submit([this] { DTRAIN_MPI_CHECK(MPI_Barrier(comm_)); }).get();
   }
 
  private:
+  std::shared_future<void> submit(std::function<void()> fn) {
+    std::packaged_task<void()> task(std::move(fn));
+    std::shared_future<void> fut = task.get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return fut;
+  }
+  void loop() {
+    while (true) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stop_ and nothing left
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();  // exceptions land in the future
+    }
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1;
-  std::mutex mu_;  // MPI calls on this communicator are serialized
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace

@@ -2,11 +2,11 @@
 #include "dtrain/data/dataset.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <sstream>
 #include <utility>
 
@@ -51,22 +51,36 @@ Batch TensorDataset::get(const std::vector<int64_t>& indices) const {
 
 namespace {
 
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // cfg.path joined with one file name; an absolute name is used as is. A missing file is an error
-// naming the path and the key that named it.
+// naming the path and the key that named it. (POSIX stat, not std::filesystem: the pip wheels of
+// LibTorch 2.x export their own std::filesystem symbols, which can shadow libstdc++'s.)
 std::string data_file(const DataConfig& cfg, const std::string& name, const std::string& key) {
-  namespace fs = std::filesystem;
   if (name.empty()) throw Error("file name is empty", key);
-  const fs::path path = fs::path(cfg.path) / name;  // `/` keeps an absolute name as is
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    std::string why = fs::exists(path, ec) ? "is not a regular file" : "file not found";
+  const bool absolute = name.front() == '/';
+  std::string path = name;
+  if (!absolute && !cfg.path.empty()) {
+    path = cfg.path + (cfg.path.back() == '/' ? "" : "/") + name;
+  }
+  if (!is_regular_file(path)) {
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
     std::string hint;
-    if (!fs::path(name).is_absolute() && !fs::is_directory(cfg.path, ec)) {
+    if (!absolute && !is_directory(cfg.path)) {
       hint = " (data.path '" + cfg.path + "' is not a directory)";
     }
-    throw Error(why + ": " + path.string() + hint, key);
+    throw Error((exists ? "not a regular file: " : "file not found: ") + path + hint, key);
   }
-  return path.string();
+  return path;
 }
 
 Splits make_idx(const DataConfig& cfg) {

@@ -89,6 +89,21 @@ TEST(Equivalence, AccumulationSameParametersAsOneRankWholeBatch) {
   expect_equivalent({"train.micro_batch=4"}, {});
 }
 
+TEST(Equivalence, TinyBucketsSameParametersAsOneRank) {
+  // One parameter per bucket, launched from the hooks during backward.
+  expect_equivalent({"dist.bucket_cap_mb=0.000001", "dist.first_bucket_mb=0.000001"}, {});
+}
+
+TEST(Equivalence, OverlapOffSameParametersAsOneRank) {
+  expect_equivalent({"dist.overlap=false", "train.micro_batch=2"}, {});
+}
+
+TEST(Equivalence, Bf16GradientsStayClose) {
+  Result dist = train_with(MPI_COMM_WORLD, {"dist.grad_dtype=bf16"});
+  Result ref = train_with(MPI_COMM_SELF, {});
+  EXPECT_LT(max_relative_difference(dist, ref), world_size() > 1 ? 3e-2 : 1e-12);
+}
+
 TEST(Equivalence, RegressionAdamClippingSameParametersAsOneRank) {
   // MSE regression, and gradient clipping applied to the averaged gradient.
   std::vector<std::string> o = {"model.name=mlp", "train.clip_grad_norm=0.5",

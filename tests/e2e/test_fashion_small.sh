@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# e2e: a short Fashion-MNIST run of the CLI on 2 MPI ranks (configs/fashion_mnist.yaml, made small
+# by overrides). Checks the final accuracy line, the accuracy itself, and the run directory
+# (config.yaml that re-parses to the same config, metrics.jsonl with one JSON object per line).
+# Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
+# DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
+bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
+mpiexec=${DTRAIN_MPIEXEC:-mpirun}
+read -r -a mpi_flags <<<"${DTRAIN_MPI_FLAGS:---oversubscribe}"
+data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[[ -x $bin ]] || fail "dtrain binary not found: $bin (build it first)"
+[[ -f $data/train-images-idx3-ubyte.gz ]] ||
+  fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-fashion.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# run LIMIT_S NAME CMD...: stdout/stderr to $tmp/NAME.{out,err}; sets $rc; a hang is a failure.
+run() {
+  local limit=$1 name=$2
+  shift 2
+  echo "+ $*"
+  rc=0
+  timeout -k 10 "$limit" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+  if [[ $rc == 124 || $rc == 137 ]]; then
+    tail -n 20 "$tmp/$name.out" "$tmp/$name.err" >&2 || true
+    fail "$name: did not finish within ${limit} s (hang?)"
+  fi
+}
+show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
+
+name=fashion_small
+run 300 train "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/fashion_mnist.yaml" \
+  run.name=$name run.dir="$tmp/runs" run.timeout_s=120 data.path="$data" \
+  train.epochs=1 train.max_steps=200 model.channels=8,16 model.fc=64
+[[ $rc == 0 ]] || { show train; fail "training exited with code $rc"; }
+cat "$tmp/train.out" | grep -v '^  ' || true
+
+grep -q "world 2 rank(s)" "$tmp/train.out" || { show train; fail "the log does not say 'world 2 rank(s)'"; }
+line=$(grep -E '^final test accuracy: [0-9.]+%' "$tmp/train.out" | tail -n 1) ||
+  { show train; fail "no 'final test accuracy: NN.NN%' line on stdout"; }
+acc=$(sed -E 's/^final test accuracy: ([0-9.]+)%.*/\1/' <<<"$line")
+awk -v a="$acc" 'BEGIN { exit !(a > 70.0) }' || fail "final test accuracy $acc% is not above 70%"
+echo "ok: final test accuracy $acc% (> 70%)"
+
+run_dir=$tmp/runs/$name
+[[ -s $run_dir/config.yaml ]] || fail "missing $run_dir/config.yaml"
+[[ -s $run_dir/metrics.jsonl ]] || fail "missing or empty $run_dir/metrics.jsonl"
+
+# The saved config must load again and resolve to the same settings.
+run 60 reload "$bin" "$run_dir/config.yaml" --print-config
+[[ $rc == 0 ]] || { show reload; fail "dtrain cannot load its own $run_dir/config.yaml (exit $rc)"; }
+diff <(grep -v '^#' "$run_dir/config.yaml") \
+     <(sed -n '/^run:$/,/^# resolved/p' "$tmp/reload.out" | grep -v '^#') >"$tmp/diff" ||
+  { cat "$tmp/diff" >&2; fail "config.yaml does not re-parse to the same config"; }
+grep -q "max_steps: 200" "$run_dir/config.yaml" || fail "config.yaml does not hold the override train.max_steps=200"
+
+# metrics.jsonl: every line one JSON object; an eval record whose accuracy matches the log.
+py=${DTRAIN_REF_PYTHON:-}
+[[ -n $py && -x $py ]] || py=$(command -v python3 || true)
+if [[ -n $py ]] && "$py" -c 'import json' 2>/dev/null; then
+  "$py" - "$run_dir/metrics.jsonl" "$acc" <<'PY' || fail "metrics.jsonl check failed"
+import json, sys
+path, acc = sys.argv[1], float(sys.argv[2])
+recs = []
+with open(path) as f:
+    for i, line in enumerate(f, 1):
+        try:
+            r = json.loads(line)
+        except ValueError as e:
+            sys.exit(f"{path}:{i}: not JSON ({e}): {line!r}")
+        if not isinstance(r, dict) or "type" not in r:
+            sys.exit(f"{path}:{i}: not an object with a 'type': {line!r}")
+        recs.append(r)
+train = [r for r in recs if r["type"] == "train"]
+evals = [r for r in recs if r["type"] == "eval"]
+if not train or not evals:
+    sys.exit(f"{path}: expected train and eval records, got types {[r['type'] for r in recs]}")
+last = evals[-1]
+if last.get("step") != 200:
+    sys.exit(f"{path}: last eval at step {last.get('step')}, expected 200")
+if abs(100 * last["test_accuracy"] - acc) > 0.01:
+    sys.exit(f"{path}: eval accuracy {last['test_accuracy']} != logged {acc}%")
+print(f"ok: {path}: {len(recs)} JSON records ({len(train)} train, {len(evals)} eval)")
+PY
+else
+  # No Python: a line-shape check only.
+  if grep -vqE '^\{.*\}$' "$run_dir/metrics.jsonl"; then fail "metrics.jsonl has a line that is not a JSON object"; fi
+  grep -q '"type":"eval"' "$run_dir/metrics.jsonl" || fail "metrics.jsonl has no eval record"
+  echo "ok: metrics.jsonl lines look like JSON objects (no python3 to parse them)"
+fi
+echo "PASS"

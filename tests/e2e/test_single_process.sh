@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# e2e: the dtrain binary run alone, with no MPI launcher (world size 1): --help, --version,
+# --print-config, and short trainings on synthetic data (configs/synthetic_linear.yaml, and a
+# config built from overrides only).
+# Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
+bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
+if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[[ -x $bin ]] || fail "dtrain binary not found: $bin (build it first)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-single.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# run LIMIT_S NAME CMD...: stdout/stderr to $tmp/NAME.{out,err}; sets $rc; a hang is a failure.
+run() {
+  local limit=$1 name=$2
+  shift 2
+  echo "+ $*"
+  rc=0
+  timeout -k 10 "$limit" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+  if [[ $rc == 124 || $rc == 137 ]]; then
+    tail -n 20 "$tmp/$name.out" "$tmp/$name.err" >&2 || true
+    fail "$name: did not finish within ${limit} s (hang?)"
+  fi
+}
+show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
+expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
+# has NAME FIXED_STRING...: every string appears in NAME's stdout.
+has() {
+  local name=$1 s
+  shift
+  for s in "$@"; do
+    grep -qF -- "$s" "$tmp/$name.out" || { show "$name"; fail "$name: stdout lacks '$s'"; }
+  done
+}
+
+# --help: usage, launchers, every model, keys from the schema with types and defaults.
+run 30 help "$bin" --help
+expect_ok help
+has help "Usage:" "--print-config" "--version" "mpirun -np" \
+  "cnn:" "mlp:" "linear:" \
+  "train.global_batch (int, default " "train.micro_batch" "train.lr" "run.timeout_s" \
+  "data.format" "model.name" "dist.backend" "idx | synthetic"
+echo "ok: --help lists models and keys"
+
+# --version: "dtrain X.Y.Z (...)", matching the project version in CMakeLists.txt.
+run 30 version "$bin" --version
+expect_ok version
+grep -qE '^dtrain [0-9]+\.[0-9]+\.[0-9]+ ' "$tmp/version.out" || { show version; fail "--version: unexpected '$(head -n1 "$tmp/version.out")'"; }
+want=$(sed -nE 's/^project\(dtrain VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.txt")
+[[ -z $want ]] || has version "dtrain $want "
+echo "ok: --version: $(head -n1 "$tmp/version.out")"
+
+# --print-config: resolves for world 1 and exits without training.
+run 60 print "$bin" "$src/configs/synthetic_linear.yaml" --print-config train.global_batch=64
+expect_ok print
+has print "world 1 rank(s)" "format: synthetic" "global_batch: 64" "# resolved: world 1, per-rank batch 64"
+if grep -q "^final test" "$tmp/print.out"; then fail "--print-config trained a model"; fi
+echo "ok: --print-config"
+
+# Linear regression on synthetic data: the shipped config, alone.
+run 120 linear "$bin" "$src/configs/synthetic_linear.yaml" run.dir="$tmp/runs"
+expect_ok linear
+has linear "world 1 rank(s)" "model: linear, 11 parameters"
+loss=$(sed -nE 's/^final test loss: ([0-9.eE+-]+).*/\1/p' "$tmp/linear.out" | tail -n 1)
+[[ -n $loss ]] || { show linear; fail "linear: no 'final test loss: X' line"; }
+# Targets carry noise 0.01 (variance 1e-4): a fitted Linear(10,1) gets close to that.
+awk -v l="$loss" 'BEGIN { exit !(l < 0.01) }' || fail "linear: final test loss $loss is not below 0.01"
+[[ -s $tmp/runs/synthetic_linear/config.yaml && -s $tmp/runs/synthetic_linear/metrics.jsonl ]] ||
+  fail "linear: run directory $tmp/runs/synthetic_linear lacks config.yaml or metrics.jsonl"
+echo "ok: synthetic linear regression alone, final test loss $loss"
+
+# A config that names almost nothing: everything else from the defaults and overrides.
+printf 'run:\n  name: mini\n' >"$tmp/mini.yaml"
+run 120 mini "$bin" "$tmp/mini.yaml" run.dir="$tmp/runs" run.quiet=true \
+  data.format=synthetic data.synthetic_task=classification data.synthetic_classes=4 \
+  data.synthetic_size=2048 data.synthetic_test_size=512 data.workers=0 \
+  model.name=mlp model.hidden=32,16 train.loss=cross_entropy train.optimizer=sgd \
+  train.lr=0.1 train.momentum=0.9 train.global_batch=64 train.micro_batch=16 train.epochs=2
+expect_ok mini
+grep -qE '^final test accuracy: [0-9.]+%' "$tmp/mini.out" || { show mini; fail "mini: no 'final test accuracy' line"; }
+grep -q "micro_batch: 16" "$tmp/runs/mini/config.yaml" || fail "mini: config.yaml does not hold train.micro_batch=16"
+grep -q "accumulation steps 4" "$tmp/runs/mini/config.yaml" || fail "mini: 64/16 should resolve to 4 accumulation steps"
+echo "ok: overrides-only synthetic classification (mlp, sgd, accumulation 4): $(grep '^final test' "$tmp/mini.out")"
+echo "PASS"

@@ -1,0 +1,273 @@
+// make_datasets: synthetic tasks are deterministic per seed and shaped as DataSpec says; idx
+// splits load from data.path with the train split's statistics; errors name the key or file.
+#include <ftw.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/data/idx.h"
+#include "dtrain/error.h"
+
+namespace {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it. POSIX calls, not
+// std::filesystem: the pip wheels of LibTorch 2.x export their own std::filesystem symbols.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
+                       "/dtrain-test-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
+    return ::remove(p);
+  }
+  std::string path_;
+};
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const dtrain::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("NOT A dtrain::Error: ") + e.what();
+  }
+  return "NO EXCEPTION";
+}
+
+dtrain::DataConfig synthetic(const std::string& task) {
+  dtrain::DataConfig cfg;
+  cfg.format = "synthetic";
+  cfg.synthetic_task = task;
+  cfg.synthetic_size = 256;
+  cfg.synthetic_test_size = 64;
+  cfg.synthetic_features = 5;
+  cfg.synthetic_classes = 4;
+  cfg.synthetic_noise = 0.01;
+  return cfg;
+}
+
+const dtrain::TensorDataset& tensors(const std::shared_ptr<dtrain::Dataset>& ds) {
+  auto* t = dynamic_cast<const dtrain::TensorDataset*>(ds.get());
+  if (t == nullptr) throw std::runtime_error("not a TensorDataset");
+  return *t;
+}
+
+TEST(Datasets, SyntheticRegressionIsDeterministicAndShaped) {
+  const auto cfg = synthetic("regression");
+  auto a = dtrain::make_datasets(cfg, 7);
+  auto b = dtrain::make_datasets(cfg, 7);
+  auto c = dtrain::make_datasets(cfg, 8);
+  ASSERT_TRUE(a.train && a.test);
+  EXPECT_EQ(a.train->size(), 256);
+  EXPECT_EQ(a.test->size(), 64);
+  const auto& tr = tensors(a.train);
+  EXPECT_EQ(tr.inputs().sizes().vec(), (std::vector<int64_t>{256, 5}));
+  EXPECT_EQ(tr.targets().sizes().vec(), (std::vector<int64_t>{256, 1}));
+  EXPECT_EQ(tr.inputs().scalar_type(), at::kFloat);
+  EXPECT_EQ(tr.targets().scalar_type(), at::kFloat);
+  EXPECT_EQ(tensors(a.test).inputs().sizes().vec(), (std::vector<int64_t>{64, 5}));
+  const auto spec = a.train->spec();
+  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{5}));
+  EXPECT_EQ(spec.target_dim, 1);
+  EXPECT_EQ(spec.num_classes, 0);
+
+  EXPECT_TRUE(tr.inputs().equal(tensors(b.train).inputs()));
+  EXPECT_TRUE(tr.targets().equal(tensors(b.train).targets()));
+  EXPECT_TRUE(tensors(a.test).targets().equal(tensors(b.test).targets()));
+  EXPECT_FALSE(tr.inputs().equal(tensors(c.train).inputs()));
+  // Train and test are different samples.
+  EXPECT_FALSE(tr.inputs().narrow(0, 0, 64).equal(tensors(a.test).inputs()));
+
+  // One linear map (w, b) explains both splits up to the noise: fit it on train by least
+  // squares, then predict test.
+  auto augment = [](const at::Tensor& x) {
+    return at::cat({x.to(at::kDouble), at::ones({x.size(0), 1}, at::kDouble)}, 1);
+  };
+  const at::Tensor xa = augment(tr.inputs());
+  const at::Tensor ya = tr.targets().to(at::kDouble);
+  const at::Tensor coef = at::linalg_solve(xa.t().matmul(xa), xa.t().matmul(ya));  // (F+1, 1)
+  const at::Tensor train_rmse = (xa.matmul(coef) - ya).pow(2).mean().sqrt();
+  const at::Tensor xt = augment(tensors(a.test).inputs());
+  const at::Tensor yt = tensors(a.test).targets().to(at::kDouble);
+  const at::Tensor test_rmse = (xt.matmul(coef) - yt).pow(2).mean().sqrt();
+  EXPECT_LT(train_rmse.item<double>(), 0.02);
+  EXPECT_GT(train_rmse.item<double>(), 0.005);  // the noise is there
+  EXPECT_LT(test_rmse.item<double>(), 0.02);
+  EXPECT_GT(yt.std().item<double>(), 0.5);  // the targets are not trivial
+}
+
+TEST(Datasets, SyntheticClassification) {
+  const auto cfg = synthetic("classification");
+  auto a = dtrain::make_datasets(cfg, 3);
+  auto b = dtrain::make_datasets(cfg, 3);
+  const auto& t = tensors(a.train);
+  EXPECT_EQ(t.inputs().sizes().vec(), (std::vector<int64_t>{256, 5}));
+  EXPECT_EQ(t.targets().sizes().vec(), (std::vector<int64_t>{256}));
+  EXPECT_EQ(t.targets().scalar_type(), at::kLong);
+  EXPECT_GE(t.targets().min().item<int64_t>(), 0);
+  EXPECT_LT(t.targets().max().item<int64_t>(), 4);
+  EXPECT_GT((at::bincount(t.targets()) > 0).sum().item<int64_t>(), 1);  // several classes occur
+  EXPECT_EQ(a.train->spec().num_classes, 4);
+  EXPECT_EQ(a.train->spec().target_dim, 0);
+  EXPECT_TRUE(t.targets().equal(tensors(b.train).targets()));
+  EXPECT_EQ(a.test->size(), 64);
+
+  auto bad = cfg;
+  bad.synthetic_task = "tokens";
+  const std::string msg = message_of([&] { dtrain::make_datasets(bad, 0); });
+  EXPECT_NE(msg.find("data.synthetic_task"), std::string::npos) << msg;
+  bad.synthetic_task = "nonsense";
+  EXPECT_NE(message_of([&] { dtrain::make_datasets(bad, 0); }).find("data.synthetic_task"),
+            std::string::npos);
+  auto no_test = cfg;
+  no_test.synthetic_test_size = 0;
+  EXPECT_EQ(dtrain::make_datasets(no_test, 0).test, nullptr);
+}
+
+TEST(Datasets, UnknownFormatNamesTheKey) {
+  dtrain::DataConfig cfg;
+  cfg.format = "parquet";
+  const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
+  EXPECT_NE(msg.find("data.format"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parquet"), std::string::npos) << msg;
+}
+
+TEST(Datasets, IdxMissingFileNamesPathAndKey) {
+  dtrain::DataConfig cfg;
+  cfg.format = "idx";
+  cfg.path = "/nonexistent/dtrain-data";
+  const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
+  EXPECT_NE(msg.find("/nonexistent/dtrain-data/train-images-idx3-ubyte.gz"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("data.train_images"), std::string::npos) << msg;
+}
+
+void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+std::vector<unsigned char> idx(std::vector<unsigned char> header_dims,
+                               const std::vector<unsigned char>& data) {
+  header_dims.insert(header_dims.end(), data.begin(), data.end());
+  return header_dims;
+}
+
+TEST(Datasets, IdxSplitsUseTrainStatistics) {
+  TempDir dir;
+  // train: 4 images 1x2, test: 2 images 1x2 (dims: N, 1, 2)
+  const std::vector<unsigned char> train_px = {0, 255, 51, 102, 153, 204, 0, 0};
+  const std::vector<unsigned char> test_px = {255, 0, 51, 51};
+  write_gz(dir.file("tr-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2},
+                                             train_px));
+  write_gz(dir.file("tr-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 4}, {0, 1, 2, 3}));
+  write_gz(dir.file("te-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2},
+                                             test_px));
+  write_gz(dir.file("te-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 2}, {3, 3}));
+
+  dtrain::DataConfig cfg;
+  cfg.format = "idx";
+  cfg.path = dir.path();
+  cfg.train_images = "tr-img.gz";
+  cfg.train_labels = "tr-lab.gz";
+  cfg.test_images = dir.file("te-img.gz");  // absolute names are used as is
+  cfg.test_labels = "te-lab.gz";
+  cfg.normalize = true;
+  auto splits = dtrain::make_datasets(cfg, 0);
+  ASSERT_TRUE(splits.train && splits.test);
+  const auto& train = tensors(splits.train);
+  const auto& test = tensors(splits.test);
+  EXPECT_EQ(train.inputs().sizes().vec(), (std::vector<int64_t>{4, 1, 1, 2}));
+  EXPECT_EQ(splits.train->spec().input_shape, (std::vector<int64_t>{1, 1, 2}));
+  EXPECT_EQ(splits.train->spec().num_classes, 10);
+
+  // Expected statistics from the formula (population std of pixel / 255).
+  double mean = 0, sq = 0;
+  for (unsigned char p : train_px) {
+    mean += p / 255.0;
+    sq += (p / 255.0) * (p / 255.0);
+  }
+  mean /= train_px.size();
+  const double sd = std::sqrt(sq / train_px.size() - mean * mean);
+  EXPECT_NEAR(train.inputs().mean().item<double>(), 0.0, 1e-6);
+  EXPECT_NEAR(train.inputs().flatten()[1].item<double>(), (1.0 - mean) / sd, 1e-5);
+  EXPECT_NEAR(test.inputs().flatten()[0].item<double>(), (1.0 - mean) / sd, 1e-5);
+  EXPECT_NEAR(test.inputs().flatten()[2].item<double>(), (0.2 - mean) / sd, 1e-5);
+  EXPECT_EQ(test.targets()[0].item<int64_t>(), 3);
+
+  // Without normalization the pixels stay in [0, 1].
+  cfg.normalize = false;
+  auto raw = dtrain::make_datasets(cfg, 0);
+  EXPECT_FLOAT_EQ(tensors(raw.train).inputs().flatten()[1].item<float>(), 1.0f);
+
+  // A missing test file names its key.
+  cfg.test_labels = "nope.gz";
+  const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
+  EXPECT_NE(msg.find("data.test_labels"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir.file("nope.gz")), std::string::npos) << msg;
+
+}
+
+TEST(Datasets, TensorDatasetGetValidatesIndices) {
+  at::Tensor x = at::arange(12, at::kFloat).reshape({6, 2});
+  at::Tensor y = at::arange(6, at::kLong);
+  dtrain::TensorDataset ds(x, y, dtrain::DataSpec{}, "arange");
+  auto b = ds.get({5, 0, 5});
+  EXPECT_EQ(b.size(), 3);
+  EXPECT_EQ(b.targets[0].item<int64_t>(), 5);
+  EXPECT_EQ(b.inputs[1][1].item<float>(), 1.0f);
+  EXPECT_EQ(ds.get({}).size(), 0);
+  const std::string msg = message_of([&] { ds.get({1, 6}); });
+  EXPECT_NE(msg.find("6"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("arange"), std::string::npos) << msg;
+  EXPECT_THROW(ds.get({-1}), dtrain::Error);
+  EXPECT_THROW(dtrain::TensorDataset(x, at::arange(5, at::kLong), {}, "bad"), dtrain::Error);
+}
+
+TEST(Datasets, RealFashionMnistIsStandardized) {
+  dtrain::DataConfig cfg;  // defaults point at Debian's dataset-fashion-mnist
+  ASSERT_TRUE(is_directory(cfg.path))
+      << cfg.path << " is missing: install Debian's dataset-fashion-mnist package";
+  auto splits = dtrain::make_datasets(cfg, 0);
+  ASSERT_TRUE(splits.train && splits.test);
+  EXPECT_EQ(splits.train->size(), 60000);
+  EXPECT_EQ(splits.test->size(), 10000);
+  const auto& train = tensors(splits.train);
+  EXPECT_NEAR(train.inputs().mean().item<double>(), 0.0, 1e-3);
+  EXPECT_NEAR(train.inputs().std().item<double>(), 1.0, 1e-3);
+  // The test split uses the train statistics, so it is close to but not exactly standard.
+  EXPECT_NEAR(tensors(splits.test).inputs().mean().item<double>(), 0.0, 0.05);
+}
+
+}  // namespace
