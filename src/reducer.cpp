@@ -163,7 +163,15 @@ void Reducer::launch(size_t b) {
   works_[b] = comm_.all_reduce_async(flat_[b], ReduceOp::kAvg);
 }
 
-void Reducer::finish() {
+void Reducer::finish(bool abandon) {
+  if (abandon) {
+    bool synced;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      synced = sync_;
+    }
+    if (!synced) prepare(true);  // failed before the last backward began: nothing launched yet
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!sync_) throw Error("Reducer::finish() after a backward that was not synchronized");
   backward_end_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
@@ -172,7 +180,7 @@ void Reducer::finish() {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!ready_[i]) missing.push_back(i);
   if (!missing.empty()) {
-    if (!options_.find_unused_parameters) {
+    if (!options_.find_unused_parameters && !abandon) {
       std::string names;
       for (size_t k = 0; k < missing.size() && k < 5; ++k) names += (k ? ", " : "") + names_[missing[k]];
       if (missing.size() > 5) names += ", ... (" + std::to_string(missing.size()) + " in all)";
@@ -203,6 +211,7 @@ void Reducer::finish() {
   works_.clear();
   sync_ = false;
 
+  if (abandon) return;  // this step is thrown away; plan again after a real one
   if (first_step_ && options_.rebuild_after_first_step) {
     first_step_ = false;
     // Re-plan in the order gradients arrived on rank 0 (parameters that never arrived go last).

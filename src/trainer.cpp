@@ -8,11 +8,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "dtrain/amp.h"
 #include "dtrain/data/loader.h"
+#include "dtrain/detail/device_memory.h"
 #include "dtrain/detail/fs.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
@@ -61,14 +64,14 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& s
   return out;
 }
 
-// Wait for queued device work so host timers measure it (no-op on CPU).
-void sync_device(const at::Device& d) {
-  if (d.is_cuda()) at::empty({1}, at::TensorOptions().device(d)).cpu();
-}
-
 }  // namespace
 
 struct Trainer::Impl {
+  std::unique_ptr<GradScaler> scaler;  // fp16 only
+  int64_t inject_oom_step = -1;        // test hook: DTRAIN_TEST_INJECT_OOM=rank:step
+  int64_t oom_retries = 0;
+  int64_t skipped_steps = 0;
+  at::Tensor window_loss;              // sum of step losses since the last log line (device)
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<Reducer> reducer;  // null with one rank: nothing to average
   std::ofstream metrics;
@@ -88,8 +91,22 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
   if (!model_) throw Error("Trainer: no model");
   if (!train_) throw Error("Trainer: no training data");
   if (cfg_.resolved.world != comm_.world()) cfg_.resolve(comm_.world());
-  if (cfg_.resolved.micro_batch <= 0)
-    throw Error("micro_batch: auto is not measured yet; give a number", "train.micro_batch");
+  if (cfg_.run.gpu_memory_fraction > 0) {
+    if (!device_.is_cuda())
+      log::warn("run.gpu_memory_fraction is set but this rank computes on the CPU: ignored");
+    detail::set_memory_fraction(device_, cfg_.run.gpu_memory_fraction);
+  }
+  if (cfg_.train.precision != Precision::kFp32 && !autocast_supported(device_, cfg_.train.precision))
+    log::warn(std::string("this LibTorch has no ") + to_string(cfg_.train.precision) +
+              " autocast on " + device_.str() + ": computing in fp32" +
+              (cfg_.train.precision == Precision::kFp16 ? " (loss scaling still applies)" : ""));
+  if (cfg_.train.precision == Precision::kFp16) impl_->scaler = std::make_unique<GradScaler>(device_);
+  if (const char* inj = std::getenv("DTRAIN_TEST_INJECT_OOM")) {
+    // "rank:step": that rank fails its first attempt at that step with an out-of-memory error.
+    int r = -1;
+    long long st = -1;
+    if (std::sscanf(inj, "%d:%lld", &r, &st) == 2 && r == comm_.rank()) impl_->inject_oom_step = st;
+  }
   impl_->watchdog = std::make_unique<Watchdog>(cfg_.run.timeout_s, comm_.rank());
   impl_->watchdog->beat("setup");
 
@@ -209,6 +226,10 @@ at::Tensor Trainer::loss_fn(const at::Tensor& out, const at::Tensor& targets, bo
       throw Error("cross_entropy needs class-id targets; this dataset gives " +
                       std::string(at::toString(targets.scalar_type())) + " targets",
                   "train.loss");
+    // Sequence models give (B, T, V) logits for (B, T) targets: every position is a sample.
+    if (out.dim() == 3)
+      return at::cross_entropy_loss(out.reshape({-1, out.size(2)}).to(at::kFloat),
+                                    targets.reshape({-1}), {}, reduction);
     return at::cross_entropy_loss(out.to(at::kFloat), targets, {}, reduction);
   }
   // mse
@@ -230,51 +251,181 @@ double Trainer::lr_at(int64_t step) const {
   return lr;
 }
 
-double Trainer::train_step(Loader& loader, int64_t micro_batches, int64_t rank_samples) {
+// Forward and backward of every micro-batch of this rank's share of one step; gradients end up
+// averaged over all ranks. Returns false (and leaves no gradient) when any rank ran out of
+// memory: every rank then knows it, because the failing rank still completes the gradient
+// collectives (with zeros) and all ranks agree on a flag before anyone uses the result.
+bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum) {
   auto& wd = *impl_->watchdog;
-  optimizer_->zero_grad();
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
-  for (int64_t m = 0; m < micro_batches; ++m) {
-    wd.beat("waiting for data");
-    auto t0 = Clock::now();
-    std::optional<Batch> batch = loader.next();
-    phases_.data += since(t0);
-    if (!batch) throw Error("the loader ran out of batches inside a step (internal error)");
-    wd.beat("forward/backward");
-    t0 = Clock::now();
-    at::Tensor out = model_->forward(batch->inputs);
-    // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
-    // accumulated gradient is the mean over the rank's share of the global batch.
-    const double weight = static_cast<double>(batch->size()) / static_cast<double>(rank_samples);
-    at::Tensor loss = loss_fn(out, batch->targets, /*sum=*/false) * weight;
-    // Only the last micro-batch communicates; earlier ones accumulate locally.
-    if (impl_->reducer) impl_->reducer->prepare(/*sync=*/m == micro_batches - 1);
-    loss.backward();
-    loss_sum += loss.detach();
-    phases_.compute += since(t0);
+  const int64_t n = batch.size();
+  const int64_t pieces = (n + micro - 1) / micro;
+  bool failed = false;
+  std::string failure;
+  bool last_started = false;
+  try {
+    for (int64_t m = 0; m < pieces; ++m) {
+      const int64_t begin = m * micro, len = std::min(micro, n - begin);
+      if (impl_->inject_oom_step == step_ && micro > 1) {
+        impl_->inject_oom_step = -1;  // once
+        throw detail::InjectedOutOfMemory("injected out-of-memory error (test hook)");
+      }
+      at::Tensor inputs = batch.inputs.narrow(0, begin, len);
+      at::Tensor targets = batch.targets.narrow(0, begin, len);
+      wd.beat("forward/backward");
+      at::Tensor loss;
+      {
+        AutocastGuard autocast(device_, cfg_.train.precision);
+        at::Tensor out = model_->forward(inputs);
+        // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
+        // accumulated gradient is the mean over the rank's share of the global batch.
+        loss = loss_fn(out, targets, /*sum=*/false) * (static_cast<double>(len) / n);
+      }
+      const bool last = m == pieces - 1;
+      // Only the last micro-batch communicates; earlier ones accumulate locally.
+      if (impl_->reducer) impl_->reducer->prepare(/*sync=*/last);
+      last_started = last;
+      (impl_->scaler ? impl_->scaler->scale(loss) : loss).backward();
+      loss_sum += loss.detach().to(at::kDouble);
+    }
+  } catch (const std::exception& e) {
+    if (!detail::is_out_of_memory(e)) throw;
+    failed = true;
+    failure = e.what();
+    failure = failure.substr(0, failure.find('\n'));
   }
+  (void)last_started;
   wd.beat("gradient all-reduce");
+  const auto t_comm = Clock::now();
+  if (impl_->reducer) impl_->reducer->finish(/*abandon=*/failed);
+  int64_t any_failed = failed ? 1 : 0;
+  if (comm_.world() > 1) {
+    at::Tensor flag = at::tensor({any_failed}, at::kLong);
+    control_.all_reduce(flag, ReduceOp::kMax);
+    any_failed = flag.item<int64_t>();
+  }
+  phases_.comm += since(t_comm);
+  if (any_failed) {
+    if (failed) log::warn("out of memory at step " + std::to_string(step_) + " with micro-batch " +
+                          std::to_string(micro) + ": " + failure);
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();  // nothing of this attempt survives
+    detail::empty_cache(device_);
+    return false;
+  }
+  return true;
+}
+
+void Trainer::train_step(const Batch& batch) {
+  auto& wd = *impl_->watchdog;
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
   auto t0 = Clock::now();
-  if (impl_->reducer) impl_->reducer->finish();  // waits for what backward did not hide
-  phases_.comm += since(t0);
+  const double comm_before = phases_.comm;
+  while (!forward_backward(batch, cfg_.resolved.micro_batch, loss_sum)) {
+    // Out of memory on some rank: halve the micro-batch (doubling accumulation) on every rank
+    // and redo the step on the same samples. The global batch, and so the result, is unchanged.
+    const int64_t micro = cfg_.resolved.micro_batch;
+    if (micro <= 1)
+      throw Error("out of memory even with a micro-batch of 1 sample at step " +
+                      std::to_string(step_) + "; the model does not fit on this device",
+                  "train.micro_batch");
+    int64_t next = micro / 2;
+    while (cfg_.resolved.rank_batch % next != 0) --next;  // a divisor, so micro-batches are equal
+    cfg_.set_micro_batch(next);
+    log::info("out of memory at step " + std::to_string(step_) + ": micro-batch " +
+              std::to_string(micro) + " -> " + std::to_string(next) + ", accumulation " +
+              std::to_string(cfg_.resolved.accum_steps) + " steps; global batch unchanged (" +
+              std::to_string(cfg_.train.global_batch) + "); retrying the step");
+    ++impl_->oom_retries;
+    loss_sum.zero_();
+  }
+  phases_.compute += since(t0) - (phases_.comm - comm_before);
 
   wd.beat("optimizer step");
   t0 = Clock::now();
-  if (cfg_.train.clip_grad_norm > 0)
-    torch::nn::utils::clip_grad_norm_(params_, cfg_.train.clip_grad_norm);
-  const double lr = lr_at(step_);
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  optimizer_->step();
-  sync_device(device_);
+  bool skip = false;
+  if (impl_->scaler) {
+    impl_->scaler->unscale(params_);  // once, after the all-reduce, before clipping
+    skip = impl_->scaler->found_inf();
+  }
+  if (!skip) {
+    if (cfg_.train.clip_grad_norm > 0)
+      torch::nn::utils::clip_grad_norm_(params_, cfg_.train.clip_grad_norm);
+    const double lr = lr_at(step_);
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+    optimizer_->step();
+  } else {
+    ++impl_->skipped_steps;
+    log::info("step " + std::to_string(step_) + ": non-finite gradients with loss scale " +
+              fmt("%g", impl_->scaler->current_scale()) + "; optimizer step skipped on every rank");
+  }
+  if (impl_->scaler) impl_->scaler->update();
   phases_.optimizer += since(t0);
   ++step_;
-  return loss_sum.item<double>();
+  // Kept on the device: reading it here would stall the host on every step.
+  if (!impl_->window_loss.defined()) impl_->window_loss = at::zeros_like(loss_sum);
+  impl_->window_loss += loss_sum;
+}
+
+double Trainer::take_window_loss() {
+  if (!impl_->window_loss.defined()) return 0.0;
+  const double v = impl_->window_loss.item<double>();
+  impl_->window_loss.zero_();
+  return v;
+}
+
+void Trainer::find_micro_batch() {
+  // Try the rank batch, then smaller divisors, on a real batch of the real model (forward and
+  // backward, no communication); every rank takes the smallest that fits anywhere.
+  impl_->watchdog->beat("finding the micro-batch");
+  const int64_t rb = cfg_.resolved.rank_batch;
+  std::vector<int64_t> sample(static_cast<size_t>(std::min<int64_t>(rb, train_->size())));
+  for (size_t i = 0; i < sample.size(); ++i) sample[i] = static_cast<int64_t>(i);
+  Batch b = train_->get(sample);
+  b.inputs = b.inputs.to(device_);
+  b.targets = b.targets.to(device_);
+  const detail::MemoryStats before = detail::memory_stats(device_);
+  constexpr double kHeadroom = 0.10;  // leave 10% of the device for fragmentation and spikes
+  int64_t micro = rb, peak = 0;
+  for (;;) {
+    bool fits = true;
+    detail::reset_peak_memory(device_);
+    try {
+      at::Tensor in = b.inputs.narrow(0, 0, std::min<int64_t>(micro, b.size()));
+      at::Tensor tg = b.targets.narrow(0, 0, std::min<int64_t>(micro, b.size()));
+      {
+        AutocastGuard autocast(device_, cfg_.train.precision);
+        at::Tensor loss = loss_fn(model_->forward(in), tg, false);
+        loss.backward();  // no prepare(true): the reducer does not communicate
+      }
+      peak = detail::memory_stats(device_).peak;
+      if (before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total)) fits = false;
+    } catch (const std::exception& e) {
+      if (!detail::is_out_of_memory(e)) throw;
+      fits = false;
+    }
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    detail::empty_cache(device_);
+    if (fits || micro == 1) break;
+    int64_t next = micro / 2;
+    while (rb % next != 0) --next;
+    micro = next;
+  }
+  at::Tensor smallest = at::tensor({micro}, at::kLong);
+  control_.all_reduce(smallest, ReduceOp::kMin);
+  micro = smallest.item<int64_t>();
+  cfg_.set_micro_batch(micro);
+  log::info("micro_batch auto: " + std::to_string(micro) + " samples per forward/backward (" +
+            std::to_string(cfg_.resolved.accum_steps) + " accumulation steps), peak " +
+            (before.total > 0 ? fmt("%.2f GiB", peak / 1073741824.0) + " of " +
+                                    fmt("%.1f GiB", before.total / 1073741824.0)
+                              : std::string("memory not measured on CPU")));
 }
 
 TrainSummary Trainer::fit() {
   const auto& t = cfg_.train;
   const int world = comm_.world(), rank = comm_.rank();
   const int64_t rank_batch = cfg_.resolved.rank_batch;
+  if (cfg_.resolved.micro_batch < 0) find_micro_batch();
   const int64_t micro = cfg_.resolved.micro_batch;
   DistributedSampler sampler(train_->size(), world, rank, cfg_.data.shuffle,
                              static_cast<uint64_t>(cfg_.run.seed), /*drop_last=*/false);
@@ -304,18 +455,12 @@ TrainSummary Trainer::fit() {
   for (int64_t epoch = 0; epoch < t.epochs && !done; ++epoch) {
     sampler.set_epoch(epoch);
     const std::vector<int64_t> mine = sampler.indices();
-    // The plan: each step's share of this rank, cut into micro-batches.
+    // The plan: this rank's share of each step; the step cuts it into micro-batches.
     std::vector<std::vector<int64_t>> plan;
-    std::vector<std::pair<int64_t, int64_t>> steps;  // (micro-batches, samples) per step
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       const int64_t begin = s * rank_batch;
       const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
-      int64_t count = 0;
-      for (int64_t b = begin; b < end; b += micro) {
-        plan.emplace_back(mine.begin() + b, mine.begin() + std::min(b + micro, end));
-        ++count;
-      }
-      steps.emplace_back(count, end - begin);
+      plan.emplace_back(mine.begin() + begin, mine.begin() + end);
     }
     LoaderOptions lo;
     lo.workers = cfg_.data.workers;
@@ -325,16 +470,22 @@ TrainSummary Trainer::fit() {
     Loader loader(train_, std::move(plan), lo);
     model_->train();
     const auto epoch_start = Clock::now();
-    for (const auto& [micro_batches, samples] : steps) {
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
       if (t.max_steps > 0 && step_ >= t.max_steps) {
         done = true;
         break;
       }
-      window_loss += train_step(loader, micro_batches, samples);
+      impl_->watchdog->beat("waiting for data");
+      auto t0 = Clock::now();
+      std::optional<Batch> batch = loader.next();
+      phases_.data += since(t0);
+      if (!batch) throw Error("the loader ran out of batches (internal error)");
+      train_step(*batch);
       ++window_steps;
-      summary.samples += samples * world;
+      summary.samples += batch->size() * world;
       const bool log_now = cfg_.run.log_every > 0 && step_ % cfg_.run.log_every == 0;
       if (log_now) {
+        window_loss = take_window_loss();
         at::Tensor l = at::tensor({window_loss, static_cast<double>(window_steps)}, at::kDouble);
         control_.all_reduce(l, ReduceOp::kSum);
         const double mean = l[0].item<double>() / l[1].item<double>();
@@ -356,6 +507,7 @@ TrainSummary Trainer::fit() {
     }
     train_seconds += since(epoch_start);
     if (window_steps > 0) {
+      window_loss = take_window_loss();
       at::Tensor l = at::tensor({window_loss, static_cast<double>(window_steps)}, at::kDouble);
       control_.all_reduce(l, ReduceOp::kSum);
       summary.last_loss = l[0].item<double>() / l[1].item<double>();
@@ -385,6 +537,9 @@ TrainSummary Trainer::fit() {
   summary.steps = step_;
   summary.seconds = train_seconds;
   summary.phases = phases_;
+  summary.oom_retries = impl_->oom_retries;
+  summary.skipped_steps = impl_->skipped_steps;
+  summary.micro_batch = cfg_.resolved.micro_batch;
   impl_->watchdog->beat("done");
   return summary;
 }

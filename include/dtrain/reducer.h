@@ -57,8 +57,10 @@ class Reducer {
   // Before each backward: `sync` is true for the last micro-batch of a step only.
   void prepare(bool sync);
   // After the last backward of a step: launches what is left, waits, and leaves the averaged
-  // gradient in every parameter's grad().
-  void finish();
+  // gradient in every parameter's grad(). `abandon`: this rank failed during the step (out of
+  // memory); it still launches every bucket (zeros where gradients are missing) so that no peer
+  // waits in a collective, and the caller throws the result away.
+  void finish(bool abandon = false);
 
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   // Timings of the last synchronized step, and when its backward ended (seconds since prepare).

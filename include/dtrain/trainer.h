@@ -28,11 +28,12 @@ struct EvalResult {
   int64_t count = 0;      // samples evaluated over all ranks
 };
 
-// Seconds this rank spent in each phase (host clock; on CUDA the step end synchronizes).
+// Seconds this rank spent in each phase (host clock: on CUDA, time to enqueue work plus any
+// waits; queued GPU work shows up where the host next waits for it).
 struct PhaseTimes {
   double data = 0;      // waiting for the loader
-  double compute = 0;   // forward + backward
-  double comm = 0;      // gradient averaging not hidden behind backward
+  double compute = 0;   // forward + backward (all-reduce hidden behind backward included)
+  double comm = 0;      // waiting for gradient all-reduces after backward, and agreeing
   double optimizer = 0; // clip + step
   double eval = 0;
   double total() const { return data + compute + comm + optimizer; }
@@ -45,6 +46,9 @@ struct TrainSummary {
   double last_loss = 0; // mean training loss of the last logged window, over all ranks
   EvalResult eval;      // last evaluation (count 0 if none)
   PhaseTimes phases;    // this rank
+  int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
+  int64_t skipped_steps = 0;  // fp16 steps skipped for non-finite gradients
+  int64_t micro_batch = 0;    // micro-batch in use at the end
 };
 
 class Trainer {
@@ -70,8 +74,11 @@ class Trainer {
  private:
   void check_agreement();
   void broadcast_parameters();
-  // One optimizer step over `micro_batches` of this rank's share of the global batch.
-  double train_step(class Loader& loader, int64_t micro_batches, int64_t rank_samples);
+  // One optimizer step on this rank's share of the global batch.
+  void train_step(const Batch& batch);
+  bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum);
+  void find_micro_batch();
+  double take_window_loss();
   double lr_at(int64_t step) const;
   at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
   void write_metrics(const std::string& json_line);

@@ -12,6 +12,7 @@
 
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
+#include "dtrain/detail/device_memory.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
 #include "dtrain/runtime.h"
@@ -116,6 +117,17 @@ int run(const std::string& config_path, const std::vector<std::string>& override
                 100 * s.phases.comm / std::max(1e-9, s.phases.total()),
                 100 * s.phases.optimizer / std::max(1e-9, s.phases.total()));
   log::info(buf);
+  if (rt.on_cuda()) {
+    const auto mem = detail::memory_stats(rt.device());
+    std::snprintf(buf, sizeof buf, "peak GPU memory %.2f GiB (allocated by tensors) on rank 0",
+                  mem.peak / 1073741824.0);
+    log::info(buf);
+  }
+  if (s.oom_retries > 0)
+    log::info("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
+              std::to_string(s.micro_batch));
+  if (s.skipped_steps > 0)
+    log::info("fp16 steps skipped for non-finite gradients: " + std::to_string(s.skipped_steps));
   if (s.eval.count > 0) {
     if (data.test->spec().num_classes > 0)
       std::snprintf(buf, sizeof buf, "final test accuracy: %.2f%% (loss %.4f, %lld samples)",

@@ -147,23 +147,113 @@ void require_positive(int64_t value, const char* key) {
   if (value < 1) throw Error("must be >= 1, got " + std::to_string(value), key);
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Random images: inputs (N, C, H, W) standard normal, labels uniform in [0, classes). Nothing to
+// learn; for measuring throughput of image models without a dataset on disk.
+Splits make_synthetic_images(const DataConfig& cfg, int64_t seed) {
+  const auto& shape = cfg.synthetic_shape;
+  if (shape.size() != 3) {
+    throw Error("data.synthetic_task 'images' needs data.synthetic_shape = [C, H, W] (3 entries), "
+                "got " + shape_text(shape),
+                "data.synthetic_shape");
+  }
+  for (const int64_t d : shape) require_positive(d, "data.synthetic_shape");
+  if (cfg.synthetic_classes < 2) {
+    throw Error("must be >= 2, got " + std::to_string(cfg.synthetic_classes),
+                "data.synthetic_classes");
+  }
+  const int64_t c = cfg.synthetic_classes;
+  DataSpec spec;
+  spec.input_shape = shape;
+  spec.num_classes = c;
+  spec.input_dtype = at::kFloat;
+  auto make = [&](int64_t n, at::Generator& g) {
+    std::vector<int64_t> dims = {n};
+    dims.insert(dims.end(), shape.begin(), shape.end());
+    at::Tensor x = at::randn(dims, g, at::TensorOptions().dtype(at::kFloat));      // (N, C, H, W)
+    at::Tensor y = at::randint(0, c, {n}, g, at::TensorOptions().dtype(at::kLong));  // (N,)
+    return std::make_pair(x, y);
+  };
+  std::ostringstream d;
+  d << "synthetic images (" << shape_text(shape) << ", " << c << " classes, seed " << seed << ")";
+  // Train from `seed`, test from `seed + 1`.
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
+  Splits out;
+  auto train = make(cfg.synthetic_size, gen);
+  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, d.str() + " train");
+  if (cfg.synthetic_test_size > 0) {
+    auto test = make(cfg.synthetic_test_size, test_gen);
+    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, d.str() + " test");
+  }
+  return out;
+}
+
+// Random tokens for language models: a stream of N * (T + 1) ids uniform in [0, classes) (classes
+// = vocabulary size), cut into N windows of T + 1; inputs (N, T) are a window's first T ids,
+// targets (N, T) the same window shifted by one (next-token prediction).
+Splits make_synthetic_tokens(const DataConfig& cfg, int64_t seed) {
+  const auto& shape = cfg.synthetic_shape;
+  if (shape.size() != 1) {
+    throw Error("data.synthetic_task 'tokens' needs data.synthetic_shape = [sequence length] "
+                "(1 entry), got " + shape_text(shape),
+                "data.synthetic_shape");
+  }
+  const int64_t t = shape[0];
+  require_positive(t, "data.synthetic_shape");
+  if (cfg.synthetic_classes < 2) {
+    throw Error("must be >= 2 (the vocabulary size), got " +
+                    std::to_string(cfg.synthetic_classes),
+                "data.synthetic_classes");
+  }
+  const int64_t v = cfg.synthetic_classes;
+  DataSpec spec;
+  spec.input_shape = {t};
+  spec.num_classes = v;
+  spec.input_dtype = at::kLong;
+  auto make = [&](int64_t n, at::Generator& g) {
+    // (N * (T + 1),) viewed as (N, T + 1) windows
+    const at::Tensor stream =
+        at::randint(0, v, {n * (t + 1)}, g, at::TensorOptions().dtype(at::kLong)).view({n, t + 1});
+    at::Tensor x = stream.narrow(1, 0, t).contiguous();  // (N, T)
+    at::Tensor y = stream.narrow(1, 1, t).contiguous();  // (N, T)
+    return std::make_pair(x, y);
+  };
+  std::ostringstream d;
+  d << "synthetic tokens (sequence length " << t << ", vocabulary " << v << ", seed " << seed
+    << ")";
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
+  Splits out;
+  auto train = make(cfg.synthetic_size, gen);
+  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, d.str() + " train");
+  if (cfg.synthetic_test_size > 0) {
+    auto test = make(cfg.synthetic_test_size, test_gen);
+    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, d.str() + " test");
+  }
+  return out;
+}
+
 Splits make_synthetic(const DataConfig& cfg, int64_t seed) {
   const std::string& task = cfg.synthetic_task;
-  if (task == "tokens") {
-    throw Error("synthetic task 'tokens' is not supported by the data module yet; use "
-                "'regression' or 'classification'",
-                "data.synthetic_task");
-  }
-  if (task != "regression" && task != "classification") {
-    throw Error("unknown synthetic task '" + task + "' (known: regression, classification)",
+  if (task != "regression" && task != "classification" && task != "images" && task != "tokens") {
+    throw Error("unknown synthetic task '" + task +
+                    "' (known: regression, classification, images, tokens)",
                 "data.synthetic_task");
   }
   require_positive(cfg.synthetic_size, "data.synthetic_size");
-  require_positive(cfg.synthetic_features, "data.synthetic_features");
   if (cfg.synthetic_test_size < 0) {
     throw Error("must be >= 0, got " + std::to_string(cfg.synthetic_test_size),
                 "data.synthetic_test_size");
   }
+  if (task == "images") return make_synthetic_images(cfg, seed);
+  if (task == "tokens") return make_synthetic_tokens(cfg, seed);
+  require_positive(cfg.synthetic_features, "data.synthetic_features");
   if (cfg.synthetic_noise < 0) {
     throw Error("must be >= 0, got " + std::to_string(cfg.synthetic_noise),
                 "data.synthetic_noise");

@@ -43,7 +43,7 @@ fashion=$src/configs/fashion_mnist.yaml
 
 failures=0
 # expect_error NAME LIMIT_S PATTERNS -- CMD...
-#   PATTERNS is a '|'-free list separated by ' && ': each an extended regex that stderr must match.
+#   PATTERNS: extended regexes joined by ' && '; stderr must match every one.
 #   Passes when CMD exits non-zero (not by the timeout) and every pattern matches stderr.
 expect_error() {
   local name=$1 limit=$2 patterns=$3
@@ -116,7 +116,7 @@ expect_error unknown_key_in_file 30 \
   "^\[rank 0\] error: .*train\.lrr && typo\.yaml:3 && did you mean 'train\.lr'" \
   -- "$bin" "$tmp/typo.yaml"
 
-expect_error unknown_section 30 "^\[rank 0\] error: .*'trian'" \
+expect_error unknown_section 30 "^\[rank 0\] error: .*trian\.lr && did you mean 'train\.lr'" \
   -- "$bin" "$cfg" trian.lr=0.1
 
 expect_error wrong_type_override 30 \

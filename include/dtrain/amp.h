@@ -1,0 +1,61 @@
+// Mixed precision: an autocast guard for forward + loss, and a gradient scaler (dynamic loss
+// scaling for fp16) with PyTorch's algorithm and defaults.
+// Invariants: master weights and optimizer state stay fp32; gradients are unscaled exactly once
+// per step, after the all-reduce and before clipping; a step with any non-finite gradient is
+// skipped, and since every rank holds the same averaged gradients, every rank skips it alike.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "dtrain/config.h"
+
+namespace dtrain {
+
+// Enables autocast to `dtype` for `device` in its scope (nests; restores the previous state).
+class AutocastGuard {
+ public:
+  AutocastGuard(const at::Device& device, Precision precision);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+  bool active() const { return active_; }
+
+ private:
+  c10::DeviceType type_;
+  bool active_ = false;
+  bool prev_enabled_ = false;
+};
+
+// Whether autocast to `precision` is available on this device with this LibTorch (fp32: false).
+bool autocast_supported(const at::Device& device, Precision precision);
+
+struct ScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class GradScaler {
+ public:
+  GradScaler(const at::Device& device, ScalerOptions options = {});
+  at::Tensor scale(const at::Tensor& loss) const { return loss * scale_; }
+  // Multiply the gradients by 1/scale; records whether any is inf or NaN. Once per step.
+  void unscale(const std::vector<at::Tensor>& params);
+  // After unscale(): true when the optimizer step must be skipped.
+  bool found_inf() const;
+  // Grow or back off the scale for the next step (PyTorch's update rule).
+  void update();
+  double current_scale() const;
+  int64_t growth_tracker() const;
+
+ private:
+  at::Tensor scale_;           // float, on the device
+  at::Tensor growth_tracker_;  // int32, on the device
+  at::Tensor found_inf_;       // float, on the device
+  ScalerOptions options_;
+};
+
+}  // namespace dtrain

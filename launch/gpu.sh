@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# dtrain on a GPU machine: build against the CUDA LibTorch found there, run the gpu and dist
+# tiers on the GPU, and run the benchmarks side by side with plain PyTorch.
+#
+#   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/
+#   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
+#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn (default: all)
+#   bash launch/gpu.sh all            # all three
+#
+# Logs and results go to $OUT if set (else ./gpu-out): build.log, test.log, bench.log and
+# results.md (the table for docs/PERFORMANCE.md). Fashion-MNIST is read from
+# $DTRAIN_FASHION_MNIST (default: /usr/share/datasets/fashion-mnist, else .data/fashion-mnist).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+PY=${PYTHON:-python3}
+FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+[ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || FMNIST=$PWD/.data/fashion-mnist
+BIN=build-gpu/bin/dtrain
+
+build() {
+  local prefix
+  prefix=$($PY -c 'import torch;print(torch.utils.cmake_prefix_path)') || { echo "no torch in $PY"; return 1; }
+  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_CUDA_ARCHITECTURES=90 &&
+    ninja -C build-gpu; } 2>&1 | tee "$OUT/build.log" | grep -E "error|FAILED|dtrain:|Linking CXX executable bin" ; return "${PIPESTATUS[0]}"
+}
+
+test_tiers() {
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 900
+    # Several ranks on one GPU through the MPI backend (dist tier, CUDA cases included).
+    ctest --test-dir build-gpu -L dist --output-on-failure --timeout 600
+  } 2>&1 | tee "$OUT/test.log" | grep -E "tests passed|Passed|Failed|FAILED|\[  FAILED|skipped|uncapped|gpu tests"
+}
+
+# The last progress line's samples/s (steady state, after warm-up) of a dtrain run.
+last_rate() { grep -E "samples/s" "$1" | grep -v "^done" | tail -1 | sed -E 's/.* ([0-9.]+) samples\/s.*/\1/'; }
+
+bench_one() {
+  local name=$1
+  shift
+  echo "== $name" | tee -a "$OUT/bench.log"
+  timeout 300 "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -3 "$OUT/$name.log" | tee -a "$OUT/bench.log"
+  [ $rc -eq 0 ] || echo "$name: exit $rc" | tee -a "$OUT/bench.log"
+}
+
+bench() {
+  local cases=${*:-gpt2 resnet50 tiny cnn}
+  : >"$OUT/bench.log"
+  for c in $cases; do
+    case $c in
+      gpt2)
+        bench_one dtrain_gpt2 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs"
+        bench_one torch_gpt2_eager $PY bench/torch_gpt2.py
+        bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile ;;
+      resnet50)
+        bench_one dtrain_resnet50 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs"
+        bench_one dtrain_resnet50_fp32 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs" train.precision=fp32 run.name=resnet50_fp32
+        bench_one torch_resnet50 $PY bench/torch_resnet.py
+        bench_one torch_resnet50_fp32 $PY bench/torch_resnet.py --fp32 ;;
+      tiny)
+        bench_one dtrain_tiny $BIN bench/configs/tiny.yaml run.dir="$OUT/runs"
+        bench_one torch_tiny $PY bench/torch_tiny.py ;;
+      cnn)
+        bench_one dtrain_cnn $BIN bench/configs/cnn.yaml data.path="$FMNIST" run.dir="$OUT/runs"
+        bench_one torch_cnn $PY bench/torch_cnn.py ;;
+    esac
+  done
+  $PY bench/summarize.py "$OUT" | tee "$OUT/results.md"
+}
+
+case ${1:-all} in
+  build) build ;;
+  test) test_tiers ;;
+  bench) shift; bench "$@" ;;
+  all) build && test_tiers; bench ;;
+  *) echo "usage: $0 build|test|bench [cases]|all"; exit 2 ;;
+esac

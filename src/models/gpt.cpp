@@ -1,0 +1,206 @@
+// Model "gpt": GPT-2 as nanoGPT and llm.c define it. Token embedding wte (V, C) plus learned
+// position embedding wpe (seq_len, C); n_layer pre-LayerNorm blocks of causal self-attention and
+// a 4x GELU(tanh) MLP, each added to the residual stream; a final LayerNorm; the language-model
+// head is tied to wte (logits = x · wteᵀ, no weight of its own). Parameter names follow nanoGPT
+// without the "transformer." prefix: wte, wpe, h.{i}.ln_1, h.{i}.attn.c_attn, h.{i}.attn.c_proj,
+// h.{i}.ln_2, h.{i}.mlp.c_fc, h.{i}.mlp.c_proj, ln_f.
+// Inputs (B, T) int64 token ids with T <= model.seq_len; outputs (B, T, V) logits.
+#include <torch/nn/init.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <limits>
+
+#include "dtrain/config.h"
+#include "dtrain/detail/torch_compat.h"
+#include "dtrain/error.h"
+#include "dtrain/models.h"
+
+namespace dtrain {
+namespace detail {
+void register_gpt_models();
+}
+
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+torch::nn::Linear make_linear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(true));
+  torch::nn::init::normal_(l->weight, 0.0, std);
+  torch::nn::init::zeros_(l->bias);
+  return l;
+}
+
+torch::nn::LayerNorm make_layer_norm(int64_t c) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-5));
+}
+
+// Multi-head causal self-attention with one fused q/k/v projection: (B, T, C) -> (B, T, C).
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout, double proj_std)
+      : n_embd_(n_embd), n_head_(n_head), dropout_(dropout) {
+    c_attn_ = register_module("c_attn", make_linear(n_embd, 3 * n_embd, kInitStd));
+    c_proj_ = register_module("c_proj", make_linear(n_embd, n_embd, proj_std));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {  // (B, T, C)
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+    const int64_t d = c / n_head_;
+    const auto qkv = c_attn_->forward(x).split(n_embd_, 2);  // 3 x (B, T, C)
+    const at::Tensor q = qkv[0].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
+    const at::Tensor k = qkv[1].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
+    const at::Tensor v = qkv[2].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
+    at::Tensor y;
+    if (dropout_ > 0 && is_training()) {
+      // Dropout on the attention weights (as nanoGPT's SDPA call with dropout_p): written out,
+      // since the compat wrapper has no dropout.
+      at::Tensor att = at::matmul(q, k.transpose(-2, -1)).mul(1.0 / std::sqrt(double(d)));
+      const at::Tensor future =
+          at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);  // (T, T), true above diagonal
+      att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+      att = at::dropout(att, dropout_, /*train=*/true);  // (B, H, T, T)
+      y = at::matmul(att, v);
+    } else {
+      y = compat::scaled_dot_product_attention(q, k, v, /*is_causal=*/true);  // (B, H, T, D)
+    }
+    y = y.transpose(1, 2).contiguous().view({b, t, c});  // (B, T, C)
+    y = c_proj_->forward(y);
+    if (dropout_ > 0) y = at::dropout(y, dropout_, is_training());
+    return y;
+  }
+
+ private:
+  int64_t n_embd_, n_head_;
+  double dropout_;
+  torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
+};
+
+// Position-wise MLP: (B, T, C) -> (B, T, 4C) -> GELU(tanh) -> (B, T, C).
+class Mlp : public torch::nn::Module {
+ public:
+  Mlp(int64_t n_embd, double dropout, double proj_std) : dropout_(dropout) {
+    c_fc_ = register_module("c_fc", make_linear(n_embd, 4 * n_embd, kInitStd));
+    c_proj_ = register_module("c_proj", make_linear(4 * n_embd, n_embd, proj_std));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = c_proj_->forward(at::gelu(c_fc_->forward(x), "tanh"));
+    if (dropout_ > 0) y = at::dropout(y, dropout_, is_training());
+    return y;
+  }
+
+ private:
+  double dropout_;
+  torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
+};
+
+// x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class Block : public torch::nn::Module {
+ public:
+  Block(int64_t n_embd, int64_t n_head, double dropout, double proj_std) {
+    ln_1_ = register_module("ln_1", make_layer_norm(n_embd));
+    attn_ = register_module("attn",
+                            std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, proj_std));
+    ln_2_ = register_module("ln_2", make_layer_norm(n_embd));
+    mlp_ = register_module("mlp", std::make_shared<Mlp>(n_embd, dropout, proj_std));
+  }
+  at::Tensor forward(at::Tensor x) {  // (B, T, C)
+    x = x + attn_->forward(ln_1_->forward(x));
+    x = x + mlp_->forward(ln_2_->forward(x));
+    return x;
+  }
+
+ private:
+  torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<Mlp> mlp_;
+};
+
+class Gpt : public Model {
+ public:
+  Gpt(const ModelConfig& c) : seq_len_(c.seq_len), dropout_(c.dropout) {
+    // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
+    // into the residual stream scaled by 1/sqrt(2 * n_layer).
+    const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+    wte_ = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
+    wpe_ = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
+    torch::nn::init::normal_(wte_->weight, 0.0, kInitStd);
+    torch::nn::init::normal_(wpe_->weight, 0.0, kInitStd);
+    torch::nn::ModuleList h;
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      blocks_.push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, proj_std));
+      h->push_back(blocks_.back());
+    }
+    register_module("h", h);
+    ln_f_ = register_module("ln_f", make_layer_norm(c.n_embd));
+  }
+
+  at::Tensor forward(const at::Tensor& idx) override {  // (B, T) token ids
+    if (idx.dim() != 2 || at::isFloatingType(idx.scalar_type())) {
+      throw Error("gpt needs (B, T) integer token ids; got a " + std::to_string(idx.dim()) +
+                      "-d " + std::string(at::toString(idx.scalar_type())) + " tensor",
+                  "model.name");
+    }
+    const int64_t t = idx.size(1);
+    if (t > seq_len_) {
+      throw Error("sequence of " + std::to_string(t) + " tokens is longer than the model's " +
+                      std::to_string(seq_len_) + " positions",
+                  "model.seq_len");
+    }
+    const at::Tensor pos = at::arange(t, idx.options().dtype(at::kLong));  // (T,)
+    at::Tensor x = wte_->forward(idx) + wpe_->forward(pos);                 // (B, T, C)
+    if (dropout_ > 0) x = at::dropout(x, dropout_, is_training());
+    for (auto& block : blocks_) x = block->forward(x);
+    x = ln_f_->forward(x);
+    return at::linear(x, wte_->weight);  // (B, T, V), head tied to wte
+  }
+
+ private:
+  int64_t seq_len_;
+  double dropout_;
+  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+
+std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
+  if (c.n_embd % c.n_head != 0) {
+    throw Error("model.n_embd (" + std::to_string(c.n_embd) + ") must be a multiple of the " +
+                    std::to_string(c.n_head) + " heads",
+                "model.n_head");
+  }
+  if (data.input_dtype != at::kLong || data.input_shape.size() != 1) {
+    throw Error("gpt needs token sequences (int64 samples of shape [T], e.g. data.synthetic_task "
+                "tokens); this dataset gives " +
+                    std::string(at::toString(data.input_dtype)) + " samples of " +
+                    std::to_string(data.input_shape.size()) + " dims",
+                "model.name");
+  }
+  if (data.num_classes != c.vocab_size) {
+    throw Error("is " + std::to_string(c.vocab_size) + " but the dataset's vocabulary has " +
+                    std::to_string(data.num_classes) + " tokens; they must be equal",
+                "model.vocab_size");
+  }
+  if (data.input_shape[0] > c.seq_len) {
+    throw Error("is " + std::to_string(c.seq_len) + " but the dataset's sequences have " +
+                    std::to_string(data.input_shape[0]) + " tokens",
+                "model.seq_len");
+  }
+  return std::make_shared<Gpt>(c);
+}
+
+}  // namespace
+
+namespace detail {
+void register_gpt_models() {
+  register_model("gpt", &make_gpt,
+                 "GPT-2 decoder (model.n_layer, n_head, n_embd, vocab_size, seq_len), for "
+                 "token sequences");
+}
+}  // namespace detail
+
+}  // namespace dtrain

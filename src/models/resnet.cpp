@@ -1,0 +1,204 @@
+// Models "resnet18" and "resnet50": torchvision's ResNet (v1.5: in a Bottleneck the stride is on
+// the 3x3 conv). Parameter and buffer names match torchvision's state_dict: conv1, bn1,
+// layer{1..4}.{i}.conv{1,2,3}, .bn{1,2,3}, .downsample.{0,1}, fc.
+// Inputs (N, C, H, W) with C from the data (1 for MNIST-like, 3 for RGB); outputs (N, classes).
+// With model.channels_last the 4-d weights are stored channels-last and inputs are converted in
+// forward (NHWC convolutions on GPUs).
+#include <torch/nn/init.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "dtrain/models.h"
+
+namespace dtrain {
+namespace detail {
+void register_resnet_models();
+}
+
+namespace {
+
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+}
+
+torch::nn::BatchNorm2d bn(int64_t c) {
+  return torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(c).eps(1e-5).momentum(0.1));
+}
+
+// 1x1 conv (stride) + BN on the shortcut when the shape changes; null otherwise.
+torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
+  if (stride == 1 && in == out) return torch::nn::Sequential(nullptr);
+  return torch::nn::Sequential(conv(in, out, 1, stride, 0), bn(out));
+}
+
+class Block : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+};
+
+// Two 3x3 convs: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
+class BasicBlock : public Block {
+ public:
+  static constexpr int64_t kExpansion = 1;
+  BasicBlock(int64_t in, int64_t planes, int64_t stride) {
+    conv1_ = register_module("conv1", conv(in, planes, 3, stride, 1));
+    bn1_ = register_module("bn1", bn(planes));
+    conv2_ = register_module("conv2", conv(planes, planes, 3, 1, 1));
+    bn2_ = register_module("bn2", bn(planes));
+    downsample_ = downsample(in, planes * kExpansion, stride);
+    if (downsample_) register_module("downsample", downsample_);
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
+    out = bn2_->forward(conv2_->forward(out));
+    out.add_(downsample_ ? downsample_->forward(x) : x);
+    return out.relu_();
+  }
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
+  torch::nn::Sequential downsample_{nullptr};
+};
+
+// 1x1 reduce, 3x3 (carries the stride), 1x1 expand by 4, plus the shortcut.
+class Bottleneck : public Block {
+ public:
+  static constexpr int64_t kExpansion = 4;
+  Bottleneck(int64_t in, int64_t planes, int64_t stride) {
+    const int64_t width = planes;  // base width 64, one group
+    conv1_ = register_module("conv1", conv(in, width, 1, 1, 0));
+    bn1_ = register_module("bn1", bn(width));
+    conv2_ = register_module("conv2", conv(width, width, 3, stride, 1));
+    bn2_ = register_module("bn2", bn(width));
+    conv3_ = register_module("conv3", conv(width, planes * kExpansion, 1, 1, 0));
+    bn3_ = register_module("bn3", bn(planes * kExpansion));
+    downsample_ = downsample(in, planes * kExpansion, stride);
+    if (downsample_) register_module("downsample", downsample_);
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
+    out = bn2_->forward(conv2_->forward(out)).relu_();
+    out = bn3_->forward(conv3_->forward(out));
+    out.add_(downsample_ ? downsample_->forward(x) : x);
+    return out.relu_();
+  }
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  torch::nn::Sequential downsample_{nullptr};
+};
+
+// Stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool), four stages, global average pool, fc.
+class ResNet : public Model {
+ public:
+  template <typename B>
+  static std::shared_ptr<ResNet> build(const std::vector<int64_t>& layers, int64_t in_channels,
+                                       int64_t classes, bool channels_last) {
+    auto net = std::shared_ptr<ResNet>(new ResNet(in_channels, channels_last));
+    int64_t in = 64;
+    const int64_t planes[4] = {64, 128, 256, 512};
+    for (int s = 0; s < 4; ++s) {
+      torch::nn::ModuleList stage;
+      for (int64_t i = 0; i < layers[s]; ++i) {
+        const int64_t stride = (s > 0 && i == 0) ? 2 : 1;
+        auto block = std::make_shared<B>(in, planes[s], stride);
+        in = planes[s] * B::kExpansion;
+        stage->push_back(block);
+        net->blocks_.push_back(block);
+      }
+      net->register_module("layer" + std::to_string(s + 1), stage);
+    }
+    net->fc_ = net->register_module("fc", torch::nn::Linear(in, classes));
+    net->init_weights();
+    if (channels_last) net->to_channels_last();
+    return net;
+  }
+
+  at::Tensor forward(const at::Tensor& inputs) override {
+    if (inputs.dim() != 4) {
+      throw Error("resnet needs image batches (N, C, H, W); got a " +
+                      std::to_string(inputs.dim()) + "-d tensor",
+                  "model.name");
+    }
+    at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
+    x = bn1_->forward(conv1_->forward(x)).relu_();
+    x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    for (auto& block : blocks_) x = block->forward(x);
+    x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (N, features)
+    return fc_->forward(x);                              // (N, classes)
+  }
+
+ private:
+  ResNet(int64_t in_channels, bool channels_last) : channels_last_(channels_last) {
+    conv1_ = register_module("conv1", conv(in_channels, 64, 7, 2, 3));
+    bn1_ = register_module("bn1", bn(64));
+  }
+
+  // torchvision: Kaiming normal (fan_out, ReLU) for convs; BN weight 1, bias 0; fc keeps
+  // nn.Linear's default.
+  void init_weights() {
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* c = m->as<torch::nn::Conv2d>()) {
+        torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+      } else if (auto* b = m->as<torch::nn::BatchNorm2d>()) {
+        torch::nn::init::ones_(b->weight);
+        torch::nn::init::zeros_(b->bias);
+      }
+    }
+  }
+
+  // As model.to(memory_format=torch.channels_last): every 4-d parameter and buffer.
+  void to_channels_last() {
+    at::NoGradGuard no_grad;
+    for (auto& p : parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    for (auto& b : buffers()) {
+      if (b.dim() == 4) b.set_data(b.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+
+  bool channels_last_;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks_;
+  torch::nn::Linear fc_{nullptr};
+};
+
+template <typename B>
+std::shared_ptr<Model> make_resnet(const char* name, const std::vector<int64_t>& layers,
+                                   const ModelConfig& c, const DataSpec& data) {
+  if (data.input_shape.size() != 3 || data.input_dtype != at::kFloat) {
+    throw Error(std::string(name) + " needs float image samples (C, H, W); this dataset gives " +
+                    std::string(at::toString(data.input_dtype)) + " samples of " +
+                    std::to_string(data.input_shape.size()) + " dims",
+                "model.name");
+  }
+  if (data.num_classes < 1) {
+    throw Error(std::string(name) + " is a classifier; this dataset has no classes", "model.name");
+  }
+  return ResNet::build<B>(layers, data.input_shape[0], data.num_classes, c.channels_last);
+}
+
+}  // namespace
+
+namespace detail {
+void register_resnet_models() {
+  register_model("resnet18", [](const ModelConfig& c, const DataSpec& d) {
+    return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
+  }, "torchvision's ResNet-18 (model.channels_last), for images");
+  register_model("resnet50", [](const ModelConfig& c, const DataSpec& d) {
+    return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
+  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images");
+}
+}  // namespace detail
+
+}  // namespace dtrain

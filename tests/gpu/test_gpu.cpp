@@ -1,0 +1,202 @@
+// The `gpu` tier: needs a CUDA device. Without one it prints why and exits 77 (ctest: skipped).
+// Covers: training on CUDA matches CPU; the NCCL backend (one rank) and the Reducer over it;
+// mixed precision (bf16 autocast, fp16 loss scaling); out-of-memory recovery with the caching
+// allocator capped so that the GPU behaves like a small card.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "dtrain/amp.h"
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/detail/device_memory.h"
+#include "dtrain/error.h"
+#include "dtrain/models.h"
+#include "dtrain/reducer.h"
+#include "dtrain/runtime.h"
+#include "dtrain/telemetry/log.h"
+#include "dtrain/trainer.h"
+
+namespace dtrain {
+namespace {
+
+const at::Device kGpu(at::kCUDA, 0);
+
+struct TrainRun {
+  std::vector<at::Tensor> params;  // on the CPU
+  TrainSummary summary;
+};
+
+TrainRun train(const std::string& yaml, const std::vector<std::string>& overrides, at::Device dev,
+          Communicator* comm_in = nullptr) {
+  Config cfg = Config::from_string(yaml, "gpu-test", overrides);
+  auto own = make_mpi_communicator(MPI_COMM_SELF);
+  Communicator& comm = comm_in ? *comm_in : *own;
+  cfg.resolve(comm.world());
+  Splits data = make_datasets(cfg.data, cfg.run.seed);
+  at::manual_seed(static_cast<uint64_t>(cfg.run.seed));
+  auto model = make_model(cfg.model.name, cfg.model, data.train->spec());
+  Trainer trainer(cfg, comm, *own, dev, model, data.train, data.test);
+  TrainRun r;
+  r.summary = trainer.fit();
+  for (const auto& p : model->parameters()) r.params.push_back(p.detach().cpu().clone());
+  return r;
+}
+
+double max_rel(const TrainRun& a, const TrainRun& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.params.size(); ++i)
+    worst = std::max(worst, (a.params[i] - b.params[i]).norm().item<double>() /
+                                std::max(1e-12, b.params[i].norm().item<double>()));
+  return worst;
+}
+
+const char* kMlp = R"(
+run: {dir: "", seed: 5, log_every: 0, quiet: true}
+model: {name: mlp, hidden: [64, 32]}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: 1024,
+       synthetic_test_size: 256, synthetic_features: 20, synthetic_classes: 4, workers: 2}
+train: {epochs: 1, max_steps: 20, global_batch: 64, optimizer: adamw, lr: 0.003}
+)";
+
+TEST(Gpu, TrainingOnCudaMatchesCpu) {
+  at::globalContext().setAllowTF32CuBLAS(false);
+  TrainRun gpu = train(kMlp, {}, kGpu);
+  TrainRun cpu = train(kMlp, {}, at::kCPU);
+  EXPECT_LT(max_rel(gpu, cpu), 1e-4);
+  EXPECT_NEAR(gpu.summary.eval.accuracy, cpu.summary.eval.accuracy, 1.0 / 256 + 1e-9);
+}
+
+TEST(Gpu, NcclOneRankCollectives) {
+  auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
+  EXPECT_EQ(nccl->backend(), "nccl");
+  at::Tensor t = at::arange(10, at::TensorOptions().device(kGpu).dtype(at::kFloat));
+  nccl->all_reduce(t, ReduceOp::kSum);
+  EXPECT_TRUE(t.cpu().equal(at::arange(10, at::kFloat)));
+  nccl->all_reduce(t, ReduceOp::kAvg);
+  EXPECT_TRUE(t.cpu().equal(at::arange(10, at::kFloat)));
+  at::Tensor b = at::full({4}, 3.0, at::TensorOptions().device(kGpu));
+  nccl->broadcast(b, 0);
+  at::Tensor g = nccl->all_gather(b);
+  EXPECT_EQ(g.sizes(), (at::IntArrayRef{1, 4}));
+  EXPECT_TRUE(g.cpu().equal(at::full({1, 4}, 3.0)));
+  nccl->barrier();
+  // Wrong device is a clear error, not a crash.
+  at::Tensor host = at::ones({2});
+  EXPECT_THROW(nccl->all_reduce(host), Error);
+}
+
+TEST(Gpu, ReducerOverNcclKeepsGradients) {
+  auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
+  auto cpu = make_mpi_communicator(MPI_COMM_SELF);
+  std::vector<at::Tensor> ps;
+  for (int i = 0; i < 5; ++i) ps.push_back(at::randn({128, 128}, at::TensorOptions().device(kGpu)).requires_grad_(true));
+  ReducerOptions o;
+  o.bucket_cap_bytes = 128 * 128 * 4;
+  o.first_bucket_cap_bytes = 128 * 128 * 4;
+  Reducer reducer(ps, {"a", "b", "c", "d", "e"}, *nccl, *cpu, o);
+  for (int step = 0; step < 2; ++step) {
+    for (auto& p : ps) p.mutable_grad() = at::Tensor();
+    reducer.prepare(true);
+    at::Tensor x = at::randn({64, 128}, at::TensorOptions().device(kGpu));
+    for (auto& p : ps) x = at::tanh(at::mm(x, p));
+    x.sum().backward();
+    std::vector<at::Tensor> local;
+    for (auto& p : ps) local.push_back(p.grad().clone());
+    reducer.finish();
+    for (size_t i = 0; i < ps.size(); ++i) EXPECT_TRUE(ps[i].grad().equal(local[i])) << i;
+  }
+  EXPECT_EQ(reducer.rebuilds(), 1);
+}
+
+TEST(Gpu, Bf16TrainsCloseToFp32) {
+  TrainRun fp32 = train(kMlp, {}, kGpu);
+  TrainRun bf16 = train(kMlp, {"train.precision=bf16"}, kGpu);
+  EXPECT_LT(max_rel(bf16, fp32), 5e-2);
+  EXPECT_GT(bf16.summary.eval.accuracy, 0.5);
+}
+
+TEST(Gpu, Fp16WithLossScalingTrains) {
+  TrainRun fp32 = train(kMlp, {}, kGpu);
+  TrainRun fp16 = train(kMlp, {"train.precision=fp16"}, kGpu);
+  EXPECT_LT(max_rel(fp16, fp32), 5e-2);
+  EXPECT_EQ(fp16.summary.skipped_steps, 0);
+}
+
+TEST(Gpu, ScalerCudaKernelsFollowPyTorchsRule) {
+  ScalerOptions o;
+  o.growth_interval = 3;
+  GradScaler s(kGpu, o);
+  auto p = at::zeros({3}, at::TensorOptions().device(kGpu)).requires_grad_(true);
+  p.mutable_grad() = at::full({3}, 65536.0, at::TensorOptions().device(kGpu));
+  s.unscale({p});
+  EXPECT_FALSE(s.found_inf());
+  EXPECT_TRUE(p.grad().cpu().equal(at::ones({3})));
+  s.update();
+  p.mutable_grad() = at::full({3}, std::numeric_limits<float>::infinity(), at::TensorOptions().device(kGpu));
+  s.unscale({p});
+  EXPECT_TRUE(s.found_inf());
+  s.update();
+  EXPECT_DOUBLE_EQ(s.current_scale(), 32768.0);
+  for (int i = 0; i < 3; ++i) {
+    p.mutable_grad() = at::ones({3}, at::TensorOptions().device(kGpu));
+    s.unscale({p});
+    s.update();
+  }
+  EXPECT_DOUBLE_EQ(s.current_scale(), 65536.0);
+}
+
+TEST(Gpu, RealOutOfMemoryWithCappedAllocatorKeepsTheResult) {
+  // Activations dominate: a full micro-batch needs much more memory than half of one.
+  const char* big = R"(
+run: {dir: "", seed: 9, log_every: 0, quiet: true}
+model: {name: mlp, hidden: [4096, 4096, 4096]}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: 32768,
+       synthetic_test_size: 0, synthetic_features: 1024, synthetic_classes: 10, workers: 1}
+train: {epochs: 1, max_steps: 3, global_batch: 16384, optimizer: sgd, lr: 0.01, eval: false}
+)";
+  at::globalContext().setAllowTF32CuBLAS(false);
+  detail::empty_cache(kGpu);
+  detail::reset_peak_memory(kGpu);
+  TrainRun free_run = train(big, {}, kGpu);
+  const auto stats = detail::memory_stats(kGpu);
+  ASSERT_GT(stats.total, 0);
+  EXPECT_EQ(free_run.summary.oom_retries, 0);
+  // Cap the allocator below what the full micro-batch needed.
+  const double fraction = 0.7 * static_cast<double>(stats.peak) / static_cast<double>(stats.total);
+  std::printf("uncapped peak %.2f GiB; capping the allocator at %.4f of %.1f GiB\n",
+              stats.peak / 1073741824.0, fraction, stats.total / 1073741824.0);
+  detail::empty_cache(kGpu);
+  TrainRun capped = train(big, {"run.gpu_memory_fraction=" + std::to_string(fraction)}, kGpu);
+  detail::set_memory_fraction(kGpu, 1.0);
+  EXPECT_GE(capped.summary.oom_retries, 1);
+  EXPECT_LT(capped.summary.micro_batch, free_run.summary.micro_batch);
+  EXPECT_LT(max_rel(capped, free_run), 1e-4);
+  EXPECT_NEAR(capped.summary.last_loss, free_run.summary.last_loss, 1e-4 * std::fabs(free_run.summary.last_loss));
+}
+
+TEST(Gpu, MicroBatchAutoFitsAndPrints) {
+  TrainRun r = train(kMlp, {"train.micro_batch=auto"}, kGpu);
+  EXPECT_EQ(r.summary.micro_batch, 64);  // small model: the whole rank batch fits
+}
+
+}  // namespace
+}  // namespace dtrain
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  dtrain::log::configure(0, true);
+  if (dtrain::cuda_device_count() == 0) {
+    std::printf("gpu tests skipped: no CUDA device is visible%s\n",
+                DTRAIN_WITH_CUDA ? "" : " (this dtrain was built without CUDA)");
+    MPI_Finalize();
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}
