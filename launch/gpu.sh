@@ -57,6 +57,9 @@ bench() {
     case $c in
       gpt2)
         bench_one dtrain_gpt2 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs"
+        # The gradient engine on one rank (NCCL all-reduce of every bucket): its overhead.
+        bench_one dtrain_gpt2_reduce $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true run.name=gpt2_reduce
+        bench_one dtrain_gpt2_reduce_nooverlap $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true dist.overlap=false run.name=gpt2_nooverlap
         bench_one torch_gpt2_eager $PY bench/torch_gpt2.py
         bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile ;;
       resnet50)

@@ -354,6 +354,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("dist.overlap", &C::dist, &DistConfig::overlap, "all-reduce buckets while backward runs (false: after backward, for debugging)"));
     s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, {"fp32", "bf16"}, "dtype of gradients on the wire"));
     s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step"));
+    s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)"));
     return s;
   }();
   return fields;

@@ -148,7 +148,7 @@ void Watchdog::loop() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
     if (idle > timeout_s_) {
       log::error("no progress for " + std::to_string(static_cast<int>(idle)) + " s in phase '" +
-                 phase_ + "' (run.timeout_s = " + std::to_string(timeout_s_) +
+                 phase_ + "' (run.timeout_s = " + std::to_string(static_cast<int64_t>(timeout_s_)) +
                  "); a peer may have died or hung; aborting the job");
       MPI_Abort(MPI_COMM_WORLD, 3);
       std::_Exit(3);

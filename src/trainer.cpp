@@ -120,7 +120,7 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
 
   check_agreement();
   broadcast_parameters();
-  if (comm_.world() > 1) {
+  if (comm_.world() > 1 || cfg_.dist.reduce_single_rank) {
     ReducerOptions ro;
     ro.bucket_cap_bytes = static_cast<int64_t>(cfg_.dist.bucket_cap_mb * 1024 * 1024);
     ro.first_bucket_cap_bytes = static_cast<int64_t>(cfg_.dist.first_bucket_mb * 1024 * 1024);
@@ -584,6 +584,8 @@ EvalResult Trainer::evaluate() {
   r.accuracy = r.count > 0 ? totals[1].item<double>() / static_cast<double>(r.count) : 0.0;
   return r;
 }
+
+const Reducer* Trainer::reducer() const { return impl_->reducer.get(); }
 
 void Trainer::write_metrics(const std::string& json_line) {
   if (impl_->metrics.is_open()) {

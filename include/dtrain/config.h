@@ -95,6 +95,7 @@ struct DistConfig {
   bool overlap = true;
   std::string grad_dtype = "fp32";  // fp32 | bf16 (gradient communication dtype)
   bool find_unused_parameters = false;
+  bool reduce_single_rank = false;  // run the gradient engine even with one rank (to measure it)
 };
 
 // What the world size decides. Filled by resolve().

@@ -68,6 +68,8 @@ class Trainer {
   Model& model() { return *model_; }
   const Config& config() const { return cfg_; }
   int64_t step() const { return step_; }
+  // The gradient engine (null when there is nothing to average).
+  const class Reducer* reducer() const;
   // Where rank 0 writes config.yaml and metrics.jsonl ("" when not writing).
   std::string run_dir() const { return run_dir_; }
 

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <memory>
 
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/detail/device_memory.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "dtrain/reducer.h"
 #include "dtrain/runtime.h"
 #include "dtrain/telemetry/log.h"
 #include "dtrain/trainer.h"
@@ -41,6 +43,12 @@ std::string help_footer() {
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
   s += Config::schema_help();
   return s;
+}
+
+std::string fmt_ms(double seconds) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", seconds * 1e3);
+  return b;
 }
 
 // The first line of a LibTorch error (the rest is a C++ backtrace).
@@ -76,12 +84,11 @@ int my_rank() {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (init && !fin) MPI_Finalize();
-  std::exit(code);
+  std::_Exit(code);
 }
 
-int run(const std::string& config_path, const std::vector<std::string>& overrides,
-        bool print_config, int* argc, char*** argv) {
-  Runtime rt(argc, argv);
+int run(Runtime& rt, const std::string& config_path, const std::vector<std::string>& overrides,
+        bool print_config) {
   Config cfg = Config::from_file(config_path, overrides);
   cfg.resolve(rt.world());
   log::configure(rt.rank(), cfg.run.quiet);
@@ -123,6 +130,17 @@ int run(const std::string& config_path, const std::vector<std::string>& override
                   mem.peak / 1073741824.0);
     log::info(buf);
   }
+  if (const Reducer* red = trainer.reducer()) {
+    // The last step's buckets: when each was ready and handed to the communicator, against the
+    // end of backward (host clock, ms since the step's last backward began).
+    std::string tl = "gradient buckets of the last step (ms from the last backward's start; " +
+                     std::string("backward ended at ") + fmt_ms(red->last_backward_end()) + "):";
+    for (const auto& b : red->last_timeline())
+      tl += "\n  bucket " + std::to_string(b.bucket) + ": " +
+            std::to_string(b.bytes / 1024) + " KiB, ready " + fmt_ms(b.ready) + ", launched " +
+            fmt_ms(b.launched) + (b.launched < red->last_backward_end() ? "  (during backward)" : "");
+    log::detail(tl);
+  }
   if (s.oom_retries > 0)
     log::info("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
               std::to_string(s.micro_batch));
@@ -159,8 +177,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  // The runtime outlives the error handling below: a failing rank must still be able to abort
+  // the whole job (MPI_Abort) rather than finalize MPI and leave its peers waiting.
+  std::unique_ptr<Runtime> rt;
   try {
-    return run(config_path, overrides, print_config, &argc, &argv);
+    rt = std::make_unique<Runtime>(&argc, &argv);
+    return run(*rt, config_path, overrides, print_config);
   } catch (const Error& e) {
     fail(e.what(), 1);
   } catch (const c10::Error& e) {

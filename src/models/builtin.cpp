@@ -108,7 +108,12 @@ class Cnn : public Model {
 }  // namespace
 
 namespace detail {
+void register_gpt_models();     // models/gpt.cpp
+void register_resnet_models();  // models/resnet.cpp
+
 void register_builtin_models() {
+  register_gpt_models();
+  register_resnet_models();
   register_model("linear", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
   }, "one linear layer on flattened inputs");

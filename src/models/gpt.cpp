@@ -103,8 +103,8 @@ class Block : public torch::nn::Module {
  public:
   Block(int64_t n_embd, int64_t n_head, double dropout, double proj_std) {
     ln_1_ = register_module("ln_1", make_layer_norm(n_embd));
-    attn_ = register_module("attn",
-                            std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, proj_std));
+    attn_ = register_module(
+        "attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, proj_std));
     ln_2_ = register_module("ln_2", make_layer_norm(n_embd));
     mlp_ = register_module("mlp", std::make_shared<Mlp>(n_embd, dropout, proj_std));
   }

@@ -359,7 +359,8 @@ def gpt(P, idx, n_head):
     x = P["wte.weight"][idx] + P["wpe.weight"][:T]
     ln = lambda x, p: F.layer_norm(x, (C,), P[p + ".weight"], P[p + ".bias"], 1e-5)
     lin = lambda x, p: x @ P[p + ".weight"].t() + P[p + ".bias"]
-    gelu = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    gelu = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
+                                                 (x + 0.044715 * x ** 3)))
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     i = 0
     while ("h.%d.ln_1.weight" % i) in P:
@@ -581,7 +582,8 @@ TEST(SyntheticTokens, NextTokenWindows) {
   EXPECT_LT(t.inputs().max().item<int64_t>(), 50);
   EXPECT_GE(t.targets().min().item<int64_t>(), 0);
   EXPECT_LT(t.targets().max().item<int64_t>(), 50);
-  EXPECT_GT((at::bincount(t.inputs().reshape({-1})) > 0).sum().item<int64_t>(), 40);  // ids spread over the vocabulary
+  // ids spread over the vocabulary
+  EXPECT_GT((at::bincount(t.inputs().reshape({-1})) > 0).sum().item<int64_t>(), 40);
   const auto spec = a.train->spec();
   EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{8}));
   EXPECT_EQ(spec.num_classes, 50);

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The smallest training step in plain PyTorch: framework overhead, not arithmetic.
+
+Linear(10, 1), batch 128, Adam (lr 0.01), MSE, on 256,000 synthetic regression samples
+(y = x.w + b + noise), one epoch of 2000 steps. Three ways to feed it (--mode):
+
+  workers4  torch.utils.data.DataLoader, num_workers=4, pin_memory, non-blocking copies
+  workers0  the same DataLoader with num_workers=0
+  gpu       all data on the GPU already; batches are slices of a per-epoch permutation
+
+The first `--warmup` steps (worker start-up included) are not timed. Prints one JSON line per
+mode: {"case": "tiny", "mode": ..., "steps_per_s": ..., ...}. Default: all three modes, then a
+last line with all of them: {"case": "tiny", "mode": "all", "steps_per_s_workers4": ...,
+"steps_per_s_workers0": ..., "steps_per_s_gpu": ..., "steps_per_s_best": ...}.
+
+  python3 bench/torch_tiny.py
+  python3 bench/torch_tiny.py --mode workers4
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+MODES = ["workers4", "workers0", "gpu"]
+
+
+def make_data(n, features, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(features, 1, generator=g)
+    b = torch.randn(1, generator=g)
+    x = torch.randn(n, features, generator=g)
+    y = x @ w + b + 0.01 * torch.randn(n, 1, generator=g)
+    return x, y
+
+
+def batches(mode, x, y, batch, dev):
+    if mode == "gpu":
+        xg, yg = x.to(dev), y.to(dev)
+        perm = torch.randperm(x.size(0), device=dev)
+        for i in range(x.size(0) // batch):
+            idx = perm[i * batch:(i + 1) * batch]
+            yield xg[idx], yg[idx]
+        return
+    workers = 4 if mode == "workers4" else 0
+    pin = dev.type == "cuda"
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True, drop_last=True,
+                        num_workers=workers, pin_memory=pin)
+    for xb, yb in loader:
+        yield xb.to(dev, non_blocking=pin), yb.to(dev, non_blocking=pin)
+
+
+def run(mode, args, dev):
+    torch.manual_seed(0)
+    x, y = make_data(args.batch * args.steps, 10)
+    model = torch.nn.Linear(10, 1).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    timed = 0
+    t0 = None
+    for i, (xb, yb) in enumerate(batches(mode, x, y, args.batch, dev)):
+        if i == args.warmup:
+            sync()
+            t0 = time.perf_counter()
+        loss = F.mse_loss(model(xb), yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if t0 is not None:
+            timed += 1
+    sync()
+    elapsed = time.perf_counter() - t0
+    return {
+        "case": "tiny",
+        "mode": mode,
+        "steps_per_s": round(timed / elapsed, 1),
+        "samples_per_s": round(timed * args.batch / elapsed, 1),
+        "steps": timed, "batch": args.batch, "final_loss": round(loss.item(), 6),
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=MODES + ["all"], default="all")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=2000,
+                    help="steps in the epoch (timed after the warmup)")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    results = []
+    for mode in (MODES if args.mode == "all" else [args.mode]):
+        results.append(run(mode, args, dev))
+        print(json.dumps(results[-1]), flush=True)
+    if len(results) > 1:
+        # Last line: all modes together (bench/summarize.py reads the last JSON line).
+        summary = {"case": "tiny", "mode": "all"}
+        for r in results:
+            summary["steps_per_s_" + r["mode"]] = r["steps_per_s"]
+        summary["steps_per_s_best"] = max(r["steps_per_s"] for r in results)
+        print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
