@@ -81,6 +81,8 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
 #endif
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+    // Shapes repeat every step: let cuDNN pick the fastest convolution algorithms once.
+    at::globalContext().setBenchmarkCuDNN(true);
   } else {
     device_ = at::Device(at::kCPU);
   }

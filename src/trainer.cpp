@@ -209,14 +209,20 @@ void Trainer::check_agreement() {
 void Trainer::broadcast_parameters() {
   impl_->watchdog->beat("parameter broadcast");
   at::NoGradGuard no_grad;
-  for (auto& p : model_->parameters()) {
-    at::Tensor d = p.detach();
-    comm_.broadcast(d, 0);
-  }
-  for (auto& b : model_->buffers()) {
-    at::Tensor d = b.detach();
-    if (d.numel() > 0) comm_.broadcast(d, 0);
-  }
+  // Parameters in another memory layout (channels-last) travel as a contiguous copy.
+  auto send = [this](const at::Tensor& t) {
+    at::Tensor d = t.detach();
+    if (d.numel() == 0) return;
+    if (d.is_contiguous()) {
+      comm_.broadcast(d, 0);
+    } else {
+      at::Tensor c = d.contiguous();
+      comm_.broadcast(c, 0);
+      d.copy_(c);
+    }
+  };
+  for (auto& p : model_->parameters()) send(p);
+  for (auto& b : model_->buffers()) send(b);
 }
 
 at::Tensor Trainer::loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const {
