@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -502,10 +503,11 @@ TrainSummary Trainer::fit() {
                     " step " + std::to_string(step_) + "/" + std::to_string(total_steps_) +
                     "  loss " + fmt("%.4f", mean) + "  lr " + fmt("%.3g", lr_at(step_ - 1)) +
                     "  " + fmt("%.0f", sps) + " samples/s");
-        write_metrics("{\"type\":\"train\",\"step\":" + std::to_string(step_) +
-                      ",\"epoch\":" + std::to_string(epoch + 1) + ",\"loss\":" +
-                      fmt("%.6g", mean) + ",\"lr\":" + fmt("%.6g", lr_at(step_ - 1)) +
-                      ",\"samples_per_s\":" + fmt("%.1f", sps) + "}");
+        write_metrics({{"type", "train"}, {"step", step_}, {"epoch", epoch + 1}, {"loss", mean},
+                       {"lr", lr_at(step_ - 1)}, {"samples_per_s", sps},
+                       {"micro_batch", cfg_.resolved.micro_batch},
+                       {"data_s", phases_.data}, {"compute_s", phases_.compute},
+                       {"comm_s", phases_.comm}, {"optimizer_s", phases_.optimizer}});
         window_loss = 0;
         window_steps = 0;
         window_start = Clock::now();
@@ -532,11 +534,9 @@ TrainSummary Trainer::fit() {
         line += "  test accuracy " + fmt("%.2f%%", 100.0 * summary.eval.accuracy);
       line += "  (" + fmt("%.1f", since(epoch_start)) + " s)";
       log::detail(line);
-      write_metrics("{\"type\":\"eval\",\"step\":" + std::to_string(step_) + ",\"epoch\":" +
-                    std::to_string(epoch + 1) + ",\"test_loss\":" +
-                    fmt("%.6g", summary.eval.loss) + ",\"test_accuracy\":" +
-                    fmt("%.6g", summary.eval.accuracy) + ",\"test_count\":" +
-                    std::to_string(summary.eval.count) + "}");
+      write_metrics({{"type", "eval"}, {"step", step_}, {"epoch", epoch + 1},
+                     {"test_loss", summary.eval.loss}, {"test_accuracy", summary.eval.accuracy},
+                     {"test_count", summary.eval.count}});
     }
     window_start = Clock::now();
   }
@@ -593,9 +593,9 @@ EvalResult Trainer::evaluate() {
 
 const Reducer* Trainer::reducer() const { return impl_->reducer.get(); }
 
-void Trainer::write_metrics(const std::string& json_line) {
+void Trainer::write_metrics(const nlohmann::json& record) {
   if (impl_->metrics.is_open()) {
-    impl_->metrics << json_line << "\n";
+    impl_->metrics << record.dump() << "\n";
     impl_->metrics.flush();
   }
 }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
@@ -83,7 +85,7 @@ class Trainer {
   double take_window_loss();
   double lr_at(int64_t step) const;
   at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
-  void write_metrics(const std::string& json_line);
+  void write_metrics(const nlohmann::json& record);
 
   Config cfg_;
   Communicator& comm_;
