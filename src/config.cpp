@@ -345,6 +345,7 @@ const std::vector<Field>& schema() {
       f.get = [](const Config& c) { return std::string(to_string(c.train.precision)); };
       s.push_back(f);
     }
+    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "adamw: use the fused multi-tensor kernel where LibTorch has one (CUDA, 2.x)"));
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
     // dist

@@ -40,4 +40,20 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
 #endif
 }
 
+void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                      const std::vector<at::Tensor>& exp_avgs,
+                      const std::vector<at::Tensor>& exp_avg_sqs,
+                      const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
+                      double weight_decay, double eps) {
+#if DTRAIN_TORCH_AT_LEAST(2, 0)
+  for (const auto& s : steps) const_cast<at::Tensor&>(s).add_(1);  // as torch.optim does first
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr,
+      (void)beta1, (void)beta2, (void)weight_decay, (void)eps;
+  TORCH_CHECK(false, "fused AdamW needs LibTorch 2.x");
+#endif
+}
+
 }  // namespace dtrain::compat

@@ -17,6 +17,7 @@
 #include "dtrain/amp.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/detail/device_memory.h"
+#include "dtrain/detail/torch_compat.h"
 #include "dtrain/detail/fs.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
@@ -73,6 +74,8 @@ struct Trainer::Impl {
   int64_t oom_retries = 0;
   int64_t skipped_steps = 0;
   at::Tensor window_loss;              // sum of step losses since the last log line (device)
+  bool fused_adamw = false;            // AdamW through one fused kernel (state kept here)
+  std::vector<at::Tensor> exp_avg, exp_avg_sq, steps;
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<Reducer> reducer;  // null with one rank: nothing to average
   std::ofstream metrics;
@@ -145,6 +148,19 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
                      .weight_decay(t.weight_decay));
   } else {
     throw Error("unknown optimizer '" + t.optimizer + "'", "train.optimizer");
+  }
+
+  impl_->fused_adamw = t.optimizer == "adamw" && t.fused_optimizer && device_.is_cuda() &&
+                       compat::kHasFusedAdamW;
+  if (impl_->fused_adamw) {
+    for (const auto& p : params_) {
+      if (p.scalar_type() != at::kFloat) impl_->fused_adamw = false;
+      impl_->exp_avg.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
+      impl_->exp_avg_sq.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
+      impl_->steps.push_back(at::zeros({}, p.options().dtype(at::kFloat)));
+    }
+    log::detail(impl_->fused_adamw ? "optimizer: AdamW, fused multi-tensor kernel"
+                                   : "optimizer: AdamW (not fused: parameters are not all fp32)");
   }
 
   if (comm_.rank() == 0 && !cfg_.run.dir.empty()) {
@@ -358,8 +374,17 @@ void Trainer::train_step(const Batch& batch) {
     if (cfg_.train.clip_grad_norm > 0)
       torch::nn::utils::clip_grad_norm_(params_, cfg_.train.clip_grad_norm);
     const double lr = lr_at(step_);
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-    optimizer_->step();
+    if (impl_->fused_adamw) {
+      std::vector<at::Tensor> grads;
+      for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+      at::NoGradGuard no_grad;
+      compat::fused_adamw_step(params_, grads, impl_->exp_avg, impl_->exp_avg_sq, impl_->steps,
+                               lr, cfg_.train.beta1, cfg_.train.beta2, cfg_.train.weight_decay,
+                               cfg_.train.eps);
+    } else {
+      for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+      optimizer_->step();
+    }
   } else {
     ++impl_->skipped_steps;
     log::info("step " + std::to_string(step_) + ": non-finite gradients with loss scale " +

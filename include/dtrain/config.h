@@ -84,6 +84,7 @@ struct TrainConfig {
   std::string loss = "cross_entropy";  // cross_entropy | mse
   double clip_grad_norm = 0.0;         // 0 = off
   Precision precision = Precision::kFp32;
+  bool fused_optimizer = true;  // adamw: one fused multi-tensor kernel where available
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
 };

@@ -69,6 +69,15 @@ TEST(Gpu, TrainingOnCudaMatchesCpu) {
   EXPECT_NEAR(gpu.summary.eval.accuracy, cpu.summary.eval.accuracy, 1.0 / 256 + 1e-9);
 }
 
+TEST(Gpu, FusedAdamWMatchesAdamW) {
+  at::globalContext().setAllowTF32CuBLAS(false);
+  std::vector<std::string> o = {"train.weight_decay=0.1"};
+  TrainRun fused = train(kMlp, o, kGpu);
+  o.push_back("train.fused_optimizer=false");
+  TrainRun plain = train(kMlp, o, kGpu);
+  EXPECT_LT(max_rel(fused, plain), 1e-5);
+}
+
 TEST(Gpu, NcclOneRankCollectives) {
   auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
   EXPECT_EQ(nccl->backend(), "nccl");

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <torch/version.h>
 
+#include <vector>
+
 #define DTRAIN_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -17,6 +19,13 @@ void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype);
 bool autocast_enabled(c10::DeviceType device);
 // Whether this LibTorch has fused-AdamW kernels (at::_fused_adamw_): 2.x only.
 constexpr bool kHasFusedAdamW = DTRAIN_TORCH_AT_LEAST(2, 0);
+// One fused AdamW step over all tensors (decoupled weight decay, bias correction from
+// `steps`, which the call increments). CUDA with LibTorch 2.x only; elsewhere throws.
+void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                      const std::vector<at::Tensor>& exp_avgs,
+                      const std::vector<at::Tensor>& exp_avg_sqs,
+                      const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
+                      double weight_decay, double eps);
 // Whether the scaler ops (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) have
 // CPU kernels. 1.13 has CUDA kernels only.
 constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
