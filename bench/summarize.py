@@ -51,6 +51,8 @@ rows = []
 cases = [
     ("GPT-2 124M, B=16 T=1024, bf16", "dtrain_gpt2", 1024, "tokens/s",
      [("torch_gpt2_eager", "eager", ("tokens_per_s",)), ("torch_gpt2_compile", "torch.compile", ("tokens_per_s",))]),
+    ("GPT-2 124M, B=16 T=1024, fp32 (TF32)", "dtrain_gpt2_fp32", 1024, "tokens/s",
+     [("torch_gpt2_fp32", "eager", ("tokens_per_s",))]),
     ("GPT-2 124M, gradient engine on (1 rank, NCCL, overlap)", "dtrain_gpt2_reduce", 1024, "tokens/s",
      [("torch_gpt2_eager", "eager", ("tokens_per_s",))]),
     ("GPT-2 124M, gradient engine on (1 rank, NCCL, no overlap)", "dtrain_gpt2_reduce_nooverlap", 1024, "tokens/s",

@@ -111,6 +111,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--fp32", action="store_true", help="no autocast: float32 (TF32 matmuls)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--vocab", type=int, default=50304)
@@ -143,7 +144,7 @@ def main():
     y = torch.randint(0, args.vocab, (args.batch, args.seq), device=dev)
 
     def step():
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=not args.fp32):
             logits = step_model(x)
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
         loss.backward()
@@ -178,7 +179,7 @@ def main():
     flops_per_token = 6 * n_flop_params + 12 * args.n_layer * args.n_embd * args.seq
     print(json.dumps({
         "case": "gpt2",
-        "mode": "compile" if args.compile else "eager",
+        "mode": ("compile" if args.compile else "eager") + ("_fp32" if args.fp32 else ""),
         "tokens_per_s": round(tokens_per_s, 1),
         "ms_per_step": round(1e3 * elapsed / args.steps, 3),
         "mfu": round(flops_per_token * tokens_per_s / H200_BF16_DENSE_FLOPS, 4),

@@ -83,6 +83,7 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
     // Shapes repeat every step: let cuDNN pick the fastest convolution algorithms once.
     at::globalContext().setBenchmarkCuDNN(true);
+    at::globalContext().setAllowTF32CuBLAS(run.tf32);
   } else {
     device_ = at::Device(at::kCPU);
   }

@@ -25,6 +25,7 @@ struct RunConfig {
   int64_t log_every = 50;       // steps between progress lines; 0 = once per epoch
   double timeout_s = 600;       // a rank stuck this long in one step aborts the job
   bool quiet = false;
+  bool tf32 = false;  // fp32 matrix products on tensor cores in TF32 (Ampere and later GPUs)
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
 };
 

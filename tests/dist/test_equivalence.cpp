@@ -6,6 +6,7 @@
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
+#include "dtrain/error.h"
 #include "dtrain/models.h"
 #include "dtrain/runtime.h"
 #include "dtrain/trainer.h"
@@ -113,6 +114,43 @@ TEST(Equivalence, RegressionAdamClippingSameParametersAsOneRank) {
   Result dist = train_with(MPI_COMM_WORLD, o);
   Result ref = train_with(MPI_COMM_SELF, o);
   EXPECT_LT(max_relative_difference(dist, ref), 1e-5);
+}
+
+TEST(Equivalence, GlobalBatch64AsOneByWholeFourBy16AndRanksBy16) {
+  // The same global batch of 64: 1 x 64, 1 rank x 4 micro-batches of 16, world x micro 16.
+  const std::vector<std::string> g = {"train.global_batch=64", "train.epochs=1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> o = g;
+    o.insert(o.end(), extra.begin(), extra.end());
+    return o;
+  };
+  Result whole = train_with(MPI_COMM_SELF, with({}));
+  Result four = train_with(MPI_COMM_SELF, with({"train.micro_batch=16"}));
+  Result ranks = train_with(MPI_COMM_WORLD, with({"train.micro_batch=16"}));
+  EXPECT_LT(max_relative_difference(four, whole), 1e-5);
+  EXPECT_LT(max_relative_difference(ranks, whole), 1e-5);
+}
+
+TEST(Equivalence, ParameterMismatchNamesTheParameterOnBothRanks) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks: runs under mpirun -np 2 and -np 4";
+  // The last rank builds a wider second layer: the trainer must refuse, naming it.
+  const std::string hidden = rank == world_size() - 1 ? "model.hidden=16,9" : "model.hidden=16,8";
+  Config cfg = Config::from_string(kBase, "mismatch", {});
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  cfg.resolve(comm->world());
+  Splits data = make_datasets(cfg.data, cfg.run.seed);
+  Config built = Config::from_string(kBase, "mismatch", {hidden});
+  auto model = make_model(built.model.name, built.model, data.train->spec());
+  try {
+    Trainer trainer(cfg, *comm, *comm, at::kCPU, model, data.train, data.test);
+    FAIL() << "ranks with different models were not detected";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fc1.weight [9,16]"), std::string::npos) << m;
+    EXPECT_NE(m.find("fc1.weight [8,16]"), std::string::npos) << m;
+  }
 }
 
 TEST(Equivalence, RanksSharingOneGpuThroughMpiMatchCpu) {
