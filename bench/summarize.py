@@ -22,6 +22,8 @@ def dtrain_rate(name):
         return None, None
     rates = [float(m) for m in re.findall(r"step \d+/\d+ .* ([0-9.]+) samples/s", text)]
     peak = re.search(r"peak GPU memory ([0-9.]+) GiB", text)
+    wait = re.search(r"rank 0 time: data ([0-9.]+)%", text)
+    WAIT[name] = float(wait.group(1)) if wait else None
     return (rates[-1] if rates else None), (float(peak.group(1)) if peak else None)
 
 
@@ -47,6 +49,7 @@ def first(d, *keys):
 
 
 rows = []
+WAIT = {}
 # (case, dtrain log, scale samples->unit, unit, [(torch log, label, keys)])
 cases = [
     ("GPT-2 124M, B=16 T=1024, bf16", "dtrain_gpt2", 1024, "tokens/s",
@@ -66,8 +69,8 @@ cases = [
     ("Fashion-MNIST CNN, batch 256, real loader", "dtrain_cnn", 1 / 256, "steps/s",
      [("torch_cnn", "DataLoader", ("steps_per_s",))]),
 ]
-print("| case | dtrain | PyTorch | dtrain / PyTorch | dtrain peak GPU memory | PyTorch peak |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| case | dtrain | PyTorch | dtrain / PyTorch | dtrain peak GPU memory | PyTorch peak | dtrain data wait |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for title, dlog, scale, unit, refs in cases:
     rate, peak = dtrain_rate(dlog)
     d = rate * scale if rate is not None else None
