@@ -284,7 +284,6 @@ bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& lo
   const int64_t pieces = (n + micro - 1) / micro;
   bool failed = false;
   std::string failure;
-  bool last_started = false;
   try {
     for (int64_t m = 0; m < pieces; ++m) {
       const int64_t begin = m * micro, len = std::min(micro, n - begin);
@@ -306,7 +305,6 @@ bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& lo
       const bool last = m == pieces - 1;
       // Only the last micro-batch communicates; earlier ones accumulate locally.
       if (impl_->reducer) impl_->reducer->prepare(/*sync=*/last);
-      last_started = last;
       (impl_->scaler ? impl_->scaler->scale(loss) : loss).backward();
       loss_sum += loss.detach().to(at::kDouble);
     }
@@ -316,7 +314,6 @@ bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& lo
     failure = e.what();
     failure = failure.substr(0, failure.find('\n'));
   }
-  (void)last_started;
   wd.beat("gradient all-reduce");
   const auto t_comm = Clock::now();
   if (impl_->reducer) impl_->reducer->finish(/*abandon=*/failed);

@@ -2,8 +2,8 @@
 // Invariants: batches come out in the order of the plan, whatever order workers finish in; at
 // most `prefetch` batches wait in memory; an exception in a worker is rethrown by next() on the
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
-// With a CUDA device, batches are pinned and copied with non_blocking on a side stream so that
-// the copy overlaps the previous step.
+// With a CUDA device, worker threads pin each batch and next() copies it with non_blocking on
+// the current stream (the host does not wait for the copy).
 #pragma once
 
 #include <ATen/ATen.h>
