@@ -120,6 +120,17 @@ TEST(Gpu, ReducerOverNcclKeepsGradients) {
   EXPECT_EQ(reducer.rebuilds(), 1);
 }
 
+TEST(Gpu, TrainingThroughNcclGradientEngineMatchesCpu) {
+  // The whole gradient engine on the GPU: hooks, buckets, NCCL all-reduce on its own stream.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
+  const std::vector<std::string> o = {"dist.reduce_single_rank=true", "dist.bucket_cap_mb=0.002",
+                                      "dist.first_bucket_mb=0.001", "train.micro_batch=16"};
+  TrainRun gpu = train(kMlp, o, kGpu, nccl.get());
+  TrainRun cpu = train(kMlp, {}, at::kCPU);
+  EXPECT_LT(max_rel(gpu, cpu), 1e-4);
+}
+
 TEST(Gpu, Bf16TrainsCloseToFp32) {
   TrainRun fp32 = train(kMlp, {}, kGpu);
   TrainRun bf16 = train(kMlp, {"train.precision=bf16"}, kGpu);
