@@ -17,12 +17,12 @@ The first `--warmup` steps are not timed. Prints one JSON line per mode:
 """
 import argparse
 import json
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+
+from _common import batches, device_name, time_epoch
 
 MODES = ["loader", "gpu"]
 
@@ -44,44 +44,22 @@ class Cnn(nn.Module):
         return self.head(F.relu(self.fc(x.flatten(1))))
 
 
-def batches(mode, x, y, batch, dev, workers):
-    if mode == "gpu":
-        xg, yg = x.to(dev), y.to(dev)
-        perm = torch.randperm(x.size(0), device=dev)
-        for i in range(x.size(0) // batch):
-            idx = perm[i * batch:(i + 1) * batch]
-            yield xg[idx], yg[idx]
-        return
-    pin = dev.type == "cuda"
-    loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True, drop_last=True,
-                        num_workers=workers, pin_memory=pin)
-    for xb, yb in loader:
-        yield xb.to(dev, non_blocking=pin), yb.to(dev, non_blocking=pin)
-
-
 def run(mode, args, dev):
     torch.manual_seed(0)
     x = torch.randn(args.samples, 1, 28, 28)
     y = torch.randint(0, 10, (args.samples,))
     model = Cnn().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    timed = 0
-    t0 = None
-    for i, (xb, yb) in enumerate(batches(mode, x, y, args.batch, dev, args.workers)):
-        if i == args.warmup:
-            sync()
-            t0 = time.perf_counter()
+
+    def step(xb, yb):
         loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if t0 is not None:
-            timed += 1
-        if args.max_steps and i + 1 >= args.max_steps:
-            break
-    sync()
-    elapsed = time.perf_counter() - t0
+        return loss
+
+    feed = batches(x, y, args.batch, dev, preloaded=mode == "gpu", workers=args.workers)
+    timed, elapsed, loss = time_epoch(feed, step, args.warmup, dev, args.max_steps)
     return {
         "case": "cnn",
         "mode": mode,
@@ -90,7 +68,7 @@ def run(mode, args, dev):
         "steps": timed, "batch": args.batch,
         "workers": args.workers if mode == "loader" else 0,
         "final_loss": round(loss.item(), 4),
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "device": device_name(dev),
         "torch": torch.__version__,
     }
 

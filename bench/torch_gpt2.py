@@ -19,11 +19,12 @@ of 989.5 TFLOP/s.
 import argparse
 import json
 import math
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from _common import device_name, peak_mem_gb, time_steps
 
 H200_BF16_DENSE_FLOPS = 989.5e12
 
@@ -152,28 +153,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    for _ in range(args.warmup):
-        loss = step()
-    sync()
-    warmup_s = time.perf_counter() - t0
-
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    if cuda:
-        end.record()
-        sync()
-        elapsed = start.elapsed_time(end) / 1e3
-    else:
-        elapsed = time.perf_counter() - t0
-
+    loss, warmup_s, elapsed = time_steps(step, args.warmup, args.steps, dev)
     tokens = args.batch * args.seq * args.steps
     tokens_per_s = tokens / elapsed
     flops_per_token = 6 * n_flop_params + 12 * args.n_layer * args.n_embd * args.seq
@@ -183,11 +163,11 @@ def main():
         "tokens_per_s": round(tokens_per_s, 1),
         "ms_per_step": round(1e3 * elapsed / args.steps, 3),
         "mfu": round(flops_per_token * tokens_per_s / H200_BF16_DENSE_FLOPS, 4),
-        "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 1e9, 3) if cuda else None,
+        "peak_mem_gb": peak_mem_gb(dev),
         "params": n_params,
         "batch": args.batch, "seq": args.seq, "steps": args.steps, "warmup_s": round(warmup_s, 2),
         "fused_adamw": fused, "final_loss": round(loss.item(), 4),
-        "device": torch.cuda.get_device_name(dev) if cuda else "cpu",
+        "device": device_name(dev),
         "torch": torch.__version__,
     }))
 

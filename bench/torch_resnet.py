@@ -15,11 +15,12 @@ between CUDA events, and prints one JSON line:
 """
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
 import torchvision
+
+from _common import device_name, peak_mem_gb, time_steps
 
 
 def main():
@@ -59,24 +60,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    for _ in range(args.warmup):
-        loss = step()
-    sync()
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    if cuda:
-        end.record()
-        sync()
-        elapsed = start.elapsed_time(end) / 1e3
-    else:
-        elapsed = time.perf_counter() - t0
+    loss, _, elapsed = time_steps(step, args.warmup, args.steps, dev)
 
     print(json.dumps({
         "case": args.arch,
@@ -84,10 +68,10 @@ def main():
         "channels_last": not args.no_channels_last,
         "images_per_s": round(args.batch * args.steps / elapsed, 1),
         "ms_per_step": round(1e3 * elapsed / args.steps, 3),
-        "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 1e9, 3) if cuda else None,
+        "peak_mem_gb": peak_mem_gb(dev),
         "params": sum(p.numel() for p in model.parameters()),
         "batch": args.batch, "steps": args.steps, "final_loss": round(loss.item(), 4),
-        "device": torch.cuda.get_device_name(dev) if cuda else "cpu",
+        "device": device_name(dev),
         "torch": torch.__version__,
     }))
 

@@ -18,11 +18,11 @@ last line with all of them: {"case": "tiny", "mode": "all", "steps_per_s_workers
 """
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+
+from _common import batches, device_name, time_epoch
 
 MODES = ["workers4", "workers0", "gpu"]
 
@@ -36,49 +36,29 @@ def make_data(n, features, seed=0):
     return x, y
 
 
-def batches(mode, x, y, batch, dev):
-    if mode == "gpu":
-        xg, yg = x.to(dev), y.to(dev)
-        perm = torch.randperm(x.size(0), device=dev)
-        for i in range(x.size(0) // batch):
-            idx = perm[i * batch:(i + 1) * batch]
-            yield xg[idx], yg[idx]
-        return
-    workers = 4 if mode == "workers4" else 0
-    pin = dev.type == "cuda"
-    loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True, drop_last=True,
-                        num_workers=workers, pin_memory=pin)
-    for xb, yb in loader:
-        yield xb.to(dev, non_blocking=pin), yb.to(dev, non_blocking=pin)
-
-
 def run(mode, args, dev):
     torch.manual_seed(0)
     x, y = make_data(args.batch * args.steps, 10)
     model = torch.nn.Linear(10, 1).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    timed = 0
-    t0 = None
-    for i, (xb, yb) in enumerate(batches(mode, x, y, args.batch, dev)):
-        if i == args.warmup:
-            sync()
-            t0 = time.perf_counter()
+
+    def step(xb, yb):
         loss = F.mse_loss(model(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if t0 is not None:
-            timed += 1
-    sync()
-    elapsed = time.perf_counter() - t0
+        return loss
+
+    feed = batches(x, y, args.batch, dev, preloaded=mode == "gpu",
+                   workers=4 if mode == "workers4" else 0)
+    timed, elapsed, loss = time_epoch(feed, step, args.warmup, dev)
     return {
         "case": "tiny",
         "mode": mode,
         "steps_per_s": round(timed / elapsed, 1),
         "samples_per_s": round(timed * args.batch / elapsed, 1),
         "steps": timed, "batch": args.batch, "final_loss": round(loss.item(), 6),
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "device": device_name(dev),
         "torch": torch.__version__,
     }
 

@@ -1,16 +1,10 @@
 // make_datasets: synthetic tasks are deterministic per seed and shaped as DataSpec says; idx
 // splits load from data.path with the train split's statistics; errors name the key or file.
-#include <ftw.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,48 +13,14 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/idx.h"
 #include "dtrain/error.h"
+#include "test_support.h"
 
 namespace {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it. POSIX calls, not
-// std::filesystem: the pip wheels of LibTorch 2.x export their own std::filesystem symbols.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                       "/dtrain-test-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p);
-  }
-  std::string path_;
-};
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const dtrain::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A dtrain::Error: ") + e.what();
-  }
-  return "NO EXCEPTION";
-}
+using dtrain::test::is_directory;
+using dtrain::test::message_of;
+using dtrain::test::TempDir;
+using dtrain::test::write_gzip;
 
 dtrain::DataConfig synthetic(const std::string& task) {
   dtrain::DataConfig cfg;
@@ -170,14 +130,6 @@ TEST(Datasets, IdxMissingFileNamesPathAndKey) {
   EXPECT_NE(msg.find("data.train_images"), std::string::npos) << msg;
 }
 
-void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
-            static_cast<int>(bytes.size()));
-  ASSERT_EQ(gzclose(f), Z_OK);
-}
-
 std::vector<unsigned char> idx(std::vector<unsigned char> header_dims,
                                const std::vector<unsigned char>& data) {
   header_dims.insert(header_dims.end(), data.begin(), data.end());
@@ -189,12 +141,12 @@ TEST(Datasets, IdxSplitsUseTrainStatistics) {
   // train: 4 images 1x2, test: 2 images 1x2 (dims: N, 1, 2)
   const std::vector<unsigned char> train_px = {0, 255, 51, 102, 153, 204, 0, 0};
   const std::vector<unsigned char> test_px = {255, 0, 51, 51};
-  write_gz(dir.file("tr-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2},
-                                             train_px));
-  write_gz(dir.file("tr-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 4}, {0, 1, 2, 3}));
-  write_gz(dir.file("te-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2},
-                                             test_px));
-  write_gz(dir.file("te-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 2}, {3, 3}));
+  write_gzip(dir.file("tr-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2},
+                                        train_px));
+  write_gzip(dir.file("tr-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 4}, {0, 1, 2, 3}));
+  write_gzip(dir.file("te-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2},
+                                        test_px));
+  write_gzip(dir.file("te-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 2}, {3, 3}));
 
   dtrain::DataConfig cfg;
   cfg.format = "idx";

@@ -1,56 +1,25 @@
 // IDX reader: exact round trips of files written here (plain and gzip), every rejected layout,
 // and the real Fashion-MNIST files from Debian's dataset-fashion-mnist.
-#include <ftw.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <fstream>
 #include <iterator>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dtrain/data/idx.h"
-#include "dtrain/error.h"
+#include "test_support.h"
 
 namespace {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it. POSIX calls, not
-// std::filesystem: the pip wheels of LibTorch 2.x export their own std::filesystem symbols.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                       "/dtrain-test-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p);
-  }
-  std::string path_;
-};
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
+using dtrain::test::is_directory;
+using dtrain::test::message_of;
+using dtrain::test::TempDir;
+using dtrain::test::write_gzip;
 
 void put_be32(std::vector<unsigned char>* out, uint32_t v) {
   out->push_back(static_cast<unsigned char>(v >> 24));
@@ -74,16 +43,6 @@ void write_plain(const std::string& path, const std::vector<unsigned char>& byte
   ASSERT_TRUE(f.good()) << path;
 }
 
-void write_gzip(const std::string& path, const std::vector<unsigned char>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  if (!bytes.empty()) {
-    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
-              static_cast<int>(bytes.size()));
-  }
-  ASSERT_EQ(gzclose(f), Z_OK);
-}
-
 std::vector<unsigned char> be32_payload(const std::vector<uint32_t>& words) {
   std::vector<unsigned char> out;
   for (uint32_t w : words) put_be32(&out, w);
@@ -94,17 +53,6 @@ uint32_t float_bits(float f) {
   uint32_t u = 0;
   std::memcpy(&u, &f, 4);
   return u;
-}
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const dtrain::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A dtrain::Error: ") + e.what();
-  }
-  return "NO EXCEPTION";
 }
 
 std::vector<unsigned char> uint8_images(int n, int h, int w) {

@@ -3,19 +3,13 @@
 // equivalence, and logits equal to a plain-PyTorch implementation run in DTRAIN_REF_PYTHON on the
 // same weights. Also the synthetic image and token data those models train on.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <ftw.h>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <functional>
-#include <iterator>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -26,6 +20,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "test_support.h"
 
 namespace dtrain::detail {
 void register_gpt_models();     // models/gpt.cpp
@@ -51,37 +46,10 @@ std::shared_ptr<dtrain::Model> build(const std::string& name, const dtrain::Mode
   return dtrain::make_model(name, cfg, spec);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                       "/dtrain-models-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p);
-  }
-  std::string path_;
-};
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const dtrain::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A dtrain::Error: ") + e.what();
-  }
-  return "NO EXCEPTION";
-}
+using dtrain::test::message_of;
+using dtrain::test::python_failure;
+using dtrain::test::run_python;
+using dtrain::test::TempDir;
 
 int64_t count_parameters(torch::nn::Module& m) {
   int64_t n = 0;
@@ -445,33 +413,9 @@ std::vector<std::pair<std::string, at::Tensor>> state_of(torch::nn::Module& m) {
 // Runs the reference script; returns one tensor per output line. Fails (not skips) when the
 // reference Python or its torch is missing.
 std::vector<at::Tensor> run_reference(const TempDir& dir, const std::string& args) {
-  const std::string script = dir.file("ref_models.py");
-  {
-    std::ofstream f(script);
-    f << kReferenceScript;
-  }
-  const std::string python = DTRAIN_REF_PYTHON;
-  const std::string errors = dir.file("stderr.txt");
-  const std::string cmd = "'" + python + "' '" + script + "' " + args + " 2>'" + errors + "'";
-  std::string output;
-  int status = -1;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
-    status = pclose(p);
-  }
-  std::string error_text;
-  {
-    std::ifstream f(errors);
-    error_text.assign(std::istreambuf_iterator<char>(f), {});
-  }
-  EXPECT_TRUE(status == 0 && output.find("DONE") != std::string::npos)
-      << "the PyTorch reference failed in " << python << " (status " << status
-      << "). Install Debian's python3-torch (apt-get install python3-torch) so that " << python
-      << " can import torch.\nstdout:\n"
-      << output.substr(0, 2000) << "\nstderr:\n"
-      << error_text.substr(0, 4000);
+  const auto run = run_python(dir, kReferenceScript, args);
+  EXPECT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
+      << python_failure("the PyTorch reference", run);
   std::vector<at::Tensor> outs;
   std::ifstream f(dir.file("ref_out.txt"));
   std::string line;

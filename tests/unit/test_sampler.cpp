@@ -1,49 +1,22 @@
 // DistributedSampler against PyTorch itself: the reference vectors from the notes, then a grid of
 // cases computed by torch.utils.data.DistributedSampler in DTRAIN_REF_PYTHON.
-#include <ftw.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
+#include "test_support.h"
 
 namespace {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it. POSIX calls, not
-// std::filesystem: the pip wheels of LibTorch 2.x export their own std::filesystem symbols.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                       "/dtrain-test-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p);
-  }
-  std::string path_;
-};
-
+using dtrain::test::python_failure;
+using dtrain::test::run_python;
+using dtrain::test::TempDir;
 
 std::vector<int64_t> sampler_indices(int64_t size, int world, int rank, bool shuffle,
                                      uint64_t seed, bool drop_last, int64_t epoch) {
@@ -132,35 +105,11 @@ print("DONE")
 
 TEST(Sampler, MatchesPythonDistributedSampler) {
   TempDir dir;
-  const std::string script = dir.file("ref_sampler.py");
-  {
-    std::ofstream f(script);
-    f << kReferenceScript;
-  }
-  const std::string errors = dir.file("stderr.txt");
-  const std::string python = DTRAIN_REF_PYTHON;
-  const std::string cmd = "'" + python + "' '" + script + "' 2>'" + errors + "'";
-  std::string output;
-  int status = -1;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
-    status = pclose(p);
-  }
-  std::string error_text;
-  {
-    std::ifstream f(errors);
-    error_text.assign(std::istreambuf_iterator<char>(f), {});
-  }
-  ASSERT_TRUE(status == 0 && output.find("DONE") != std::string::npos)
-      << "running PyTorch's DistributedSampler with " << python << " failed (status " << status
-      << "). Install Debian's python3-torch (apt-get install python3-torch) so that " << python
-      << " can import torch.\nstdout:\n"
-      << output.substr(0, 2000) << "\nstderr:\n"
-      << error_text.substr(0, 2000);
+  const auto run = run_python(dir, kReferenceScript, "");
+  ASSERT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
+      << python_failure("PyTorch's DistributedSampler", run);
 
-  std::istringstream lines(output);
+  std::istringstream lines(run.output);
   std::string line;
   int cases = 0;
   while (std::getline(lines, line)) {

@@ -1,0 +1,125 @@
+// Helpers shared by the unit tests: a temporary directory, small file writers, the message of a
+// thrown dtrain::Error, and running a reference script in DTRAIN_REF_PYTHON (Debian's
+// python3-torch). POSIX calls, not std::filesystem: the pip wheels of LibTorch 2.x export their
+// own std::filesystem symbols.
+#pragma once
+
+#include <ftw.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtrain/error.h"
+
+#ifndef DTRAIN_REF_PYTHON
+#error "DTRAIN_REF_PYTHON must name the Python with PyTorch (tests/CMakeLists.txt defines it)"
+#endif
+
+namespace dtrain::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
+                       "/dtrain-test-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() { nftw(path_.c_str(), &TempDir::remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  static int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
+    return ::remove(p);
+  }
+  std::string path_;
+};
+
+inline bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The whole file as text; empty when it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+inline void write_gzip(const std::string& path, const std::vector<unsigned char>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  if (!bytes.empty()) {
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+              static_cast<int>(bytes.size()));
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// What fn throws: a dtrain::Error's message, or a marker saying it threw something else or
+// nothing.
+inline std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const dtrain::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("NOT A dtrain::Error: ") + e.what();
+  }
+  return "NO EXCEPTION";
+}
+
+struct PythonRun {
+  int status = -1;     // pclose's status; -1 when popen failed
+  std::string output;  // stdout
+  std::string errors;  // stderr
+};
+
+// Writes script_text to `dir`/reference.py and runs it in DTRAIN_REF_PYTHON with `args` (already
+// shell-quoted) appended; stderr goes through `dir`/stderr.txt.
+inline PythonRun run_python(const TempDir& dir, const std::string& script_text,
+                            const std::string& args) {
+  const std::string script = dir.file("reference.py");
+  {
+    std::ofstream f(script);
+    f << script_text;
+  }
+  const std::string errors = dir.file("stderr.txt");
+  const std::string cmd = "'" + std::string(DTRAIN_REF_PYTHON) + "' '" + script + "' " + args +
+                          " 2>'" + errors + "'";
+  PythonRun run;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) run.output.append(buf, n);
+    run.status = pclose(p);
+  }
+  run.errors = read_text(errors);
+  return run;
+}
+
+// The failure message for a reference script that did not finish: says to install Debian's
+// python3-torch, then shows the start of its stdout and stderr.
+inline std::string python_failure(const std::string& what, const PythonRun& run) {
+  const std::string python = DTRAIN_REF_PYTHON;
+  return what + " failed in " + python + " (status " + std::to_string(run.status) +
+         "). Install Debian's python3-torch (apt-get install python3-torch) so that " + python +
+         " can import torch.\nstdout:\n" + run.output.substr(0, 2000) + "\nstderr:\n" +
+         run.errors.substr(0, 4000);
+}
+
+}  // namespace dtrain::test
