@@ -481,22 +481,20 @@ TrainSummary Trainer::fit() {
   auto window_start = Clock::now();
   double train_seconds = 0;
   bool done = false;
-  for (int64_t epoch = 0; epoch < t.epochs && !done; ++epoch) {
+  // One plan for the whole run (each step: this rank's share, cut into micro-batches by the
+  // step), so one loader keeps prefetching across epoch boundaries and evaluations.
+  std::vector<std::vector<int64_t>> plan;
+  for (int64_t epoch = 0; epoch < t.epochs && static_cast<int64_t>(plan.size()) < total_steps_; ++epoch) {
     sampler.set_epoch(epoch);
     const std::vector<int64_t> mine = sampler.indices();
-    // The plan: this rank's share of each step; the step cuts it into micro-batches.
-    std::vector<std::vector<int64_t>> plan;
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+    for (int64_t s = 0; s < steps_per_epoch && static_cast<int64_t>(plan.size()) < total_steps_; ++s) {
       const int64_t begin = s * rank_batch;
       const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
       plan.emplace_back(mine.begin() + begin, mine.begin() + end);
     }
-    LoaderOptions lo;
-    lo.workers = cfg_.data.workers;
-    lo.prefetch = cfg_.data.prefetch;
-    lo.pin_memory = cfg_.data.pin_memory;
-    lo.device = device_;
-    Loader loader(train_, std::move(plan), lo);
+  }
+  Loader loader(train_, std::move(plan), loader_options());
+  for (int64_t epoch = 0; epoch < t.epochs && !done; ++epoch) {
     model_->train();
     const auto epoch_start = Clock::now();
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
@@ -582,12 +580,7 @@ EvalResult Trainer::evaluate() {
   std::vector<std::vector<int64_t>> plan;
   for (size_t b = 0; b < mine.size(); b += static_cast<size_t>(bs))
     plan.emplace_back(mine.begin() + b, mine.begin() + std::min(mine.size(), b + bs));
-  LoaderOptions lo;
-  lo.workers = cfg_.data.workers;
-  lo.prefetch = cfg_.data.prefetch;
-  lo.pin_memory = cfg_.data.pin_memory;
-  lo.device = device_;
-  Loader loader(test_, std::move(plan), lo);
+  Loader loader(test_, std::move(plan), loader_options());
   model_->eval();
   at::NoGradGuard no_grad;
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
@@ -611,6 +604,15 @@ EvalResult Trainer::evaluate() {
   r.loss = r.count > 0 ? totals[0].item<double>() / denom : 0.0;
   r.accuracy = r.count > 0 ? totals[1].item<double>() / static_cast<double>(r.count) : 0.0;
   return r;
+}
+
+LoaderOptions Trainer::loader_options() const {
+  LoaderOptions lo;
+  lo.workers = cfg_.data.workers;
+  lo.prefetch = cfg_.data.prefetch;
+  lo.pin_memory = cfg_.data.pin_memory;
+  lo.device = device_;
+  return lo;
 }
 
 const Reducer* Trainer::reducer() const { return impl_->reducer.get(); }

@@ -83,6 +83,7 @@ class Trainer {
   bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum);
   void find_micro_batch();
   double take_window_loss();
+  struct LoaderOptions loader_options() const;
   double lr_at(int64_t step) const;
   at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
   void write_metrics(const nlohmann::json& record);
