@@ -46,7 +46,7 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
                       const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
                       double weight_decay, double eps) {
 #if DTRAIN_TORCH_AT_LEAST(2, 0)
-  for (const auto& s : steps) const_cast<at::Tensor&>(s).add_(1);  // as torch.optim does first
+  at::_foreach_add_(steps, 1);  // one launch for every step counter, as torch.optim does first
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
                     beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 #else
