@@ -153,6 +153,23 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Train split from a generator seeded with `seed`, test split (if any) from `seed + 1`.
+// `make(n, generator)` returns (inputs, targets) for n samples.
+template <class Make>
+Splits generated_splits(const DataConfig& cfg, int64_t seed, Make make, const DataSpec& spec,
+                        const std::string& description) {
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
+  Splits out;
+  auto train = make(cfg.synthetic_size, gen);
+  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, description + " train");
+  if (cfg.synthetic_test_size > 0) {
+    auto test = make(cfg.synthetic_test_size, test_gen);
+    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, description + " test");
+  }
+  return out;
+}
+
 // Random images: inputs (N, C, H, W) standard normal, labels uniform in [0, classes). Nothing to
 // learn; for measuring throughput of image models without a dataset on disk.
 Splits make_synthetic_images(const DataConfig& cfg, int64_t seed) {
@@ -181,17 +198,7 @@ Splits make_synthetic_images(const DataConfig& cfg, int64_t seed) {
   };
   std::ostringstream d;
   d << "synthetic images (" << shape_text(shape) << ", " << c << " classes, seed " << seed << ")";
-  // Train from `seed`, test from `seed + 1`.
-  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
-  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
-  Splits out;
-  auto train = make(cfg.synthetic_size, gen);
-  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, d.str() + " train");
-  if (cfg.synthetic_test_size > 0) {
-    auto test = make(cfg.synthetic_test_size, test_gen);
-    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, d.str() + " test");
-  }
-  return out;
+  return generated_splits(cfg, seed, make, spec, d.str());
 }
 
 // Random tokens for language models: a stream of N * (T + 1) ids uniform in [0, classes) (classes
@@ -227,16 +234,7 @@ Splits make_synthetic_tokens(const DataConfig& cfg, int64_t seed) {
   std::ostringstream d;
   d << "synthetic tokens (sequence length " << t << ", vocabulary " << v << ", seed " << seed
     << ")";
-  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
-  at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
-  Splits out;
-  auto train = make(cfg.synthetic_size, gen);
-  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, d.str() + " train");
-  if (cfg.synthetic_test_size > 0) {
-    auto test = make(cfg.synthetic_test_size, test_gen);
-    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, d.str() + " test");
-  }
-  return out;
+  return generated_splits(cfg, seed, make, spec, d.str());
 }
 
 Splits make_synthetic(const DataConfig& cfg, int64_t seed) {

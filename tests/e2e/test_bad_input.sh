@@ -6,18 +6,8 @@
 # DTRAIN_MPI_FLAGS.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
-bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
-mpiexec=${DTRAIN_MPIEXEC:-mpirun}
-read -r -a mpi_flags <<<"${DTRAIN_MPI_FLAGS:---oversubscribe}"
-if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMPI_MCA_rmaps_base_oversubscribe=1
-
-[[ -x $bin ]] || { echo "FAIL: dtrain binary not found: $bin (build it first)" >&2; exit 1; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-bad.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup bad
 
 # Synthetic data, so that every case fails on the input under test and nothing else.
 cfg=$tmp/ok.yaml

@@ -6,36 +6,11 @@
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
-bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
-mpiexec=${DTRAIN_MPIEXEC:-mpirun}
-read -r -a mpi_flags <<<"${DTRAIN_MPI_FLAGS:---oversubscribe}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMPI_MCA_rmaps_base_oversubscribe=1
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[[ -x $bin ]] || fail "dtrain binary not found: $bin (build it first)"
+e2e_setup fashion
 [[ -f $data/train-images-idx3-ubyte.gz ]] ||
   fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-fashion.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# run LIMIT_S NAME CMD...: stdout/stderr to $tmp/NAME.{out,err}; sets $rc; a hang is a failure.
-run() {
-  local limit=$1 name=$2
-  shift 2
-  echo "+ $*"
-  rc=0
-  timeout -k 10 "$limit" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
-  if [[ $rc == 124 || $rc == 137 ]]; then
-    tail -n 20 "$tmp/$name.out" "$tmp/$name.err" >&2 || true
-    fail "$name: did not finish within ${limit} s (hang?)"
-  fi
-}
-show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
 
 name=fashion_small
 run 300 train "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/fashion_mnist.yaml" \

@@ -4,18 +4,8 @@
 # Env as in the other e2e scripts (DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
-bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
-mpiexec=${DTRAIN_MPIEXEC:-mpirun}
-read -r -a mpi_flags <<<"${DTRAIN_MPI_FLAGS:---oversubscribe}"
-if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMPI_MCA_rmaps_base_oversubscribe=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[[ -x $bin ]] || fail "dtrain binary not found: $bin"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-kill.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup kill
 tag="killtest$$"
 
 # Long enough that it is still training when a rank is killed; the watchdog is set high so that

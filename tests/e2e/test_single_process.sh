@@ -5,30 +5,8 @@
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-src=${DTRAIN_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
-bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
-if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[[ -x $bin ]] || fail "dtrain binary not found: $bin (build it first)"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-single.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# run LIMIT_S NAME CMD...: stdout/stderr to $tmp/NAME.{out,err}; sets $rc; a hang is a failure.
-run() {
-  local limit=$1 name=$2
-  shift 2
-  echo "+ $*"
-  rc=0
-  timeout -k 10 "$limit" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
-  if [[ $rc == 124 || $rc == 137 ]]; then
-    tail -n 20 "$tmp/$name.out" "$tmp/$name.err" >&2 || true
-    fail "$name: did not finish within ${limit} s (hang?)"
-  fi
-}
-show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup single
 expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
 # has NAME FIXED_STRING...: every string appears in NAME's stdout.
 has() {

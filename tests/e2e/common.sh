@@ -1,0 +1,34 @@
+# Shared by the e2e scripts (sourced, not run): environment, temp dir, and run-with-a-time-limit.
+# Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
+# DTRAIN_MPI_FLAGS.
+# Usage: source "$(dirname "${BASH_SOURCE[0]}")/common.sh"; e2e_setup NAME
+
+src=${DTRAIN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+bin=${DTRAIN_BIN:-$src/build/bin/dtrain}
+mpiexec=${DTRAIN_MPIEXEC:-mpirun}
+read -r -a mpi_flags <<<"${DTRAIN_MPI_FLAGS:---oversubscribe}"
+if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# e2e_setup NAME: check the binary, make $tmp (removed on exit).
+e2e_setup() {
+  [[ -x $bin ]] || fail "dtrain binary not found: $bin (build it first)"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-e2e-$1.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+}
+
+# run LIMIT_S NAME CMD...: stdout/stderr to $tmp/NAME.{out,err}; sets $rc; a hang is a failure.
+run() {
+  local limit=$1 name=$2
+  shift 2
+  echo "+ $*"
+  rc=0
+  timeout -k 10 "$limit" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+  if [[ $rc == 124 || $rc == 137 ]]; then
+    tail -n 20 "$tmp/$name.out" "$tmp/$name.err" >&2 || true
+    fail "$name: did not finish within ${limit} s (hang?)"
+  fi
+}
+show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
