@@ -15,6 +15,7 @@ of 989.5 TFLOP/s.
 
   python3 bench/torch_gpt2.py             # eager
   python3 bench/torch_gpt2.py --compile   # torch.compile
+  python3 bench/torch_gpt2.py --profile gpt2.json   # and a trace of 5 more steps
 """
 import argparse
 import json
@@ -24,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from _common import device_name, peak_mem_gb, time_steps
+from _common import add_profile_args, device_name, peak_mem_gb, profile_steps, time_steps
 
 H200_BF16_DENSE_FLOPS = 989.5e12
 
@@ -122,6 +123,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_profile_args(ap)
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -157,7 +159,7 @@ def main():
     tokens = args.batch * args.seq * args.steps
     tokens_per_s = tokens / elapsed
     flops_per_token = 6 * n_flop_params + 12 * args.n_layer * args.n_embd * args.seq
-    print(json.dumps({
+    result = {
         "case": "gpt2",
         "mode": ("compile" if args.compile else "eager") + ("_fp32" if args.fp32 else ""),
         "tokens_per_s": round(tokens_per_s, 1),
@@ -169,7 +171,10 @@ def main():
         "fused_adamw": fused, "final_loss": round(loss.item(), 4),
         "device": device_name(dev),
         "torch": torch.__version__,
-    }))
+    }
+    if args.profile:
+        result["profile"] = profile_steps(step, args.profile_steps, dev, args.profile)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

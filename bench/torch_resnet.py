@@ -12,6 +12,7 @@ between CUDA events, and prints one JSON line:
   python3 bench/torch_resnet.py
   python3 bench/torch_resnet.py --fp32
   python3 bench/torch_resnet.py --arch resnet18
+  python3 bench/torch_resnet.py --profile resnet.json   # and a trace of 5 more steps
 """
 import argparse
 import json
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-from _common import device_name, peak_mem_gb, time_steps
+from _common import add_profile_args, device_name, peak_mem_gb, profile_steps, time_steps
 
 
 def main():
@@ -36,6 +37,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_profile_args(ap)
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -62,7 +64,7 @@ def main():
 
     loss, _, elapsed = time_steps(step, args.warmup, args.steps, dev)
 
-    print(json.dumps({
+    result = {
         "case": args.arch,
         "precision": "fp32" if args.fp32 else "bf16",
         "channels_last": not args.no_channels_last,
@@ -73,7 +75,10 @@ def main():
         "batch": args.batch, "steps": args.steps, "final_loss": round(loss.item(), 4),
         "device": device_name(dev),
         "torch": torch.__version__,
-    }))
+    }
+    if args.profile:
+        result["profile"] = profile_steps(step, args.profile_steps, dev, args.profile)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

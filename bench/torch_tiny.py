@@ -13,8 +13,13 @@ mode: {"case": "tiny", "mode": ..., "steps_per_s": ..., ...}. Default: all three
 last line with all of them: {"case": "tiny", "mode": "all", "steps_per_s_workers4": ...,
 "steps_per_s_workers0": ..., "steps_per_s_gpu": ..., "steps_per_s_best": ...}.
 
+--profile PATH: after each mode's epoch, a trace of --profile-steps more steps from a new
+loader (warmed up by --warmup steps first); with several modes, one trace per mode
+(tiny.json -> tiny.workers4.json, ...).
+
   python3 bench/torch_tiny.py
   python3 bench/torch_tiny.py --mode workers4
+  python3 bench/torch_tiny.py --mode gpu --profile tiny_gpu.json
 """
 import argparse
 import json
@@ -22,7 +27,8 @@ import json
 import torch
 import torch.nn.functional as F
 
-from _common import batches, device_name, time_epoch
+from _common import (add_profile_args, batches, device_name, endless, profile_steps,
+                     tagged_path, time_epoch)
 
 MODES = ["workers4", "workers0", "gpu"]
 
@@ -36,7 +42,7 @@ def make_data(n, features, seed=0):
     return x, y
 
 
-def run(mode, args, dev):
+def run(mode, args, dev, profile=None):
     torch.manual_seed(0)
     x, y = make_data(args.batch * args.steps, 10)
     model = torch.nn.Linear(10, 1).to(dev)
@@ -49,10 +55,12 @@ def run(mode, args, dev):
         opt.step()
         return loss
 
-    feed = batches(x, y, args.batch, dev, preloaded=mode == "gpu",
-                   workers=4 if mode == "workers4" else 0)
-    timed, elapsed, loss = time_epoch(feed, step, args.warmup, dev)
-    return {
+    def epoch():
+        return batches(x, y, args.batch, dev, preloaded=mode == "gpu",
+                       workers=4 if mode == "workers4" else 0)
+
+    timed, elapsed, loss = time_epoch(epoch(), step, args.warmup, dev)
+    result = {
         "case": "tiny",
         "mode": mode,
         "steps_per_s": round(timed / elapsed, 1),
@@ -61,6 +69,15 @@ def run(mode, args, dev):
         "device": device_name(dev),
         "torch": torch.__version__,
     }
+    if profile:
+        # The loader's batch fetch is part of the step, as in the timed epoch.
+        feed = endless(epoch)
+        for _ in range(args.warmup):
+            step(*next(feed))
+        result["profile"] = profile_steps(lambda: step(*next(feed)), args.profile_steps, dev,
+                                          profile)
+        feed.close()
+    return result
 
 
 def main():
@@ -72,11 +89,15 @@ def main():
                     help="steps in the epoch (timed after the warmup)")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_profile_args(ap)
     args = ap.parse_args()
     dev = torch.device(args.device)
+    modes = MODES if args.mode == "all" else [args.mode]
     results = []
-    for mode in (MODES if args.mode == "all" else [args.mode]):
-        results.append(run(mode, args, dev))
+    for mode in modes:
+        profile = args.profile and (tagged_path(args.profile, mode) if len(modes) > 1
+                                    else args.profile)
+        results.append(run(mode, args, dev, profile))
         print(json.dumps(results[-1]), flush=True)
     if len(results) > 1:
         # Last line: all modes together (bench/summarize.py reads the last JSON line).
@@ -84,6 +105,8 @@ def main():
         for r in results:
             summary["steps_per_s_" + r["mode"]] = r["steps_per_s"]
         summary["steps_per_s_best"] = max(r["steps_per_s"] for r in results)
+        if args.profile:
+            summary["profile"] = {r["mode"]: r["profile"] for r in results}
         print(json.dumps(summary), flush=True)
 
 
