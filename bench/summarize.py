@@ -54,6 +54,8 @@ WAIT = {}
 cases = [
     ("GPT-2 124M, B=16 T=1024, bf16", "dtrain_gpt2", 1024, "tokens/s",
      [("torch_gpt2_eager", "eager", ("tokens_per_s",)), ("torch_gpt2_compile", "torch.compile", ("tokens_per_s",))]),
+    ("GPT-2 124M, B=16 T=1024, bf16, eager steps (train.cuda_graph=off)", "dtrain_gpt2_eager", 1024, "tokens/s",
+     [("torch_gpt2_eager", "eager", ("tokens_per_s",))]),
     ("GPT-2 124M, B=16 T=1024, fp32 (TF32)", "dtrain_gpt2_fp32", 1024, "tokens/s",
      [("torch_gpt2_fp32", "eager", ("tokens_per_s",))]),
     ("GPT-2 124M, gradient engine on (1 rank, NCCL, overlap)", "dtrain_gpt2_reduce", 1024, "tokens/s",
@@ -62,9 +64,13 @@ cases = [
      [("torch_gpt2_eager", "eager", ("tokens_per_s",))]),
     ("ResNet-50, batch 128, bf16, channels-last", "dtrain_resnet50", 1, "images/s",
      [("torch_resnet50", "eager", ("images_per_s",))]),
+    ("ResNet-50, batch 128, bf16, eager steps (train.cuda_graph=off)", "dtrain_resnet50_eager", 1, "images/s",
+     [("torch_resnet50", "eager", ("images_per_s",))]),
     ("ResNet-50, batch 128, fp32", "dtrain_resnet50_fp32", 1, "images/s",
      [("torch_resnet50_fp32", "eager", ("images_per_s",))]),
     ("Linear(10,1), batch 128, Adam", "dtrain_tiny", 1 / 128, "steps/s",
+     [("torch_tiny", "best of DataLoader / on-GPU", ("steps_per_s_best", "steps_per_s", "steps_per_s_gpu"))]),
+    ("Linear(10,1), batch 128, Adam, eager steps (train.cuda_graph=off)", "dtrain_tiny_eager", 1 / 128, "steps/s",
      [("torch_tiny", "best of DataLoader / on-GPU", ("steps_per_s_best", "steps_per_s", "steps_per_s_gpu"))]),
     ("Fashion-MNIST CNN, batch 256, real loader", "dtrain_cnn", 1 / 256, "steps/s",
      [("torch_cnn", "DataLoader", ("steps_per_s",))]),
@@ -81,4 +87,5 @@ for title, dlog, scale, unit, refs in cases:
         tpeak = first(tj, "peak_mem_gb")
         print(f"| {title} ({label}) | {d:,.0f} {unit} |" if d else f"| {title} ({label}) | not run |",
               f"{t:,.0f} {unit} |" if t else "not run |", ratio, "|",
-              f"{peak:.1f} GiB" if peak else "-", "|", f"{tpeak:.1f} GB" if tpeak else "-", "|")
+              f"{peak:.1f} GiB" if peak else "-", "|", f"{tpeak:.1f} GB" if tpeak else "-", "|",
+              f"{WAIT[dlog]:.1f}% |" if WAIT.get(dlog) is not None else "- |")

@@ -4,7 +4,8 @@
 #
 #   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/
 #   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
-#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile (default: all)
+#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile profile
+#                                     # (default: all but profile)
 #   bash launch/gpu.sh all            # all three
 #
 # Logs and results go to $OUT if set (else ./gpu-out): build.log, test.log, bench.log and
@@ -57,6 +58,7 @@ bench() {
     case $c in
       gpt2)
         bench_one dtrain_gpt2 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs"
+        bench_one dtrain_gpt2_eager $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" train.cuda_graph=off run.name=gpt2_eager
         # The gradient engine on one rank (NCCL all-reduce of every bucket): its overhead.
         bench_one dtrain_gpt2_reduce $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true run.name=gpt2_reduce
         bench_one dtrain_gpt2_reduce_nooverlap $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true dist.overlap=false run.name=gpt2_nooverlap
@@ -67,24 +69,47 @@ bench() {
         bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile ;;
       resnet50)
         bench_one dtrain_resnet50 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs"
+        bench_one dtrain_resnet50_eager $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs" train.cuda_graph=off run.name=resnet50_eager
         bench_one dtrain_resnet50_fp32 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs" train.precision=fp32 run.name=resnet50_fp32
         bench_one torch_resnet50 $PY bench/torch_resnet.py
         bench_one torch_resnet50_fp32 $PY bench/torch_resnet.py --fp32 ;;
       tiny)
         bench_one dtrain_tiny $BIN bench/configs/tiny.yaml run.dir="$OUT/runs"
+        bench_one dtrain_tiny_eager $BIN bench/configs/tiny.yaml run.dir="$OUT/runs" train.cuda_graph=off run.name=tiny_eager
         bench_one torch_tiny $PY bench/torch_tiny.py ;;
       cnn)
         bench_one dtrain_cnn $BIN bench/configs/cnn.yaml data.path="$FMNIST" run.dir="$OUT/runs"
         bench_one torch_cnn $PY bench/torch_cnn.py ;;
+      profile)  # where the GPU time goes, dtrain (eager and graph) against PyTorch eager
+        mkdir -p "$OUT/runs"
+        for m in gpt2 resnet50; do
+          local py=bench/torch_gpt2.py
+          [ $m = resnet50 ] && py=bench/torch_resnet.py
+          for g in off on; do
+            bench_one dtrain_${m}_profile_$g $BIN bench/configs/$m.yaml run.dir="$OUT/runs" run.name=${m}_prof_$g \
+              train.cuda_graph=$g run.profile_start=12 run.profile_steps=5 train.max_steps=20 train.epochs=3
+          done
+          bench_one torch_${m}_profile $PY $py --profile "$OUT/runs/torch_${m}_trace.json"
+          $PY bench/trace_summary.py "$OUT/runs/${m}_prof_off/trace.rank0.json" "$OUT/runs/torch_${m}_trace.json" \
+            >"$OUT/profile_${m}.md" 2>&1
+          $PY bench/trace_summary.py "$OUT/runs/${m}_prof_on/trace.rank0.json" "$OUT/runs/torch_${m}_trace.json" \
+            >"$OUT/profile_${m}_graph.md" 2>&1
+        done ;;
     esac
   done
   $PY bench/summarize.py "$OUT" | tee "$OUT/results.md"
 }
 
+# Everything but results.md and the profiles in one archive (the device runner returns few files).
+pack() {
+  (cd "$OUT" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude='*.json' --exclude='*.json.gz' \
+     --exclude=results.md --exclude='profile_*.md' . 2>/dev/null)
+}
+
 case ${1:-all} in
   build) build ;;
   test) test_tiers ;;
-  bench) shift; bench "$@" ;;
-  all) build && test_tiers; bench ;;
+  bench) shift; bench "$@"; pack ;;
+  all) build && test_tiers; bench; pack ;;
   *) echo "usage: $0 build|test|bench [cases]|all"; exit 2 ;;
 esac

@@ -267,6 +267,8 @@ const std::vector<Field>& schema() {
     s.push_back(field("run.timeout_s", &C::run, &RunConfig::timeout_s, "abort the whole job if one step or collective takes longer than this", positive()));
     s.push_back(field("run.tf32", &C::run, &RunConfig::tf32, "let fp32 matrix products use TF32 tensor cores (faster, ~1e-3 relative error)"));
     s.push_back(field("run.gpu_memory_fraction", &C::run, &RunConfig::gpu_memory_fraction, "cap the CUDA caching allocator at this share of the GPU's memory (0 = no cap), e.g. to act like a smaller card", in_range(0.0, 1.0000001)));
+    s.push_back(field("run.profile_steps", &C::run, &RunConfig::profile_steps, "record this many training steps with the profiler: a Chrome trace per rank (run directory, trace.rank<R>.json) and a summary of where the time went; 0 = off", at_least(0)));
+    s.push_back(field("run.profile_start", &C::run, &RunConfig::profile_start, "first step the profiler records (let warm-up pass first)", at_least(0)));
     s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary"));
     // model
     s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)"));
@@ -346,7 +348,8 @@ const std::vector<Field>& schema() {
       f.get = [](const Config& c) { return std::string(to_string(c.train.precision)); };
       s.push_back(f);
     }
-    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "adamw: use the fused multi-tensor kernel where LibTorch has one (CUDA, 2.x)"));
+    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops"));
+    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, {"auto", "on", "off"}, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs one rank on CUDA, equal batch shapes, a fused optimizer, no fp16 loss scaling; auto = whenever that holds"));
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
     // dist

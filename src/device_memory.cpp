@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "dtrain/detail/cuda_graph.h"
 #include "dtrain/detail/device_memory.h"
+#include "dtrain/error.h"
 
 namespace dtrain::detail {
 
@@ -12,6 +14,25 @@ MemoryStats memory_stats(const at::Device&) { return {}; }
 void reset_peak_memory(const at::Device&) {}
 void empty_cache(const at::Device&) {}
 void set_memory_fraction(const at::Device&, double) {}
+
+// No streams or graphs without CUDA; a CPU device never asks for them.
+void synchronize(const at::Device&) {}
+bool cuda_graphs_available() { return false; }
+struct SideStreamGuard::Impl {};
+SideStreamGuard::SideStreamGuard(const at::Device&) {}
+SideStreamGuard::~SideStreamGuard() = default;
+struct StepGraph::Impl {};
+StepGraph::StepGraph(const at::Device&) {}
+StepGraph::~StepGraph() = default;
+void StepGraph::capture(const std::function<void()>&) {
+  throw Error("CUDA graphs need a CUDA build of dtrain", "train.cuda_graph");
+}
+void StepGraph::replay() { throw Error("CUDA graphs need a CUDA build of dtrain", "train.cuda_graph"); }
+bool StepGraph::captured() const { return false; }
+at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device&, std::shared_ptr<void>&) {
+  return host;
+}
+void wait_ready(const std::shared_ptr<void>&, const at::Tensor&) {}
 #endif
 
 bool is_out_of_memory(const std::exception& e) {

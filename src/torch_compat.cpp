@@ -28,6 +28,14 @@ bool autocast_enabled(c10::DeviceType device) {
 #endif
 }
 
+void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const auto& t : tensors) const_cast<at::Tensor&>(t).mul_(factor);
+#endif
+}
+
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v, bool is_causal) {
 #if DTRAIN_TORCH_AT_LEAST(2, 0)

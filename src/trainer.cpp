@@ -1,10 +1,5 @@
 #include "dtrain/trainer.h"
 
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <cmath>
@@ -12,18 +7,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "dtrain/amp.h"
 #include "dtrain/data/loader.h"
+#include "dtrain/detail/cuda_graph.h"
 #include "dtrain/detail/device_memory.h"
 #include "dtrain/detail/torch_compat.h"
 #include "dtrain/detail/fs.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
+#include "dtrain/optim.h"
 #include "dtrain/reducer.h"
 #include "dtrain/runtime.h"
 #include "dtrain/telemetry/log.h"
+#include "dtrain/telemetry/profiler.h"
 
 namespace dtrain {
 namespace {
@@ -43,6 +42,25 @@ std::string shape_str(const at::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
   return s + "]";
+}
+
+// Eager steps before the step is captured in a CUDA graph: lazy initialisation (cuDNN autotuning,
+// cuBLAS workspaces, optimizer state, the allocator's pools) must happen outside the capture.
+constexpr int64_t kGraphWarmupSteps = 3;
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Scales the gradients so that their global 2-norm is at most max_norm (PyTorch's
+// clip_grad_norm_ rule), without reading the norm on the host: capturable in a CUDA graph.
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  const std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2);
+  const at::Tensor total = at::stack(norms).norm(2);
+  const at::Tensor coef = at::clamp_max(at::full({}, max_norm, total.options()) / (total + 1e-6), 1.0);
+  compat::foreach_mul_(grads, coef);
 }
 
 uint64_t fnv1a(const std::string& s) {
@@ -74,9 +92,19 @@ struct Trainer::Impl {
   int64_t oom_retries = 0;
   int64_t skipped_steps = 0;
   at::Tensor window_loss;              // sum of step losses since the last log line (device)
-  bool fused_adamw = false;            // AdamW through one fused kernel (state kept here)
-  std::vector<at::Tensor> exp_avg, exp_avg_sq, steps;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<StepProfiler> profiler;
   std::unique_ptr<Watchdog> watchdog;
+  // CUDA graph of the whole step: decided in fit(), captured after warm-up, then replayed for
+  // every full batch. Inputs are copied into static_batch; the graph owns the gradients.
+  bool graph_wanted = false;
+  bool capturing = false;
+  std::unique_ptr<detail::StepGraph> graph;
+  Batch static_batch;
+  at::Tensor static_loss_sum;
+  int64_t graph_step = -1, replays = 0;
+  std::string step_mode = "eager";
+  std::string profile_text;
   std::unique_ptr<Reducer> reducer;  // null with one rank: nothing to average
   std::ofstream metrics;
 };
@@ -135,33 +163,16 @@ Trainer::Trainer(Config cfg, Communicator& comm, Communicator& control, at::Devi
   }
 
   const auto& t = cfg_.train;
-  if (t.optimizer == "sgd") {
-    optimizer_ = std::make_unique<torch::optim::SGD>(
-        params_, torch::optim::SGDOptions(t.lr).momentum(t.momentum).weight_decay(t.weight_decay));
-  } else if (t.optimizer == "adam") {
-    optimizer_ = std::make_unique<torch::optim::Adam>(
-        params_, torch::optim::AdamOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps)
-                     .weight_decay(t.weight_decay));
-  } else if (t.optimizer == "adamw") {
-    optimizer_ = std::make_unique<torch::optim::AdamW>(
-        params_, torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps)
-                     .weight_decay(t.weight_decay));
-  } else {
-    throw Error("unknown optimizer '" + t.optimizer + "'", "train.optimizer");
-  }
-
-  impl_->fused_adamw = t.optimizer == "adamw" && t.fused_optimizer && device_.is_cuda() &&
-                       compat::kHasFusedAdamW;
-  if (impl_->fused_adamw) {
-    for (const auto& p : params_) {
-      if (p.scalar_type() != at::kFloat) impl_->fused_adamw = false;
-      impl_->exp_avg.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
-      impl_->exp_avg_sq.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
-      impl_->steps.push_back(at::zeros({}, p.options().dtype(at::kFloat)));
-    }
-    log::detail(impl_->fused_adamw ? "optimizer: AdamW, fused multi-tensor kernel"
-                                   : "optimizer: AdamW (not fused: parameters are not all fp32)");
-  }
+  OptimizerOptions oo;
+  oo.kind = t.optimizer;
+  oo.momentum = t.momentum;
+  oo.weight_decay = t.weight_decay;
+  oo.beta1 = t.beta1;
+  oo.beta2 = t.beta2;
+  oo.eps = t.eps;
+  oo.fused = t.fused_optimizer;
+  impl_->optimizer = std::make_unique<Optimizer>(params_, oo);
+  log::detail("optimizer: " + impl_->optimizer->describe());
 
   if (comm_.rank() == 0 && !cfg_.run.dir.empty()) {
     run_dir_ = detail::join_path(cfg_.run.dir, cfg_.run.name);
@@ -309,7 +320,7 @@ bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& lo
       loss_sum += loss.detach().to(at::kDouble);
     }
   } catch (const std::exception& e) {
-    if (!detail::is_out_of_memory(e)) throw;
+    if (!detail::is_out_of_memory(e) || impl_->capturing) throw;
     failed = true;
     failure = e.what();
     failure = failure.substr(0, failure.find('\n'));
@@ -335,7 +346,15 @@ bool Trainer::forward_backward(const Batch& batch, int64_t micro, at::Tensor& lo
 }
 
 void Trainer::train_step(const Batch& batch) {
-  auto& wd = *impl_->watchdog;
+  auto& g = *impl_;
+  if (g.graph_wanted && batch.size() == cfg_.resolved.rank_batch) {
+    if (!g.graph && step_ >= kGraphWarmupSteps) capture_step(batch);
+    if (g.graph) {
+      replay_step(batch);
+      return;
+    }
+  }
+  auto& wd = *g.watchdog;
   for (auto& p : params_) p.mutable_grad() = at::Tensor();
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
   auto t0 = Clock::now();
@@ -355,44 +374,124 @@ void Trainer::train_step(const Batch& batch) {
               std::to_string(micro) + " -> " + std::to_string(next) + ", accumulation " +
               std::to_string(cfg_.resolved.accum_steps) + " steps; global batch unchanged (" +
               std::to_string(cfg_.train.global_batch) + "); retrying the step");
-    ++impl_->oom_retries;
+    ++g.oom_retries;
     loss_sum.zero_();
   }
   phases_.compute += since(t0) - (phases_.comm - comm_before);
 
   wd.beat("optimizer step");
   t0 = Clock::now();
-  bool skip = false;
-  if (impl_->scaler) {
-    impl_->scaler->unscale(params_);  // once, after the all-reduce, before clipping
-    skip = impl_->scaler->found_inf();
-  }
-  if (!skip) {
-    if (cfg_.train.clip_grad_norm > 0)
-      torch::nn::utils::clip_grad_norm_(params_, cfg_.train.clip_grad_norm);
-    const double lr = lr_at(step_);
-    if (impl_->fused_adamw) {
-      std::vector<at::Tensor> grads;
-      for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-      at::NoGradGuard no_grad;
-      compat::fused_adamw_step(params_, grads, impl_->exp_avg, impl_->exp_avg_sq, impl_->steps,
-                               lr, cfg_.train.beta1, cfg_.train.beta2, cfg_.train.weight_decay,
-                               cfg_.train.eps);
-    } else {
-      for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-      optimizer_->step();
-    }
-  } else {
-    ++impl_->skipped_steps;
-    log::info("step " + std::to_string(step_) + ": non-finite gradients with loss scale " +
-              fmt("%g", impl_->scaler->current_scale()) + "; optimizer step skipped on every rank");
-  }
-  if (impl_->scaler) impl_->scaler->update();
+  apply_update(loss_sum, lr_at(step_));
   phases_.optimizer += since(t0);
   ++step_;
+}
+
+void Trainer::apply_update(const at::Tensor& loss_sum, double lr) {
+  auto& g = *impl_;
+  bool skip = false;
+  if (g.scaler) {
+    g.scaler->unscale(params_);  // once, after the all-reduce, before clipping
+    skip = g.scaler->found_inf();
+  }
+  if (!skip) {
+    if (cfg_.train.clip_grad_norm > 0) clip_gradients(params_, cfg_.train.clip_grad_norm);
+    g.optimizer->step(lr);
+  } else {
+    ++g.skipped_steps;
+    log::info("step " + std::to_string(step_) + ": non-finite gradients with loss scale " +
+              fmt("%g", g.scaler->current_scale()) + "; optimizer step skipped on every rank");
+  }
+  if (g.scaler) g.scaler->update();
   // Kept on the device: reading it here would stall the host on every step.
-  if (!impl_->window_loss.defined()) impl_->window_loss = at::zeros_like(loss_sum);
-  impl_->window_loss += loss_sum;
+  if (!g.window_loss.defined()) g.window_loss = at::zeros_like(loss_sum);
+  g.window_loss += loss_sum;
+}
+
+std::string Trainer::graph_blocker() const {
+  if (!device_.is_cuda()) return "this rank computes on the CPU";
+  if (!detail::cuda_graphs_available())
+    return "this build of dtrain cannot capture CUDA graphs (needs CUDA and LibTorch 2.x)";
+  if (impl_->reducer)
+    return "gradients are averaged over ranks by the gradient engine, which runs outside graphs";
+  if (impl_->scaler) return "fp16 loss scaling decides on the host whether to skip a step";
+  if (!impl_->optimizer->capturable())
+    return "the optimizer is not a fused CUDA kernel (see train.fused_optimizer; parameters "
+           "must be fp32)";
+  if (impl_->inject_oom_step >= 0) return "the out-of-memory test hook is set";
+  return "";
+}
+
+bool Trainer::capture_step(const Batch& batch) {
+  auto& g = *impl_;
+  g.watchdog->beat("capturing the step in a CUDA graph");
+  const double lr = lr_at(step_);
+  g.optimizer->set_lr(lr);  // refreshed outside the graph before every replay
+  g.static_batch.inputs = batch.inputs.clone();
+  g.static_batch.targets = batch.targets.clone();
+  g.static_loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
+  if (!g.window_loss.defined()) g.window_loss = at::zeros_like(g.static_loss_sum);
+  // The captured backward allocates the gradients from the graph's memory pool; the eager
+  // steps' cached blocks go back to the device for that pool.
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
+  detail::empty_cache(device_);
+  auto graph = std::make_unique<detail::StepGraph>(device_);
+  const int64_t micro = cfg_.resolved.micro_batch;
+  try {
+    g.capturing = true;
+    graph->capture([&] {
+      g.static_loss_sum.zero_();
+      forward_backward(g.static_batch, micro, g.static_loss_sum);
+      apply_update(g.static_loss_sum, lr);
+    });
+    g.capturing = false;
+  } catch (const std::exception& e) {
+    g.capturing = false;
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    if (cfg_.train.cuda_graph == "on")
+      throw Error("capturing the training step in a CUDA graph failed: " + first_line(e.what()),
+                  "train.cuda_graph");
+    log::warn("the training step could not be captured in a CUDA graph (" + first_line(e.what()) +
+              "); training continues eagerly");
+    g.graph_wanted = false;
+    g.step_mode = "eager (CUDA graph capture failed: " + first_line(e.what()) + ")";
+    return false;
+  }
+  g.graph = std::move(graph);
+  g.graph_step = step_;
+  log::detail("training step captured in a CUDA graph at step " + std::to_string(step_) +
+              "; every full batch from now on is one graph launch");
+  return true;
+}
+
+void Trainer::replay_step(const Batch& batch) {
+  auto& g = *impl_;
+  g.watchdog->beat("CUDA graph step");
+  const auto t0 = Clock::now();
+  g.static_batch.inputs.copy_(batch.inputs, /*non_blocking=*/true);
+  g.static_batch.targets.copy_(batch.targets, /*non_blocking=*/true);
+  g.optimizer->set_lr(lr_at(step_));
+  g.graph->replay();
+  ++g.replays;
+  ++step_;
+  phases_.compute += since(t0);
+}
+
+// Ends the profiler's window when its last step is done (or at the end of training): waits for
+// the GPU so the trace holds every recorded kernel, writes it, and summarizes it.
+void Trainer::finish_profile(bool at_end) {
+  auto& prof = *impl_->profiler;
+  if (prof.done()) return;
+  if (!at_end && !prof.end_step(step_ - 1)) return;
+  detail::synchronize(device_);
+  if (!prof.stop()) return;
+  impl_->watchdog->beat("writing the profile");
+  try {
+    const ProfileSummary ps = summarize_trace(prof.path());
+    impl_->profile_text = "trace " + prof.path() + "\n" + ps.table;
+  } catch (const std::exception& e) {
+    impl_->profile_text = "trace " + prof.path() + " (not summarized: " + first_line(e.what()) + ")";
+  }
+  if (comm_.rank() == 0) log::detail(impl_->profile_text);
 }
 
 double Trainer::take_window_loss() {
@@ -493,6 +592,24 @@ TrainSummary Trainer::fit() {
       plan.emplace_back(mine.begin() + begin, mine.begin() + end);
     }
   }
+  // The whole step as one CUDA graph where possible (one rank, fused optimizer, no loss scaling).
+  const std::string blocker = graph_blocker();
+  if (t.cuda_graph == "on" && !blocker.empty())
+    throw Error("cannot capture the training step in a CUDA graph: " + blocker, "train.cuda_graph");
+  impl_->graph_wanted = t.cuda_graph != "off" && blocker.empty();
+  if (t.cuda_graph == "auto" && !blocker.empty() && device_.is_cuda())
+    log::detail("training step not captured in a CUDA graph: " + blocker);
+  // Graphs are captured on a non-default stream; the whole run then uses that stream.
+  std::optional<detail::SideStreamGuard> side_stream;
+  if (impl_->graph_wanted) side_stream.emplace(device_);
+  if (cfg_.run.profile_steps > 0) {
+    const std::string dir =
+        cfg_.run.dir.empty() ? std::string(".") : detail::join_path(cfg_.run.dir, cfg_.run.name);
+    detail::make_dirs(dir);
+    impl_->profiler = std::make_unique<StepProfiler>(
+        cfg_.run.profile_start, cfg_.run.profile_steps,
+        dir + "/trace.rank" + std::to_string(rank) + ".json", device_.is_cuda());
+  }
   Loader loader(train_, std::move(plan), loader_options());
   for (int64_t epoch = 0; epoch < t.epochs && !done; ++epoch) {
     model_->train();
@@ -507,7 +624,9 @@ TrainSummary Trainer::fit() {
       std::optional<Batch> batch = loader.next();
       phases_.data += since(t0);
       if (!batch) throw Error("the loader ran out of batches (internal error)");
+      if (impl_->profiler) impl_->profiler->begin_step(step_);
       train_step(*batch);
+      if (impl_->profiler) finish_profile(/*at_end=*/false);
       ++window_steps;
       summary.samples += batch->size() * world;
       const bool log_now = cfg_.run.log_every > 0 && step_ % cfg_.run.log_every == 0;
@@ -560,6 +679,12 @@ TrainSummary Trainer::fit() {
     }
     window_start = Clock::now();
   }
+  if (impl_->profiler) finish_profile(/*at_end=*/true);
+  summary.profile = impl_->profile_text;
+  if (impl_->graph)
+    impl_->step_mode = "CUDA graph: captured at step " + std::to_string(impl_->graph_step) +
+                       ", replayed " + std::to_string(impl_->replays) + " times";
+  summary.step_mode = impl_->step_mode;
   summary.steps = step_;
   summary.seconds = train_seconds;
   summary.phases = phases_;

@@ -27,6 +27,8 @@ struct RunConfig {
   bool quiet = false;
   bool tf32 = false;  // fp32 matrix products on tensor cores in TF32 (Ampere and later GPUs)
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
+  int64_t profile_steps = 0;   // steps recorded by the profiler (0 = off)
+  int64_t profile_start = 10;  // first recorded step (after warm-up)
 };
 
 struct ModelConfig {
@@ -85,7 +87,8 @@ struct TrainConfig {
   std::string loss = "cross_entropy";  // cross_entropy | mse
   double clip_grad_norm = 0.0;         // 0 = off
   Precision precision = Precision::kFp32;
-  bool fused_optimizer = true;  // adamw: one fused multi-tensor kernel where available
+  bool fused_optimizer = true;  // fused multi-tensor kernels where available (CUDA, 2.x)
+  std::string cuda_graph = "auto";  // auto | on | off: replay the whole step as one CUDA graph
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
 };

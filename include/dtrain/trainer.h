@@ -18,10 +18,6 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
 
-namespace torch::optim {
-class Optimizer;
-}
-
 namespace dtrain {
 
 struct EvalResult {
@@ -51,6 +47,8 @@ struct TrainSummary {
   int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
   int64_t skipped_steps = 0;  // fp16 steps skipped for non-finite gradients
   int64_t micro_batch = 0;    // micro-batch in use at the end
+  std::string step_mode;      // how steps ran: "eager", or the CUDA graph's story
+  std::string profile;        // the profiler's summary (empty when not profiling)
 };
 
 class Trainer {
@@ -80,9 +78,17 @@ class Trainer {
   void broadcast_parameters();
   // One optimizer step on this rank's share of the global batch.
   void train_step(const Batch& batch);
+  // After forward/backward: loss-scale check, clipping, the optimizer step at `lr`, and the
+  // step's loss added to the window (all on the device; capturable without loss scaling).
+  void apply_update(const at::Tensor& loss_sum, double lr);
   bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum);
+  // CUDA graph of the whole step: why it cannot be used ("" = it can), capture, replay.
+  std::string graph_blocker() const;
+  bool capture_step(const Batch& batch);
+  void replay_step(const Batch& batch);
   void find_micro_batch();
   double take_window_loss();
+  void finish_profile(bool at_end);
   struct LoaderOptions loader_options() const;
   double lr_at(int64_t step) const;
   at::Tensor loss_fn(const at::Tensor& out, const at::Tensor& targets, bool sum) const;
@@ -94,7 +100,6 @@ class Trainer {
   at::Device device_;
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Dataset> train_, test_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<at::Tensor> params_;
   std::vector<std::string> param_names_;
   int64_t step_ = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "dtrain/detail/cuda_graph.h"
 #include "dtrain/error.h"
 
 namespace dtrain {
@@ -67,10 +68,10 @@ void Loader::worker_loop() {
       i = next_to_claim_++;
     }
     // Slot i % prefetch is free: index i - prefetch was already returned by next().
-    std::optional<Batch> batch;
+    std::optional<Loaded> batch;
     std::exception_ptr error;
     try {
-      batch = load(i);
+      batch = load(i, /*copy_to_device=*/true);
     } catch (...) {
       error = std::current_exception();
     }
@@ -87,18 +88,33 @@ void Loader::worker_loop() {
   }
 }
 
-Batch Loader::load(int64_t i) const {
-  Batch b = dataset_->get(plan_[static_cast<size_t>(i)]);
+Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
+  Loaded l;
+  Batch& b = l.batch;
+  b = dataset_->get(plan_[static_cast<size_t>(i)]);
   // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
   if (options_.pin_memory && options_.device.is_cuda()) {
     if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
     if (b.targets.defined()) b.targets = b.targets.pin_memory();
+    if (copy_to_device) {
+      // One event after both copies: the consumer waits once.
+      std::shared_ptr<void> ready;
+      if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
+      if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
+      l.ready = std::move(ready);
+    }
   }
-  return b;
+  return l;
 }
 
-Batch Loader::to_device(Batch b) const {
+Batch Loader::to_device(Loaded l) const {
+  Batch b = std::move(l.batch);
   if (options_.device.is_cpu()) return b;
+  if (l.ready) {  // already copied by a worker: the current stream waits for that copy
+    detail::wait_ready(l.ready, b.inputs);
+    detail::wait_ready(l.ready, b.targets);
+    return b;
+  }
   const auto opts = at::TensorOptions().device(options_.device);
   if (b.inputs.defined()) b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
   if (b.targets.defined()) b.targets = b.targets.to(opts, /*non_blocking=*/true);
@@ -115,9 +131,9 @@ std::optional<Batch> Loader::next() {
       wait_seconds_ +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    Batch b;
+    Loaded b;
     try {
-      b = load(i);
+      b = load(i, /*copy_to_device=*/false);
     } catch (...) {
       add_wait();
       throw;
@@ -127,7 +143,7 @@ std::optional<Batch> Loader::next() {
   }
 
   const auto s = static_cast<size_t>(next_to_return_ % options_.prefetch);
-  std::optional<Batch> batch;
+  std::optional<Loaded> batch;
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mu_);

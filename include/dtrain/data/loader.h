@@ -2,8 +2,10 @@
 // Invariants: batches come out in the order of the plan, whatever order workers finish in; at
 // most `prefetch` batches wait in memory; an exception in a worker is rethrown by next() on the
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
-// With a CUDA device, worker threads pin each batch and next() copies it with non_blocking on
-// the current stream (the host does not wait for the copy).
+// With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
+// on a stream of their own; next() makes the caller's current stream wait for that copy (on the
+// GPU, not on the host), so copies overlap with compute. Without workers (or pinning) next()
+// copies on the current stream.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -44,8 +46,12 @@ class Loader {
 
  private:
   void worker_loop();
-  Batch load(int64_t i) const;
-  Batch to_device(Batch b) const;
+  struct Loaded {
+    Batch batch;
+    std::shared_ptr<void> ready;  // the copy to the device in flight (null: none)
+  };
+  Loaded load(int64_t i, bool copy_to_device) const;
+  Batch to_device(Loaded b) const;
 
   std::shared_ptr<const Dataset> dataset_;
   std::vector<std::vector<int64_t>> plan_;
@@ -53,7 +59,7 @@ class Loader {
 
   std::mutex mu_;
   std::condition_variable cv_produce_, cv_consume_;
-  std::vector<std::optional<Batch>> slots_;  // ring of size prefetch, slot i % prefetch
+  std::vector<std::optional<Loaded>> slots_;  // ring of size prefetch, slot i % prefetch
   std::vector<std::exception_ptr> errors_;
   int64_t next_to_claim_ = 0;   // next plan index a worker takes
   int64_t next_to_return_ = 0;  // next plan index next() returns

@@ -30,6 +30,10 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
 // CPU kernels. 1.13 has CUDA kernels only.
 constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
 
+// tensors[i] *= factor (a 0-dim tensor on their device) for every i: one multi-tensor launch
+// from 2.1, one launch per tensor before.
+void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
+
 // Scaled dot-product attention: public at::scaled_dot_product_attention from 2.0, the private
 // tuple-returning one in 1.13. q, k, v: (B, H, T, D).
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
