@@ -4,6 +4,7 @@
 
 #include "dtrain/detail/cuda_graph.h"
 #include "dtrain/detail/device_memory.h"
+#include "dtrain/detail/fused_loss.h"
 #include "dtrain/error.h"
 
 namespace dtrain::detail {
@@ -33,6 +34,10 @@ at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device&, std::
   return host;
 }
 void wait_ready(const std::shared_ptr<void>&, const at::Tensor&) {}
+bool fused_cross_entropy_applies(const at::Tensor&, const at::Tensor&) { return false; }
+at::Tensor fused_cross_entropy(const at::Tensor&, const at::Tensor&, bool) {
+  throw Error("the fused cross-entropy needs a CUDA build of dtrain");
+}
 #endif
 
 bool is_out_of_memory(const std::exception& e) {

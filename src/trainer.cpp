@@ -14,6 +14,7 @@
 #include "dtrain/data/loader.h"
 #include "dtrain/detail/cuda_graph.h"
 #include "dtrain/detail/device_memory.h"
+#include "dtrain/detail/fused_loss.h"
 #include "dtrain/detail/torch_compat.h"
 #include "dtrain/detail/fs.h"
 #include "dtrain/data/sampler.h"
@@ -261,10 +262,12 @@ at::Tensor Trainer::loss_fn(const at::Tensor& out, const at::Tensor& targets, bo
                       std::string(at::toString(targets.scalar_type())) + " targets",
                   "train.loss");
     // Sequence models give (B, T, V) logits for (B, T) targets: every position is a sample.
-    if (out.dim() == 3)
-      return at::cross_entropy_loss(out.reshape({-1, out.size(2)}).to(at::kFloat),
-                                    targets.reshape({-1}), {}, reduction);
-    return at::cross_entropy_loss(out.to(at::kFloat), targets, {}, reduction);
+    const at::Tensor logits = out.dim() == 3 ? out.reshape({-1, out.size(2)}) : out;
+    const at::Tensor labels = out.dim() == 3 ? targets.reshape({-1}) : targets;
+    // Large vocabularies on CUDA: log-sum-exp per row without an fp32 copy of the logits.
+    if (detail::fused_cross_entropy_applies(logits, labels))
+      return detail::fused_cross_entropy(logits, labels, /*mean=*/!sum);
+    return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, reduction);
   }
   // mse
   at::Tensor t = targets.to(at::kFloat);
@@ -711,23 +714,33 @@ EvalResult Trainer::evaluate() {
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
   at::Tensor correct = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kLong));
   const bool classify = test_->spec().num_classes > 0;
+  double predictions = 0;  // class predictions scored: samples, or tokens of sequence models
   while (auto batch = loader.next()) {
     impl_->watchdog->beat("evaluation");
     at::Tensor out = model_->forward(batch->inputs);
     loss_sum += loss_fn(out, batch->targets, /*sum=*/true).to(at::kDouble);
-    if (classify) correct += out.argmax(1).eq(batch->targets).sum();
+    if (classify) {
+      // (N, C) logits score N samples; (N, T, V) logits of a sequence model score N * T tokens.
+      correct += out.argmax(-1).eq(batch->targets).sum();
+      predictions += static_cast<double>(batch->targets.numel());
+    }
   }
   model_->train();
-  // Sum (loss, correct, count) over ranks; every sample was evaluated by exactly one rank.
+  // Sum (loss, correct, count, predictions) over ranks; every sample was evaluated by exactly
+  // one rank.
   at::Tensor totals = at::stack({loss_sum.cpu(), correct.cpu().to(at::kDouble),
-                                 at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble)});
+                                 at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble),
+                                 at::scalar_tensor(predictions, at::kDouble)});
   control_.all_reduce(totals, ReduceOp::kSum);
   r.count = static_cast<int64_t>(totals[2].item<double>());
-  // mse's sum reduction adds every target element; report the mean per element like training.
+  const double scored = totals[3].item<double>();
+  // Means like training's: per element for mse, per prediction (sample or token) for
+  // cross-entropy.
   double denom = static_cast<double>(r.count);
   if (cfg_.train.loss == "mse" && test_->spec().target_dim > 0) denom *= test_->spec().target_dim;
+  if (cfg_.train.loss == "cross_entropy" && scored > 0) denom = scored;
   r.loss = r.count > 0 ? totals[0].item<double>() / denom : 0.0;
-  r.accuracy = r.count > 0 ? totals[1].item<double>() / static_cast<double>(r.count) : 0.0;
+  r.accuracy = scored > 0 ? totals[1].item<double>() / scored : 0.0;
   return r;
 }
 

@@ -21,8 +21,8 @@
 namespace dtrain {
 
 struct EvalResult {
-  double loss = 0.0;      // mean over the test set
-  double accuracy = 0.0;  // classification only (fraction correct)
+  double loss = 0.0;      // mean over the test set (per token for sequence models)
+  double accuracy = 0.0;  // classification only: fraction of predictions (samples or tokens) right
   int64_t count = 0;      // samples evaluated over all ranks
 };
 

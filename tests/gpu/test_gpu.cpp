@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "dtrain/amp.h"
@@ -13,6 +14,7 @@
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/detail/device_memory.h"
+#include "dtrain/detail/fused_loss.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
 #include "dtrain/reducer.h"
@@ -255,13 +257,46 @@ train: {epochs: 1, max_steps: 12, global_batch: 32, optimizer: sgd, lr: 0.02, mo
 TEST(Gpu, CudaGraphGptBf16MatchesEager) {
   const char* gpt = R"(
 run: {dir: "", seed: 4, log_every: 0, quiet: true}
-model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 128, seq_len: 32}
-data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 128,
+model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 2048, seq_len: 32}
+data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 2048,
        synthetic_size: 512, synthetic_test_size: 64, workers: 2}
 train: {epochs: 1, max_steps: 12, global_batch: 16, optimizer: adamw, lr: 0.001,
         weight_decay: 0.1, precision: bf16}
 )";
   expect_graph_matches_eager(gpt, {}, 1e-4);
+}
+
+// ---- fused cross-entropy: the same loss and gradient as cross_entropy on fp32 logits -----------
+TEST(Gpu, FusedCrossEntropyMatchesCrossEntropyOnFp32Logits) {
+  at::manual_seed(7);
+  const int64_t n = 96, v = 5003;  // odd vocabulary: no alignment luck
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (bool mean : {true, false}) {
+      const at::Tensor base = (at::randn({n, v}, at::TensorOptions().device(kGpu)) * 3).to(dtype);
+      const at::Tensor targets = at::randint(0, v, {n}, at::TensorOptions().device(kGpu).dtype(at::kLong));
+      ASSERT_TRUE(detail::fused_cross_entropy_applies(base, targets));
+      // Reference: PyTorch's cross_entropy on an fp32 copy, gradient cast back to `dtype`.
+      at::Tensor a = base.detach().clone().requires_grad_(true);
+      at::Tensor ref = at::cross_entropy_loss(a.to(at::kFloat), targets, {},
+                                              mean ? at::Reduction::Mean : at::Reduction::Sum);
+      (ref * 0.37).backward();
+      at::Tensor b = base.detach().clone().requires_grad_(true);
+      at::Tensor got = detail::fused_cross_entropy(b, targets, mean);
+      (got * 0.37).backward();
+      EXPECT_EQ(got.scalar_type(), at::kFloat);
+      EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5 * std::fabs(ref.item<double>()))
+          << at::toString(dtype) << " mean " << mean;
+      const double tol = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-3 : 1e-2;
+      const double err = (a.grad().to(at::kFloat) - b.grad().to(at::kFloat)).abs().max().item<double>();
+      const double scale = a.grad().to(at::kFloat).abs().max().item<double>();
+      EXPECT_LT(err, tol * scale) << at::toString(dtype) << " mean " << mean;
+      EXPECT_EQ(b.grad().scalar_type(), dtype);
+    }
+  }
+  // Small vocabularies and CPU tensors take the ordinary path.
+  EXPECT_FALSE(detail::fused_cross_entropy_applies(at::zeros({4, 10}, at::TensorOptions().device(kGpu)),
+                                                   at::zeros({4}, at::TensorOptions().device(kGpu).dtype(at::kLong))));
+  EXPECT_FALSE(detail::fused_cross_entropy_applies(at::zeros({4, 4096}), at::zeros({4}, at::kLong)));
 }
 
 TEST(Gpu, CudaGraphOnRefusedWithLossScalingNamesTheKey) {

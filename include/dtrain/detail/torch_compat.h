@@ -17,15 +17,6 @@ namespace dtrain::compat {
 // 1.13: set_enabled + set_autocast_gpu_dtype (CUDA), set_cpu_enabled + set_autocast_cpu_dtype.
 void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype);
 bool autocast_enabled(c10::DeviceType device);
-// Whether this LibTorch has fused-AdamW kernels (at::_fused_adamw_): 2.x only.
-constexpr bool kHasFusedAdamW = DTRAIN_TORCH_AT_LEAST(2, 0);
-// One fused AdamW step over all tensors (decoupled weight decay, bias correction from
-// `steps`, which the call increments). CUDA with LibTorch 2.x only; elsewhere throws.
-void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
-                      const std::vector<at::Tensor>& exp_avgs,
-                      const std::vector<at::Tensor>& exp_avg_sqs,
-                      const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
-                      double weight_decay, double eps);
 // Whether the scaler ops (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) have
 // CPU kernels. 1.13 has CUDA kernels only.
 constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
