@@ -82,7 +82,7 @@ bench() {
         bench_one torch_cnn $PY bench/torch_cnn.py ;;
       profile)  # where the GPU time goes, dtrain (eager and graph) against PyTorch eager
         mkdir -p "$OUT/runs"
-        for m in gpt2 resnet50; do
+        for m in ${PROFILE_MODELS:-gpt2 resnet50}; do
           local py=bench/torch_gpt2.py
           [ $m = resnet50 ] && py=bench/torch_resnet.py
           for g in off on; do

@@ -47,14 +47,25 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = blockIdx.x;
   const T* xr = x + row * vocab;
   float m = -FLT_MAX, s = 0.f;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float v = to_float(xr[i]);
+  auto add = [&](float v) {
     if (v > m) {
       s = (m == -FLT_MAX ? 0.f : s * expf(m - v)) + 1.f;
       m = v;
     } else {
       s += expf(v - m);
     }
+  };
+  constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte load
+  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0) {
+    const uint4* xv = reinterpret_cast<const uint4*>(xr);
+    for (int64_t i = threadIdx.x; i < vocab / kVec; i += kThreads) {
+      const uint4 raw = xv[i];
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) add(to_float(e[k]));
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) add(to_float(xr[i]));
   }
   // Warp, then block reduction of (m, s).
   for (int off = 16; off > 0; off >>= 1) {
@@ -94,9 +105,28 @@ __global__ void __launch_bounds__(kThreads)
   T* dr = dx + row * vocab;
   const float l = lse[row], g = *grad * scale;
   const int64_t t = targets[row];
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float p = expf(to_float(xr[i]) - l);
-    dr[i] = from_float<T>((p - (i == t ? 1.f : 0.f)) * g);
+  constexpr int kVec = 16 / sizeof(T);
+  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(dr) % 16 == 0) {
+    const uint4* xv = reinterpret_cast<const uint4*>(xr);
+    uint4* dv = reinterpret_cast<uint4*>(dr);
+    for (int64_t i = threadIdx.x; i < vocab / kVec; i += kThreads) {
+      const uint4 raw = xv[i];
+      const T* e = reinterpret_cast<const T*>(&raw);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int64_t j = i * kVec + k;
+        o[k] = from_float<T>((expf(to_float(e[k]) - l) - (j == t ? 1.f : 0.f)) * g);
+      }
+      dv[i] = out;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+      const float p = expf(to_float(xr[i]) - l);
+      dr[i] = from_float<T>((p - (i == t ? 1.f : 0.f)) * g);
+    }
   }
 }
 
