@@ -33,7 +33,14 @@ TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets, DataSpec spe
   }
 }
 
-Batch TensorDataset::get(const std::vector<int64_t>& indices) const {
+Batch Dataset::get_pinned(const std::vector<int64_t>& indices) const {
+  Batch b = get(indices);
+  if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
+  if (b.targets.defined()) b.targets = b.targets.pin_memory();
+  return b;
+}
+
+at::Tensor TensorDataset::index_of(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   for (const int64_t i : indices) {
     if (i < 0 || i >= n) {
@@ -46,7 +53,26 @@ Batch TensorDataset::get(const std::vector<int64_t>& indices) const {
   if (!indices.empty()) {
     std::memcpy(index.data_ptr<int64_t>(), indices.data(), indices.size() * sizeof(int64_t));
   }
+  return index;
+}
+
+Batch TensorDataset::get(const std::vector<int64_t>& indices) const {
+  const at::Tensor index = index_of(indices);
   return Batch{inputs_.index_select(0, index), targets_.index_select(0, index)};
+}
+
+Batch TensorDataset::get_pinned(const std::vector<int64_t>& indices) const {
+  // Gathered straight into pinned memory: one pass over the batch instead of gather + copy (a
+  // ResNet-50 batch of fp32 images is 77 MB).
+  const at::Tensor index = index_of(indices);
+  auto gather = [&](const at::Tensor& from) {
+    std::vector<int64_t> shape = from.sizes().vec();
+    shape[0] = index.size(0);
+    at::Tensor out = at::empty(shape, from.options().pinned_memory(true));
+    at::index_select_out(out, from, 0, index);
+    return out;
+  };
+  return Batch{gather(inputs_), gather(targets_)};
 }
 
 namespace {

@@ -91,11 +91,11 @@ void Loader::worker_loop() {
 Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   Loaded l;
   Batch& b = l.batch;
-  b = dataset_->get(plan_[static_cast<size_t>(i)]);
+  const auto& indices = plan_[static_cast<size_t>(i)];
   // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
-  if (options_.pin_memory && options_.device.is_cuda()) {
-    if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
-    if (b.targets.defined()) b.targets = b.targets.pin_memory();
+  const bool pin = options_.pin_memory && options_.device.is_cuda();
+  b = pin ? dataset_->get_pinned(indices) : dataset_->get(indices);
+  if (pin) {
     if (copy_to_device) {
       // One event after both copies: the consumer waits once.
       std::shared_ptr<void> ready;

@@ -266,6 +266,18 @@ train: {epochs: 1, max_steps: 12, global_batch: 16, optimizer: adamw, lr: 0.001,
   expect_graph_matches_eager(gpt, {}, 1e-4);
 }
 
+// ---- loader: batches gathered into pinned memory equal ordinary ones ---------------------------
+TEST(Gpu, PinnedGatherEqualsGather) {
+  const at::Tensor x = at::randn({50, 3, 5, 5}), y = at::randint(0, 7, {50}, at::kLong);
+  TensorDataset ds(x, y, DataSpec{{3, 5, 5}, 7, 0, at::kFloat}, "pinned-test");
+  const std::vector<int64_t> idx = {4, 49, 0, 17, 17, 3};
+  const Batch a = ds.get(idx), b = ds.get_pinned(idx);
+  EXPECT_TRUE(b.inputs.is_pinned());
+  EXPECT_TRUE(b.targets.is_pinned());
+  EXPECT_TRUE(at::equal(a.inputs, b.inputs));
+  EXPECT_TRUE(at::equal(a.targets, b.targets));
+}
+
 // ---- fused cross-entropy: the same loss and gradient as cross_entropy on fp32 logits -----------
 TEST(Gpu, FusedCrossEntropyMatchesCrossEntropyOnFp32Logits) {
   at::manual_seed(7);

@@ -31,6 +31,10 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Batch get(const std::vector<int64_t>& indices) const = 0;
+  // get() into page-locked (pinned) host memory, for asynchronous copies to a GPU (CUDA builds
+  // only). The default pins get()'s result, one more copy of the batch; a dataset that can
+  // gather straight into pinned memory overrides it.
+  virtual Batch get_pinned(const std::vector<int64_t>& indices) const;
   virtual DataSpec spec() const = 0;
   virtual std::string describe() const = 0;
 };
@@ -41,12 +45,15 @@ class TensorDataset : public Dataset {
   TensorDataset(at::Tensor inputs, at::Tensor targets, DataSpec spec, std::string description);
   int64_t size() const override { return inputs_.size(0); }
   Batch get(const std::vector<int64_t>& indices) const override;
+  Batch get_pinned(const std::vector<int64_t>& indices) const override;  // gathers into pinned
   DataSpec spec() const override { return spec_; }
   std::string describe() const override { return description_; }
   const at::Tensor& inputs() const { return inputs_; }
   const at::Tensor& targets() const { return targets_; }
 
  private:
+  at::Tensor index_of(const std::vector<int64_t>& indices) const;  // checked, as a tensor
+
   at::Tensor inputs_, targets_;
   DataSpec spec_;
   std::string description_;
