@@ -283,28 +283,29 @@ TEST(Gpu, FusedCrossEntropyMatchesCrossEntropyOnFp32Logits) {
   at::manual_seed(7);
   const int64_t n = 96;
   // 5003: odd rows, element by element; 4096: rows of whole 16-byte vectors.
-  for (int64_t v : {5003, 4096})
-  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
-    for (bool mean : {true, false}) {
-      const at::Tensor base = (at::randn({n, v}, at::TensorOptions().device(kGpu)) * 3).to(dtype);
-      const at::Tensor targets = at::randint(0, v, {n}, at::TensorOptions().device(kGpu).dtype(at::kLong));
-      ASSERT_TRUE(detail::fused_cross_entropy_applies(base, targets));
-      // Reference: PyTorch's cross_entropy on an fp32 copy, gradient cast back to `dtype`.
-      at::Tensor a = base.detach().clone().requires_grad_(true);
-      at::Tensor ref = at::cross_entropy_loss(a.to(at::kFloat), targets, {},
-                                              mean ? at::Reduction::Mean : at::Reduction::Sum);
-      (ref * 0.37).backward();
-      at::Tensor b = base.detach().clone().requires_grad_(true);
-      at::Tensor got = detail::fused_cross_entropy(b, targets, mean);
-      (got * 0.37).backward();
-      EXPECT_EQ(got.scalar_type(), at::kFloat);
-      EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5 * std::fabs(ref.item<double>()))
-          << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
-      const double tol = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-3 : 1e-2;
-      const double err = (a.grad().to(at::kFloat) - b.grad().to(at::kFloat)).abs().max().item<double>();
-      const double scale = a.grad().to(at::kFloat).abs().max().item<double>();
-      EXPECT_LT(err, tol * scale) << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
-      EXPECT_EQ(b.grad().scalar_type(), dtype);
+  for (int64_t v : {5003, 4096}) {
+    for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      for (bool mean : {true, false}) {
+        const at::Tensor base = (at::randn({n, v}, at::TensorOptions().device(kGpu)) * 3).to(dtype);
+        const at::Tensor targets = at::randint(0, v, {n}, at::TensorOptions().device(kGpu).dtype(at::kLong));
+        ASSERT_TRUE(detail::fused_cross_entropy_applies(base, targets));
+        // Reference: PyTorch's cross_entropy on an fp32 copy, gradient cast back to `dtype`.
+        at::Tensor a = base.detach().clone().requires_grad_(true);
+        at::Tensor ref = at::cross_entropy_loss(a.to(at::kFloat), targets, {},
+                                                mean ? at::Reduction::Mean : at::Reduction::Sum);
+        (ref * 0.37).backward();
+        at::Tensor b = base.detach().clone().requires_grad_(true);
+        at::Tensor got = detail::fused_cross_entropy(b, targets, mean);
+        (got * 0.37).backward();
+        EXPECT_EQ(got.scalar_type(), at::kFloat);
+        EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5 * std::fabs(ref.item<double>()))
+            << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
+        const double tol = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-3 : 1e-2;
+        const double err = (a.grad().to(at::kFloat) - b.grad().to(at::kFloat)).abs().max().item<double>();
+        const double scale = a.grad().to(at::kFloat).abs().max().item<double>();
+        EXPECT_LT(err, tol * scale) << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
+        EXPECT_EQ(b.grad().scalar_type(), dtype);
+      }
     }
   }
   // Small vocabularies and CPU tensors take the ordinary path.
