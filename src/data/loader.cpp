@@ -95,14 +95,12 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
   const bool pin = options_.pin_memory && options_.device.is_cuda();
   b = pin ? dataset_->get_pinned(indices) : dataset_->get(indices);
-  if (pin) {
-    if (copy_to_device) {
-      // One event after both copies: the consumer waits once.
-      std::shared_ptr<void> ready;
-      if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
-      if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
-      l.ready = std::move(ready);
-    }
+  if (pin && copy_to_device) {
+    // One event after both copies: the consumer waits once.
+    std::shared_ptr<void> ready;
+    if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
+    if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
+    l.ready = std::move(ready);
   }
   return l;
 }

@@ -10,6 +10,7 @@
 #include "dtrain/models.h"
 #include "dtrain/runtime.h"
 #include "dtrain/trainer.h"
+#include "dist_support.h"
 
 namespace dtrain {
 namespace {
@@ -37,17 +38,12 @@ struct Result {
 // `init_seed` >= 0 seeds the model's initialization instead of run.seed.
 Result train_with(MPI_Comm mpi_comm, const std::vector<std::string>& overrides,
                   int64_t init_seed = -1, at::Device device = at::kCPU) {
-  Config cfg = Config::from_string(kBase, "equivalence", overrides);
-  auto comm = make_mpi_communicator(mpi_comm);
-  cfg.resolve(comm->world());
-  Splits data = make_datasets(cfg.data, cfg.run.seed);
-  at::manual_seed(static_cast<uint64_t>(init_seed >= 0 ? init_seed : cfg.run.seed));
-  auto model = make_model(cfg.model.name, cfg.model, data.train->spec());
-  Trainer trainer(cfg, *comm, *comm, device, model, data.train, data.test);
-  TrainSummary s = trainer.fit();
+  test::RunSetup s = test::setup_run(kBase, "equivalence", overrides, mpi_comm, init_seed);
+  Trainer trainer(s.cfg, *s.comm, *s.comm, device, s.model, s.data.train, s.data.test);
+  const TrainSummary summary = trainer.fit();
   Result r;
-  for (const auto& p : model->parameters()) r.params.push_back(p.detach().cpu().clone());
-  r.eval = s.eval;
+  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().cpu().clone());
+  r.eval = summary.eval;
   return r;
 }
 

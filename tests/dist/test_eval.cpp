@@ -9,6 +9,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
+#include "dist_support.h"
 
 namespace dtrain {
 namespace {
@@ -21,13 +22,8 @@ data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [8], syntheti
        synthetic_size: 64, synthetic_test_size: 48, workers: 1}
 train: {epochs: 1, max_steps: 1, global_batch: 16, optimizer: adamw, lr: 1.0e-9, eval: true}
 )";
-  Config cfg = Config::from_string(yaml, "eval");
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
-  cfg.resolve(comm->world());
-  Splits data = make_datasets(cfg.data, cfg.run.seed);
-  at::manual_seed(2);
-  auto model = make_model(cfg.model.name, cfg.model, data.train->spec());
-  Trainer trainer(cfg, *comm, *comm, at::kCPU, model, data.train, data.test);
+  test::RunSetup s = test::setup_run(yaml, "eval", {}, MPI_COMM_WORLD);
+  Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
   const EvalResult r = trainer.fit().eval;
   EXPECT_EQ(r.count, 48);  // sequences, each once over all ranks
   // An untrained GPT-2-initialized model predicts nearly uniformly: loss per token ~ ln(V).

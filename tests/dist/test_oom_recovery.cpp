@@ -11,6 +11,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
+#include "dist_support.h"
 
 namespace dtrain {
 namespace {
@@ -31,16 +32,11 @@ struct TrainRun {
 TrainRun train(const char* inject) {
   if (inject) setenv("DTRAIN_TEST_INJECT_OOM", inject, 1);
   else unsetenv("DTRAIN_TEST_INJECT_OOM");
-  Config cfg = Config::from_string(kCfg);
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
-  cfg.resolve(comm->world());
-  Splits data = make_datasets(cfg.data, cfg.run.seed);
-  at::manual_seed(11);
-  auto model = make_model(cfg.model.name, cfg.model, data.train->spec());
-  Trainer trainer(cfg, *comm, *comm, at::kCPU, model, data.train, data.test);
+  test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11);
+  Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
   TrainRun r;
   r.summary = trainer.fit();
-  for (const auto& p : model->parameters()) r.params.push_back(p.detach().clone());
+  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().clone());
   unsetenv("DTRAIN_TEST_INJECT_OOM");
   return r;
 }

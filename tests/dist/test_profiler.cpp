@@ -15,6 +15,7 @@
 #include "dtrain/models.h"
 #include "dtrain/telemetry/profiler.h"
 #include "dtrain/trainer.h"
+#include "dist_support.h"
 
 namespace dtrain {
 namespace {
@@ -37,18 +38,15 @@ TEST(Profiler, RecordsExactlyTheAskedStepsOnEveryRank) {
   }
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
 
-  Config cfg = Config::from_string(kCfg, "profiler",
-                                   {std::string("run.dir=") + dir, "run.profile_start=4",
-                                    "run.profile_steps=3"});
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
-  cfg.resolve(comm->world());
-  Splits data = make_datasets(cfg.data, cfg.run.seed);
-  auto model = make_model(cfg.model.name, cfg.model, data.train->spec());
-  std::unique_ptr<Trainer> trainer;
+  test::RunSetup run = test::setup_run(
+      kCfg, "profiler",
+      {std::string("run.dir=") + dir, "run.profile_start=4", "run.profile_steps=3"},
+      MPI_COMM_WORLD);
   TrainSummary s;
   try {
-    trainer = std::make_unique<Trainer>(cfg, *comm, *comm, at::kCPU, model, data.train, data.test);
-    s = trainer->fit();
+    Trainer trainer(run.cfg, *run.comm, *run.comm, at::kCPU, run.model, run.data.train,
+                    run.data.test);
+    s = trainer.fit();
   } catch (const Error& e) {
     // Only acceptable reason: this LibTorch has no Kineto; the message says so and names the key.
     const std::string what = e.what();
@@ -65,7 +63,9 @@ TEST(Profiler, RecordsExactlyTheAskedStepsOnEveryRank) {
   EXPECT_EQ(ps.steps, 3) << ps.table;
   EXPECT_GT(ps.wall_ms_per_step, 0.0);
   EXPECT_EQ(ps.kernels_per_step, 0.0);  // CPU run: no GPU kernels
-  if (rank == 0) EXPECT_NE(s.profile.find(trace), std::string::npos) << s.profile;
+  if (rank == 0) {
+    EXPECT_NE(s.profile.find(trace), std::string::npos) << s.profile;
+  }
 }
 
 TEST(Profiler, SummaryOfAHandMadeTrace) {
