@@ -49,12 +49,8 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm);
 // `device_index`. Throws dtrain::Error in a build without CUDA.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, int device_index);
 
-// MPI helpers for control messages (CPU values). All ranks must call them.
-namespace mpi {
-int64_t all_reduce_max(MPI_Comm comm, int64_t v);
-int64_t all_reduce_min(MPI_Comm comm, int64_t v);
-std::string broadcast_string(MPI_Comm comm, const std::string& s, int root = 0);
-std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s);
-}  // namespace mpi
+// Every rank's string, in rank order (a collective over `comm`, CPU tensors: a control
+// communicator).
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& s);
 
 }  // namespace dtrain

@@ -1,9 +1,16 @@
 // Config: a run's settings, from YAML plus `section.key=value` overrides, validated against one
-// schema and then resolved against the world size.
-// Invariants: every key a user can write is in the schema (so `--help`, parsing and the dump
-// cannot drift apart); an unknown key, a wrong type or an impossible value is a dtrain::Error
-// naming the key path and the YAML file:line (or the command-line argument) it came from; a
-// resolved config is immutable and hashes the same on every rank that resolved the same values.
+// schema and then resolved once against the world size.
+// Invariants (tests/unit/test_config.cpp):
+//   - every key a user can write is in the schema, so `--help`, parsing and the dump cannot
+//     drift apart; a key's type, range and choices are written once, there;
+//   - an unknown or duplicate key, a wrong type, a value outside its range or an unknown choice
+//     is a dtrain::Error naming the key path and the YAML file:line (or the command-line
+//     argument) it came from;
+//   - past the parser a choice is an enum, never a string;
+//   - resolve() runs once, before training; nothing in dtrain changes a Config after it (the
+//     Trainer holds it const, and the micro-batch that `auto` or out-of-memory recovery picks
+//     lives in the step engine), so a run's config hashes the same from start to end and on
+//     every rank that resolved the same values.
 #pragma once
 
 #include <cstdint>
@@ -13,14 +20,34 @@
 
 namespace dtrain {
 
-enum class Precision { kFp32, kBf16, kFp16 };
-const char* to_string(Precision p);
+// The choices of the config, as enums. to_string() gives the name a config file uses.
+enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
+enum class DataFormat { kIdx, kSynthetic };                         // data.format
+enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
+enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
+enum class Schedule { kConstant, kCosine };                         // train.schedule
+enum class LossKind { kCrossEntropy, kMse };                        // train.loss
+enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
+enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
+enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
+enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
+
+const char* to_string(DeviceKind v);
+const char* to_string(DataFormat v);
+const char* to_string(SyntheticTask v);
+const char* to_string(OptimizerKind v);
+const char* to_string(Schedule v);
+const char* to_string(LossKind v);
+const char* to_string(Precision v);
+const char* to_string(GraphMode v);
+const char* to_string(Backend v);
+const char* to_string(GradDtype v);
 
 struct RunConfig {
   std::string name = "run";
   std::string dir = "runs";  // the run directory is dir/name
   int64_t seed = 0;
-  std::string device = "auto";  // auto | cpu | cuda
+  DeviceKind device = DeviceKind::kAuto;
   int64_t threads = 0;          // intra-op threads per rank; 0 = cores / ranks on this node
   int64_t log_every = 50;       // steps between progress lines; 0 = once per epoch
   double timeout_s = 600;       // a rank stuck this long in one step aborts the job
@@ -29,6 +56,9 @@ struct RunConfig {
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
   int64_t profile_steps = 0;   // steps recorded by the profiler (0 = off)
   int64_t profile_start = 10;  // first recorded step (after warm-up)
+
+  // dir/name, where rank 0 writes the run's files; "" when dir is "" (write nothing).
+  std::string run_dir() const;
 };
 
 struct ModelConfig {
@@ -47,7 +77,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string format = "idx";  // idx | synthetic
+  DataFormat format = DataFormat::kIdx;
   std::string path = "/usr/share/datasets/fashion-mnist";  // idx: folder with the 4 files
   std::string train_images = "train-images-idx3-ubyte.gz";  // relative to path
   std::string train_labels = "train-labels-idx1-ubyte.gz";
@@ -59,7 +89,7 @@ struct DataConfig {
   bool pin_memory = true;
   bool shuffle = true;
   // synthetic data
-  std::string synthetic_task = "regression";  // regression | classification | tokens
+  SyntheticTask synthetic_task = SyntheticTask::kRegression;
   int64_t synthetic_size = 4096;
   int64_t synthetic_test_size = 1024;
   int64_t synthetic_features = 10;
@@ -75,40 +105,40 @@ struct TrainConfig {
   int64_t global_batch = 256;  // samples per optimizer step, summed over all ranks
   int64_t micro_batch = 0;     // samples per forward/backward on one rank; 0 = the rank's batch,
                                // -1 = auto (largest that fits)
-  std::string optimizer = "adamw";  // sgd | adamw | adam
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-3;
   double momentum = 0.0;
   double weight_decay = 0.0;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  std::string schedule = "constant";  // constant | cosine
+  Schedule schedule = Schedule::kConstant;
   int64_t warmup_steps = 0;
-  std::string loss = "cross_entropy";  // cross_entropy | mse
-  double clip_grad_norm = 0.0;         // 0 = off
+  LossKind loss = LossKind::kCrossEntropy;
+  double clip_grad_norm = 0.0;  // 0 = off
   Precision precision = Precision::kFp32;
   bool fused_optimizer = true;  // fused multi-tensor kernels where available (CUDA, 2.x)
-  std::string cuda_graph = "auto";  // auto | on | off: replay the whole step as one CUDA graph
+  GraphMode cuda_graph = GraphMode::kAuto;  // replay the whole step as one CUDA graph
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
 };
 
 struct DistConfig {
-  std::string backend = "auto";  // auto | nccl | mpi
+  Backend backend = Backend::kAuto;
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
-  std::string grad_dtype = "fp32";  // fp32 | bf16 (gradient communication dtype)
+  GradDtype grad_dtype = GradDtype::kFp32;  // gradient communication dtype
   bool find_unused_parameters = false;
   bool reduce_single_rank = false;  // run the gradient engine even with one rank (to measure it)
 };
 
-// What the world size decides. Filled by resolve().
+// What the world size decides. Filled by resolve(); world 0 means "not resolved yet".
 struct Resolved {
-  int world = 1;
+  int world = 0;
   int64_t rank_batch = 0;   // global_batch / world
-  int64_t micro_batch = 0;  // resolved micro-batch (-1 while `auto` is not measured yet)
-  int64_t accum_steps = 1;  // rank_batch / micro_batch
+  int64_t micro_batch = 0;  // resolved micro-batch (-1: `auto`, measured when training starts)
+  int64_t accum_steps = 1;  // rank_batch / micro_batch (0 while `auto` is not measured)
 };
 
 class Config {
@@ -126,13 +156,13 @@ class Config {
   static Config from_string(const std::string& yaml, const std::string& origin = "<string>",
                             const std::vector<std::string>& overrides = {});
 
-  // Apply one `section.key=value` override.
+  // Apply one `section.key=value` override (before resolve()).
   void apply_override(const std::string& assignment);
 
-  // Check the batch arithmetic for `world` ranks and fill `resolved`. Errors name the key.
+  // Check the batch arithmetic for `world` ranks and fill `resolved`. Errors name the key. Once:
+  // resolving a resolved config is an error (resolve a fresh copy for another world size).
   void resolve(int world);
-  // Set the micro-batch after `auto` measured it (keeps the invariants checked by resolve()).
-  void set_micro_batch(int64_t micro);
+  bool is_resolved() const { return resolved.world > 0; }
 
   // Every setting as YAML (schema order), with the resolved values in a trailing comment block.
   std::string dump() const;
@@ -146,6 +176,11 @@ class Config {
   static std::string schema_help();
   // All key paths in the schema.
   static std::vector<std::string> keys();
+  // Checks a number against the schema's range for `key` (a numeric key), throwing the same
+  // Error the parser would; for code that takes settings from C++ rather than from a Config
+  // (OptimizerOptions, DataConfig), so that each range is written once, in the schema.
+  static void check_value(const std::string& key, double value);
+  static void check_value(const std::string& key, const std::vector<int64_t>& value);
 
  private:
   std::map<std::string, std::string> origin_;

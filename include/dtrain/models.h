@@ -1,7 +1,10 @@
-// Models: a registry from name to factory. dtrain ships mlp, cnn, linear (and more as they
-// land); users register their own from C++ before training starts.
-// Invariant: a factory called with the same config and data spec builds the same architecture
-// (parameter names, shapes, order) on every rank; initial values are then broadcast from rank 0.
+// Models: a process-wide registry from name to factory. dtrain registers linear, mlp, cnn, gpt,
+// resnet18 and resnet50 (`dtrain --help` lists them); users register their own from C++ before
+// training starts (examples/custom_model.cpp).
+// Invariants (tests/unit/test_registry.cpp): a factory called with the same config and data spec
+// builds the same architecture (parameter names, shapes, order), so every rank builds the same
+// model and then takes rank 0's values (the Trainer checks and broadcasts); an unknown name is an
+// Error naming model.name and the registered names.
 #pragma once
 
 #include <torch/nn/module.h>

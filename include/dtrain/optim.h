@@ -19,10 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "dtrain/config.h"
+
 namespace dtrain {
 
 struct OptimizerOptions {
-  std::string kind;  // "sgd" | "adam" | "adamw"; anything else throws (where: "train.optimizer")
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  // Values outside the schema's ranges (train.momentum, ...) throw the config's Error.
   double momentum = 0;      // SGD only
   double weight_decay = 0;  // SGD, Adam: L2 added to the gradient; AdamW: p *= 1 - lr * wd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
@@ -71,12 +74,10 @@ class Optimizer {
   void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
  private:
-  enum class Kind { kSgd, kAdam, kAdamW };
-
   void step_fused(const std::vector<size_t>& live);
   void step_foreach(const std::vector<size_t>& live, double lr);
 
-  Kind kind_;
+  OptimizerKind kind_;
   OptimizerOptions options_;
   std::vector<at::Tensor> params_;
   bool fused_ = false;

@@ -1,18 +1,18 @@
 // Runtime: the process's place in the job. Owns MPI (init/finalize), the rank facts, the device
-// this rank computes on, and the communicators. Created first in main, destroyed last; no
-// singletons. Invariant: rank r of a node binds GPU `local_rank` of the visible devices when
-// CUDA is present and asked for, else the CPU; every rank reports the same world size.
+// this rank computes on, and the communicators. Created first in main (run_guarded does it),
+// destroyed last. What is process-wide besides it, and set once: the logger's rank and quiet
+// switch (log::configure), the rank and host every Error carries (set here), and the model
+// registry (models.h).
+// Invariants: ranks that share a node number themselves 0..local_world-1 in rank order, and rank
+// r of a node binds GPU local_rank % GPUs when CUDA is present and run.device allows it, else
+// the CPU; every rank reports the same world size (tests/dist/test_runtime.cpp).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <mpi.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "dtrain/comm.h"
 
@@ -67,32 +67,5 @@ class Runtime {
 
 // Number of CUDA devices visible (0 in a CPU build).
 int cuda_device_count();
-
-}  // namespace dtrain
-
-namespace dtrain {
-
-// Watchdog: ends the whole job when this rank makes no progress for `timeout_s` seconds (a peer
-// died inside a collective, a deadlock, a stuck device). The training loop calls beat() at each
-// phase; the message names the rank and the phase it was stuck in.
-class Watchdog {
- public:
-  Watchdog(double timeout_s, int rank);
-  ~Watchdog();
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-  void beat(const char* phase);
-
- private:
-  void loop();
-  double timeout_s_;
-  int rank_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  const char* phase_ = "start";
-  std::chrono::steady_clock::time_point last_;
-  std::thread thread_;
-};
 
 }  // namespace dtrain

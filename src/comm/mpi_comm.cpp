@@ -247,38 +247,4 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) {
   return std::make_unique<MpiCommunicator>(comm);
 }
 
-namespace mpi {
-int64_t all_reduce_max(MPI_Comm comm, int64_t v) {
-  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, comm));
-  return v;
-}
-int64_t all_reduce_min(MPI_Comm comm, int64_t v) {
-  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, comm));
-  return v;
-}
-std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
-  int64_t n = static_cast<int64_t>(s.size());
-  DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm));
-  std::string out = s;
-  out.resize(static_cast<size_t>(n));
-  if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm));
-  return out;
-}
-std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s) {
-  int world = 1;
-  MPI_Comm_size(comm, &world);
-  int n = static_cast<int>(s.size());
-  std::vector<int> sizes(world), displs(world);
-  DTRAIN_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int r = 0; r < world; ++r) displs[r] = total, total += sizes[r];
-  std::string all(static_cast<size_t>(total), '\0');
-  DTRAIN_MPI_CHECK(MPI_Allgatherv(s.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(),
-                                  MPI_CHAR, comm));
-  std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) out.push_back(all.substr(displs[r], sizes[r]));
-  return out;
-}
-}  // namespace mpi
-
 }  // namespace dtrain

@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "cuda/check.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 
@@ -20,14 +21,6 @@
     if (dtrain_nccl_rc_ != ncclSuccess)                                                    \
       throw ::dtrain::Error(std::string("NCCL call failed: ") + #call + ": " +             \
                             ncclGetErrorString(dtrain_nccl_rc_));                          \
-  } while (0)
-
-#define DTRAIN_CUDA_CHECK(call)                                                            \
-  do {                                                                                     \
-    cudaError_t dtrain_cuda_rc_ = (call);                                                  \
-    if (dtrain_cuda_rc_ != cudaSuccess)                                                    \
-      throw ::dtrain::Error(std::string("CUDA call failed: ") + #call + ": " +             \
-                            cudaGetErrorString(dtrain_cuda_rc_));                          \
   } while (0)
 
 namespace dtrain {

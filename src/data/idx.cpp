@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dtrain/error.h"
+#include "util/format.h"
 
 namespace dtrain {
 namespace {
@@ -138,18 +139,14 @@ at::Tensor read_idx(const std::string& path) {
                 path);
   }
   if (magic[0] != 0 || magic[1] != 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%02x %02x %02x %02x", magic[0], magic[1], magic[2],
-                  magic[3]);
-    throw Error(std::string("not an IDX file: bad magic number ") + buf +
+    throw Error("not an IDX file: bad magic number " +
+                    detail::format("%02x %02x %02x %02x", magic[0], magic[1], magic[2], magic[3]) +
                     " (the first two bytes must be 00 00)",
                 path);
   }
   ElementType type{};
   if (!element_type(magic[2], &type)) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "0x%02x", magic[2]);
-    throw Error(std::string("unknown IDX element type ") + buf +
+    throw Error("unknown IDX element type " + detail::format("0x%02x", magic[2]) +
                     " (known: 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, "
                     "0x0E float64)",
                 path);

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "dtrain/detail/cuda_graph.h"
+#include "cuda/streams.h"
 #include "dtrain/error.h"
 
 namespace dtrain {
@@ -108,7 +108,7 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
 Batch Loader::to_device(Loaded l) const {
   Batch b = std::move(l.batch);
   if (options_.device.is_cpu()) return b;
-  if (l.ready) {  // already copied by a worker: the current stream waits for that copy
+  if (l.ready) {  // already copied by a worker: the current stream waits (Note [the run's stream])
     detail::wait_ready(l.ready, b.inputs);
     detail::wait_ready(l.ready, b.targets);
     return b;

@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "dtrain/config.h"
-#include "dtrain/detail/torch_compat.h"
+#include "util/torch_compat.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
 

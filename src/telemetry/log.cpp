@@ -1,4 +1,4 @@
-#include "dtrain/telemetry/log.h"
+#include "dtrain/log.h"
 
 #include <cstdio>
 #include <mutex>

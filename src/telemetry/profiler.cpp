@@ -1,4 +1,4 @@
-#include "dtrain/telemetry/profiler.h"
+#include "telemetry/profiler.h"
 
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "dtrain/error.h"
-#include "dtrain/telemetry/log.h"
+#include "util/format.h"
+#include "dtrain/log.h"
 
 namespace dtrain {
 namespace {
@@ -22,12 +23,6 @@ namespace kp = torch::autograd::profiler;
 namespace pi = torch::profiler::impl;
 
 constexpr const char* kStepName = "dtrain_step";
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // A kernel's name without its template arguments and parameter list, at most 90 characters.
 std::string short_name(const std::string& name) {
@@ -200,10 +195,10 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
                          syncs.begin(), syncs.end(), [&](double t) { return t >= w0 && t <= w1; })) /
                      n;
   std::string t;
-  t += "profile of " + std::to_string(s.steps) + " step(s): " + fmt("%.2f", s.wall_ms_per_step) +
-       " ms/step, GPU busy " + fmt("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
-       fmt("%.2f", s.kernel_ms_per_step) + " ms/step in " + fmt("%.0f", s.kernels_per_step) +
-       " launches, host synchronizations " + fmt("%.1f", s.syncs_per_step) + "/step\n";
+  t += "profile of " + std::to_string(s.steps) + " step(s): " + detail::format("%.2f", s.wall_ms_per_step) +
+       " ms/step, GPU busy " + detail::format("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
+       detail::format("%.2f", s.kernel_ms_per_step) + " ms/step in " + detail::format("%.0f", s.kernels_per_step) +
+       " launches, host synchronizations " + detail::format("%.1f", s.syncs_per_step) + "/step\n";
   if (!kernels.empty()) {
     std::vector<std::pair<std::string, Kernel>> sorted(kernels.begin(), kernels.end());
     std::sort(sorted.begin(), sorted.end(),
@@ -213,8 +208,8 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
     t += "   ms/step  share  calls/step  kernel\n";
     for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
       const auto& [name, k] = sorted[static_cast<size_t>(i)];
-      t += fmt("%10.3f", k.ms / n) + fmt("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
-           fmt("%12.1f", static_cast<double>(k.count) / n) + "  " + name + "\n";
+      t += detail::format("%10.3f", k.ms / n) + detail::format("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
+           detail::format("%12.1f", static_cast<double>(k.count) / n) + "  " + name + "\n";
     }
   }
   s.table = t;

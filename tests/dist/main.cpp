@@ -10,7 +10,7 @@
 #include <string>
 
 #include "dtrain/error.h"
-#include "dtrain/telemetry/log.h"
+#include "dtrain/log.h"
 
 int main(int argc, char** argv) {
   int provided = 0;

@@ -144,8 +144,8 @@ TEST(Equivalence, ParameterMismatchNamesTheParameterOnBothRanks) {
     FAIL() << "ranks with different models were not detected";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("fc1.weight [9,16]"), std::string::npos) << m;
-    EXPECT_NE(m.find("fc1.weight [8,16]"), std::string::npos) << m;
+    EXPECT_NE(m.find("fc1.weight [9, 16]"), std::string::npos) << m;
+    EXPECT_NE(m.find("fc1.weight [8, 16]"), std::string::npos) << m;
   }
 }
 

@@ -1,10 +1,10 @@
-// Out-of-memory recovery under mpirun: one chosen rank fails one chosen step (the test hook);
+// Out-of-memory recovery under mpirun: one chosen rank fails one chosen step (a FaultInjector);
 // every rank abandons the step, halves the micro-batch, redoes it, and training ends with the
 // same parameters as a run that never failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cstdlib>
+#include <memory>
 
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -29,15 +29,32 @@ struct TrainRun {
   TrainSummary summary;
 };
 
-TrainRun train(const char* inject) {
-  if (inject) setenv("DTRAIN_TEST_INJECT_OOM", inject, 1);
-  else unsetenv("DTRAIN_TEST_INJECT_OOM");
+// Fails the first attempt at one step, on this rank only, with an out-of-memory error.
+class OomOnce : public FaultInjector {
+ public:
+  explicit OomOnce(int64_t step) : step_(step) {}
+  Fault before_micro_batch(int64_t step, int64_t micro_batch) override {
+    if (fired_ || step != step_ || micro_batch <= 1) return Fault::kNone;
+    fired_ = true;
+    return Fault::kOutOfMemory;
+  }
+
+ private:
+  int64_t step_;
+  bool fired_ = false;
+};
+
+// `victim` (a rank) fails step `step` once; -1: nobody fails.
+TrainRun train(int victim, int64_t step) {
   test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11);
   Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
+  if (s.comm->rank() == victim) trainer.set_fault_injector(std::make_shared<OomOnce>(step));
+  const uint64_t hash_before = trainer.config().hash();
   TrainRun r;
   r.summary = trainer.fit();
+  // The micro-batch recovery chose lives in the step engine: the config is unchanged.
+  EXPECT_EQ(trainer.config().hash(), hash_before);
   for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().clone());
-  unsetenv("DTRAIN_TEST_INJECT_OOM");
   return r;
 }
 
@@ -45,9 +62,8 @@ TEST(OomRecovery, InjectedOnOneRankSameParametersAsCleanRun) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int victim = world - 1;  // not rank 0, when there is another
-  TrainRun clean = train(nullptr);
-  const std::string spec = std::to_string(victim) + ":3";
-  TrainRun hit = train(spec.c_str());
+  TrainRun clean = train(-1, 0);
+  TrainRun hit = train(victim, 3);
   EXPECT_EQ(clean.summary.oom_retries, 0);
   EXPECT_EQ(hit.summary.oom_retries, 1);  // every rank redid the step, not just the victim
   EXPECT_EQ(hit.summary.micro_batch, clean.summary.micro_batch / 2);

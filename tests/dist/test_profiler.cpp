@@ -13,7 +13,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
-#include "dtrain/telemetry/profiler.h"
+#include "telemetry/profiler.h"
 #include "dtrain/trainer.h"
 #include "dist_support.h"
 

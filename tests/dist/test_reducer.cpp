@@ -5,7 +5,7 @@
 
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
-#include "dtrain/reducer.h"
+#include "dist/reducer.h"
 
 namespace dtrain {
 namespace {

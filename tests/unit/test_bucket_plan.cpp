@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "dtrain/error.h"
-#include "dtrain/reducer.h"
+#include "dist/bucket_plan.h"
 
 namespace dtrain {
 namespace {

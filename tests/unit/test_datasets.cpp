@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -22,14 +23,16 @@ using dtrain::test::message_of;
 using dtrain::test::TempDir;
 using dtrain::test::write_gzip;
 
-dtrain::DataConfig synthetic(const std::string& task) {
+dtrain::DataConfig synthetic(const std::string& task, std::vector<int64_t> shape = {},
+                             int64_t classes = 4, int64_t size = 256, int64_t test_size = 64) {
   dtrain::DataConfig cfg;
-  cfg.format = "synthetic";
-  cfg.synthetic_task = task;
-  cfg.synthetic_size = 256;
-  cfg.synthetic_test_size = 64;
+  cfg.format = dtrain::DataFormat::kSynthetic;
+  cfg.synthetic_task = dtrain::test::task_of(task);
+  cfg.synthetic_shape = std::move(shape);
+  cfg.synthetic_size = size;
+  cfg.synthetic_test_size = test_size;
   cfg.synthetic_features = 5;
-  cfg.synthetic_classes = 4;
+  cfg.synthetic_classes = classes;
   cfg.synthetic_noise = 0.01;
   return cfg;
 }
@@ -101,11 +104,12 @@ TEST(Datasets, SyntheticClassification) {
   EXPECT_EQ(a.test->size(), 64);
 
   auto bad = cfg;
-  bad.synthetic_task = "tokens";
+  bad.synthetic_task = dtrain::SyntheticTask::kTokens;
   const std::string msg = message_of([&] { dtrain::make_datasets(bad, 0); });
   EXPECT_NE(msg.find("data.synthetic_task"), std::string::npos) << msg;
-  bad.synthetic_task = "nonsense";
-  EXPECT_NE(message_of([&] { dtrain::make_datasets(bad, 0); }).find("data.synthetic_task"),
+  // An unknown task stops at the parser, naming the key (past it, a task is an enum).
+  EXPECT_NE(message_of([] { dtrain::Config::from_string("data: {synthetic_task: nonsense}\n"); })
+                .find("data.synthetic_task"),
             std::string::npos);
   auto no_test = cfg;
   no_test.synthetic_test_size = 0;
@@ -113,16 +117,15 @@ TEST(Datasets, SyntheticClassification) {
 }
 
 TEST(Datasets, UnknownFormatNamesTheKey) {
-  dtrain::DataConfig cfg;
-  cfg.format = "parquet";
-  const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
+  const std::string msg =
+      message_of([] { dtrain::Config::from_string("data: {format: parquet}\n", "d.yaml"); });
   EXPECT_NE(msg.find("data.format"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parquet"), std::string::npos) << msg;
 }
 
 TEST(Datasets, IdxMissingFileNamesPathAndKey) {
   dtrain::DataConfig cfg;
-  cfg.format = "idx";
+  cfg.format = dtrain::DataFormat::kIdx;
   cfg.path = "/nonexistent/dtrain-data";
   const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
   EXPECT_NE(msg.find("/nonexistent/dtrain-data/train-images-idx3-ubyte.gz"), std::string::npos)
@@ -149,7 +152,7 @@ TEST(Datasets, IdxSplitsUseTrainStatistics) {
   write_gzip(dir.file("te-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 2}, {3, 3}));
 
   dtrain::DataConfig cfg;
-  cfg.format = "idx";
+  cfg.format = dtrain::DataFormat::kIdx;
   cfg.path = dir.path();
   cfg.train_images = "tr-img.gz";
   cfg.train_labels = "tr-lab.gz";
@@ -220,6 +223,83 @@ TEST(Datasets, RealFashionMnistIsStandardized) {
   EXPECT_NEAR(train.inputs().std().item<double>(), 1.0, 1e-3);
   // The test split uses the train statistics, so it is close to but not exactly standard.
   EXPECT_NEAR(tensors(splits.test).inputs().mean().item<double>(), 0.0, 0.05);
+}
+
+// ---- synthetic images and tokens, for the image and sequence models -----------------------
+
+TEST(SyntheticTokens, NextTokenWindows) {
+  const auto cfg = synthetic("tokens", {8}, 50, 64, 16);
+  const auto a = dtrain::make_datasets(cfg, 3);
+  const auto& t = tensors(a.train);
+  EXPECT_EQ(t.inputs().sizes(), (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(t.targets().sizes(), (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(t.inputs().scalar_type(), at::kLong);
+  EXPECT_EQ(t.targets().scalar_type(), at::kLong);
+  // targets are the inputs shifted by one
+  EXPECT_TRUE(t.targets().narrow(1, 0, 7).equal(t.inputs().narrow(1, 1, 7)));
+  EXPECT_GE(t.inputs().min().item<int64_t>(), 0);
+  EXPECT_LT(t.inputs().max().item<int64_t>(), 50);
+  EXPECT_GE(t.targets().min().item<int64_t>(), 0);
+  EXPECT_LT(t.targets().max().item<int64_t>(), 50);
+  // ids spread over the vocabulary
+  EXPECT_GT((at::bincount(t.inputs().reshape({-1})) > 0).sum().item<int64_t>(), 40);
+  const auto spec = a.train->spec();
+  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(spec.num_classes, 50);
+  EXPECT_EQ(spec.input_dtype, at::kLong);
+  ASSERT_TRUE(a.test);
+  EXPECT_EQ(a.test->size(), 16);
+  // deterministic per seed; another seed gives other tokens
+  const auto b = dtrain::make_datasets(cfg, 3);
+  EXPECT_TRUE(t.inputs().equal(tensors(b.train).inputs()));
+  EXPECT_TRUE(t.targets().equal(tensors(b.train).targets()));
+  EXPECT_FALSE(t.inputs().equal(tensors(dtrain::make_datasets(cfg, 4).train).inputs()));
+  EXPECT_FALSE(tensors(a.test).inputs().equal(t.inputs().narrow(0, 0, 16)));
+}
+
+TEST(SyntheticTokens, TenMillionTokensQuickly) {
+  const auto cfg = synthetic("tokens", {1024}, 50304, 10000, 0);  // ~10M tokens
+  const auto start = std::chrono::steady_clock::now();
+  const auto a = dtrain::make_datasets(cfg, 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(a.train->size(), 10000);
+  EXPECT_FALSE(a.test);
+  EXPECT_LT(seconds, 15.0);
+}
+
+TEST(SyntheticTokens, ShapeIsRequired) {
+  for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{8, 8}}) {
+    const std::string msg =
+        message_of([&] { dtrain::make_datasets(synthetic("tokens", shape, 50, 8, 0), 0); });
+    EXPECT_NE(msg.find("data.synthetic_shape"), std::string::npos) << msg;
+  }
+}
+
+TEST(SyntheticImages, ShapesLabelsAndErrors) {
+  const auto cfg = synthetic("images", {3, 8, 8}, 5, 256, 32);
+  const auto a = dtrain::make_datasets(cfg, 1);
+  const auto& t = tensors(a.train);
+  EXPECT_EQ(t.inputs().sizes(), (std::vector<int64_t>{256, 3, 8, 8}));
+  EXPECT_EQ(t.inputs().scalar_type(), at::kFloat);
+  EXPECT_NEAR(t.inputs().mean().item<double>(), 0.0, 0.02);
+  EXPECT_NEAR(t.inputs().std().item<double>(), 1.0, 0.02);
+  EXPECT_EQ(t.targets().sizes(), (std::vector<int64_t>{256}));
+  EXPECT_EQ(t.targets().scalar_type(), at::kLong);
+  EXPECT_EQ(t.targets().min().item<int64_t>(), 0);
+  EXPECT_EQ(t.targets().max().item<int64_t>(), 4);
+  const auto spec = a.train->spec();
+  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{3, 8, 8}));
+  EXPECT_EQ(spec.num_classes, 5);
+  EXPECT_EQ(spec.target_dim, 0);
+  ASSERT_TRUE(a.test);
+  EXPECT_EQ(a.test->size(), 32);
+  EXPECT_TRUE(t.inputs().equal(tensors(dtrain::make_datasets(cfg, 1).train).inputs()));
+  for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{3, 8}}) {
+    const std::string msg =
+        message_of([&] { dtrain::make_datasets(synthetic("images", shape, 5, 8, 0), 0); });
+    EXPECT_NE(msg.find("data.synthetic_shape"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

@@ -492,103 +492,15 @@ TEST(ResNet, Resnet18MatchesPlainPyTorch) {
   }
 }
 
-// ---- synthetic data for these models --------------------------------------------------------
-
-dtrain::DataConfig synthetic(const std::string& task, std::vector<int64_t> shape, int64_t classes,
-                             int64_t size, int64_t test_size) {
-  dtrain::DataConfig cfg;
-  cfg.format = "synthetic";
-  cfg.synthetic_task = task;
-  cfg.synthetic_shape = std::move(shape);
-  cfg.synthetic_classes = classes;
-  cfg.synthetic_size = size;
-  cfg.synthetic_test_size = test_size;
-  return cfg;
-}
-
-const dtrain::TensorDataset& tensors(const std::shared_ptr<dtrain::Dataset>& ds) {
-  auto* t = dynamic_cast<const dtrain::TensorDataset*>(ds.get());
-  if (t == nullptr) throw std::runtime_error("not a TensorDataset");
-  return *t;
-}
-
-TEST(SyntheticTokens, NextTokenWindows) {
-  const auto cfg = synthetic("tokens", {8}, 50, 64, 16);
-  const auto a = dtrain::make_datasets(cfg, 3);
-  const auto& t = tensors(a.train);
-  EXPECT_EQ(t.inputs().sizes(), (std::vector<int64_t>{64, 8}));
-  EXPECT_EQ(t.targets().sizes(), (std::vector<int64_t>{64, 8}));
-  EXPECT_EQ(t.inputs().scalar_type(), at::kLong);
-  EXPECT_EQ(t.targets().scalar_type(), at::kLong);
-  // targets are the inputs shifted by one
-  EXPECT_TRUE(t.targets().narrow(1, 0, 7).equal(t.inputs().narrow(1, 1, 7)));
-  EXPECT_GE(t.inputs().min().item<int64_t>(), 0);
-  EXPECT_LT(t.inputs().max().item<int64_t>(), 50);
-  EXPECT_GE(t.targets().min().item<int64_t>(), 0);
-  EXPECT_LT(t.targets().max().item<int64_t>(), 50);
-  // ids spread over the vocabulary
-  EXPECT_GT((at::bincount(t.inputs().reshape({-1})) > 0).sum().item<int64_t>(), 40);
-  const auto spec = a.train->spec();
-  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{8}));
-  EXPECT_EQ(spec.num_classes, 50);
-  EXPECT_EQ(spec.input_dtype, at::kLong);
-  ASSERT_TRUE(a.test);
-  EXPECT_EQ(a.test->size(), 16);
-  // deterministic per seed; another seed gives other tokens
-  const auto b = dtrain::make_datasets(cfg, 3);
-  EXPECT_TRUE(t.inputs().equal(tensors(b.train).inputs()));
-  EXPECT_TRUE(t.targets().equal(tensors(b.train).targets()));
-  EXPECT_FALSE(t.inputs().equal(tensors(dtrain::make_datasets(cfg, 4).train).inputs()));
-  EXPECT_FALSE(tensors(a.test).inputs().equal(t.inputs().narrow(0, 0, 16)));
-}
-
-TEST(SyntheticTokens, TenMillionTokensQuickly) {
-  const auto cfg = synthetic("tokens", {1024}, 50304, 10000, 0);  // ~10M tokens
-  const auto start = std::chrono::steady_clock::now();
-  const auto a = dtrain::make_datasets(cfg, 0);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(a.train->size(), 10000);
-  EXPECT_FALSE(a.test);
-  EXPECT_LT(seconds, 15.0);
-}
-
-TEST(SyntheticTokens, ShapeIsRequired) {
-  for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{8, 8}}) {
-    const std::string msg =
-        message_of([&] { dtrain::make_datasets(synthetic("tokens", shape, 50, 8, 0), 0); });
-    EXPECT_NE(msg.find("data.synthetic_shape"), std::string::npos) << msg;
-  }
-}
-
-TEST(SyntheticImages, ShapesLabelsAndErrors) {
-  const auto cfg = synthetic("images", {3, 8, 8}, 5, 256, 32);
-  const auto a = dtrain::make_datasets(cfg, 1);
-  const auto& t = tensors(a.train);
-  EXPECT_EQ(t.inputs().sizes(), (std::vector<int64_t>{256, 3, 8, 8}));
-  EXPECT_EQ(t.inputs().scalar_type(), at::kFloat);
-  EXPECT_NEAR(t.inputs().mean().item<double>(), 0.0, 0.02);
-  EXPECT_NEAR(t.inputs().std().item<double>(), 1.0, 0.02);
-  EXPECT_EQ(t.targets().sizes(), (std::vector<int64_t>{256}));
-  EXPECT_EQ(t.targets().scalar_type(), at::kLong);
-  EXPECT_EQ(t.targets().min().item<int64_t>(), 0);
-  EXPECT_EQ(t.targets().max().item<int64_t>(), 4);
-  const auto spec = a.train->spec();
-  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{3, 8, 8}));
-  EXPECT_EQ(spec.num_classes, 5);
-  EXPECT_EQ(spec.target_dim, 0);
-  ASSERT_TRUE(a.test);
-  EXPECT_EQ(a.test->size(), 32);
-  EXPECT_TRUE(t.inputs().equal(tensors(dtrain::make_datasets(cfg, 1).train).inputs()));
-  for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{3, 8}}) {
-    const std::string msg =
-        message_of([&] { dtrain::make_datasets(synthetic("images", shape, 5, 8, 0), 0); });
-    EXPECT_NE(msg.find("data.synthetic_shape"), std::string::npos) << msg;
-  }
-}
-
 TEST(SyntheticTokens, TrainAGptStep) {
-  const auto data = dtrain::make_datasets(synthetic("tokens", {8}, 32, 16, 0), 0);
+  dtrain::DataConfig tokens;
+  tokens.format = dtrain::DataFormat::kSynthetic;
+  tokens.synthetic_task = dtrain::SyntheticTask::kTokens;
+  tokens.synthetic_shape = {8};
+  tokens.synthetic_classes = 32;
+  tokens.synthetic_size = 16;
+  tokens.synthetic_test_size = 0;
+  const auto data = dtrain::make_datasets(tokens, 0);
   auto m = build("gpt", gpt_config(1, 2, 16, 32, 8), data.train->spec());
   const dtrain::Batch b = data.train->get({0, 1, 2, 3});
   const at::Tensor logits = m->forward(b.inputs);  // (4, 8, 32)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config.h"
 #include "dtrain/optim.h"
 #include "test_support.h"
 
@@ -93,7 +94,7 @@ void write_values(std::ostream& f, const at::Tensor& t) {
 void write_spec(const std::string& path, const OptimizerOptions& o, const Scenario& s) {
   std::ofstream f(path);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g\n", o.kind.c_str(), o.momentum,
+  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g\n", to_string(o.kind), o.momentum,
                 o.weight_decay, o.beta1, o.beta2, o.eps);
   f << buf << s.init.size() << ' ' << s.lrs.size() << '\n';
   for (const auto& t : s.init) {
@@ -192,7 +193,7 @@ std::vector<std::vector<std::vector<at::Tensor>>> run_torch(
 
 std::string describe_options(const OptimizerOptions& o) {
   std::ostringstream s;
-  s << o.kind << " momentum=" << o.momentum << " weight_decay=" << o.weight_decay
+  s << to_string(o.kind) << " momentum=" << o.momentum << " weight_decay=" << o.weight_decay
     << " betas=(" << o.beta1 << ", " << o.beta2 << ") eps=" << o.eps;
   return s.str();
 }
@@ -229,7 +230,7 @@ void expect_matches_torch(const std::vector<OptimizerOptions>& configs, double b
 
 OptimizerOptions opts(const std::string& kind, double momentum, double wd) {
   OptimizerOptions o;
-  o.kind = kind;
+  o.kind = kind == "sgd" ? OptimizerKind::kSgd : kind == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
   o.momentum = momentum;
   o.weight_decay = wd;
   return o;
@@ -266,7 +267,7 @@ TEST(Optimizer, StepDoesNotWriteGradients) {
     for (const auto& p : params) before.push_back(p.grad().clone());
     opt.step(0.1);
     for (size_t i = 0; i < params.size(); ++i) {
-      EXPECT_TRUE(params[i].grad().equal(before[i])) << o.kind << " param " << i;
+      EXPECT_TRUE(params[i].grad().equal(before[i])) << to_string(o.kind) << " param " << i;
     }
   }
 }
@@ -275,7 +276,7 @@ TEST(Optimizer, StepDoesNotWriteGradients) {
 // differs from one that starts without it (so the state carries something).
 TEST(Optimizer, StateRoundTripContinuesIdentically) {
   for (const auto& o : {opts("sgd", 0.9, 0.01), opts("adam", 0, 0.01), opts("adamw", 0, 0.05)}) {
-    SCOPED_TRACE(o.kind);
+    SCOPED_TRACE(to_string(o.kind));
     const Scenario s = make_scenario(0.05);
     auto a_params = fresh_params(s);
     Optimizer a(a_params, o);
@@ -310,7 +311,7 @@ TEST(Optimizer, StateRoundTripContinuesIdentically) {
     }
     EXPECT_TRUE(c_differs);
     // The step counts came along: parameter 2 missed step 0, so it is one behind.
-    if (o.kind != "sgd") {
+    if (o.kind != OptimizerKind::kSgd) {
       std::vector<double> steps;
       for (const auto& kv : b.state()) {
         if (kv.first.rfind("step.", 0) == 0) steps.push_back(kv.second.item<double>());
@@ -384,12 +385,21 @@ TEST(Optimizer, LoadStateNamesTheBadEntry) {
   }
 }
 
-TEST(Optimizer, UnknownKindNamesTheConfigKey) {
+TEST(Optimizer, OutOfRangeOptionsNameTheConfigKeyWithTheSchemasRule) {
+  // The same ranges as the config's (one definition, in the schema): momentum in [0, 1), eps > 0.
   const Scenario s = make_scenario(0.1);
   auto params = fresh_params(s);
-  const std::string msg = message_of([&] { Optimizer(params, opts("lamb", 0, 0)); });
-  EXPECT_NE(msg.find("train.optimizer"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("lamb"), std::string::npos) << msg;
+  std::string msg = message_of([&] { Optimizer(params, opts("sgd", 1.5, 0)); });
+  EXPECT_NE(msg.find("train.momentum"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must be in [0.0, 1.0)"), std::string::npos) << msg;
+  OptimizerOptions o = opts("adam", 0, 0);
+  o.eps = 0;
+  msg = message_of([&] { Optimizer(params, o); });
+  EXPECT_NE(msg.find("train.eps"), std::string::npos) << msg;
+  const std::string from_config =
+      message_of([] { Config::from_string("train: {eps: 0}\n"); });
+  EXPECT_NE(from_config.find("must be > 0"), std::string::npos) << from_config;
+  EXPECT_NE(msg.find("must be > 0"), std::string::npos) << msg;
 }
 
 TEST(Optimizer, DescribesThePathOnCpu) {

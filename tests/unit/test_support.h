@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config.h"
 #include "dtrain/error.h"
 
 #ifndef DTRAIN_REF_PYTHON
@@ -48,6 +49,11 @@ class TempDir {
   }
   std::string path_;
 };
+
+// The enum of a synthetic task named as a config file names it ("classification").
+inline SyntheticTask task_of(const std::string& name) {
+  return Config::from_string("data: {synthetic_task: " + name + "}\n").data.synthetic_task;
+}
 
 inline bool is_directory(const std::string& path) {
   struct stat st {};

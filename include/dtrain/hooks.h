@@ -1,0 +1,95 @@
+// Hooks: the seams of the training loop. Everything around the core step (progress lines, the
+// metrics file, the profiler window, the end-of-run report, checkpoints, a user's early stop) is
+// a Hook that the loop calls at fixed points; docs/ARCHITECTURE.md lists when each event fires.
+// Invariants (tests/dist/test_hooks.cpp):
+//   - every rank calls every hook with the same events, in the order the hooks were added
+//     (the standard ones first), on the training thread;
+//   - a stop or save asked for on any rank takes effect on every rank at the same step
+//     boundary (Note [hook requests]); a save reaches on_save() on every rank;
+//   - a hook that throws ends training with a dtrain::Error naming the hook, the event and the
+//     step; the caller's error policy (dtrain's main) then ends the whole job, so no rank waits.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtrain/data/dataset.h"
+#include "dtrain/records.h"
+
+namespace dtrain {
+
+class Config;
+class Model;
+class Optimizer;
+
+// What a run is, given to every hook before the first step.
+struct RunInfo {
+  const Config* config = nullptr;  // resolved; lives as long as the Trainer
+  int rank = 0, world = 1;
+  at::Device device = at::kCPU;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  int64_t micro_batch = 0;      // at the start (after `auto` measured it)
+  std::string run_dir;          // run.dir/run.name, or "" when the run writes no files
+  DataSpec data;                // the training split's
+  int64_t train_samples = 0, test_samples = 0;  // test_samples 0: no test split
+  int64_t parameters = 0;       // trainable parameter values
+};
+
+// The training state a save writes, given to on_save().
+struct TrainState {
+  int64_t step = 0;   // optimizer steps done
+  int64_t epoch = 0;  // 1-based epoch of the last step
+  int64_t samples = 0;
+  Model* model = nullptr;
+  const Optimizer* optimizer = nullptr;
+  const Config* config = nullptr;
+  int asked_by = -1;  // the rank whose hook asked for the save (-1: the loop, at the end)
+};
+
+// How a hook asks the loop to act. A request is local to the rank that makes it; the loop agrees
+// on it with every rank at the next step boundary (Note [hook requests]).
+class LoopControl {
+ public:
+  // Stop training at the agreed step boundary (no further steps or evaluations).
+  void request_stop(const std::string& reason) { stop_ = true, stop_reason_ = reason; }
+  // Call on_save() of every hook at the agreed step boundary.
+  void request_save(const std::string& reason) { save_ = true, save_reason_ = reason; }
+  bool stop_requested() const { return stop_; }
+  bool save_requested() const { return save_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+  const std::string& save_reason() const { return save_reason_; }
+  // Clears the requests (the loop does it once it has passed them on).
+  void clear() { stop_ = save_ = false; }
+
+ private:
+  bool stop_ = false, save_ = false;
+  std::string stop_reason_, save_reason_;
+};
+
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  // Names the hook in errors and logs.
+  virtual std::string name() const = 0;
+
+  // Before the first step, after the micro-batch is known.
+  virtual void on_start(const RunInfo& run, LoopControl& control) {}
+  // Before each step; `step` counts the steps done so far (0 before the first).
+  virtual void on_step_begin(int64_t step) {}
+  // After each optimizer step.
+  virtual void on_step(const StepRecord& record, LoopControl& control) {}
+  // After each evaluation.
+  virtual void on_eval(const EvalRecord& record, LoopControl& control) {}
+  // A save was agreed on. Returns whether this hook wrote the state somewhere; when no hook
+  // does, the loop says so.
+  virtual bool on_save(const TrainState& state) { return false; }
+  // After training (also after a stop). Hooks run in order and may add to the summary (the
+  // profiler window adds its report); later hooks see what earlier ones added.
+  virtual void on_end(TrainSummary& summary) {}
+};
+
+}  // namespace dtrain

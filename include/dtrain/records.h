@@ -1,0 +1,86 @@
+// What the training loop reports to hooks and callers: plain values. Unless a field says "this
+// rank", it is the same on every rank (losses and evaluation results are reduced over ranks).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+// Seconds this rank spent in each phase (host clock: on CUDA, time to enqueue work plus any
+// waits; queued GPU work shows up where the host next waits for it).
+struct PhaseTimes {
+  double data = 0;      // waiting for the loader
+  double compute = 0;   // forward + backward (all-reduce hidden behind backward included)
+  double comm = 0;      // waiting for gradient all-reduces after backward, and agreeing
+  double optimizer = 0; // clip + step
+  double eval = 0;
+  double total() const { return data + compute + comm + optimizer; }
+};
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the test set (per token for sequence models)
+  double accuracy = 0.0;  // classification only: fraction of predictions (samples or tokens) right
+  int64_t count = 0;      // samples evaluated over all ranks
+};
+
+// One gradient bucket of the last synchronized step: when it was ready and when its all-reduce
+// was handed to the communicator, in seconds since that step's first backward began (host
+// clock, this rank).
+struct BucketTiming {
+  int bucket = 0;
+  int64_t bytes = 0;
+  double ready = 0;
+  double launched = 0;
+};
+
+// After every optimizer step.
+struct StepRecord {
+  int64_t step = 0;         // optimizer steps done, this one included (1 after the first)
+  int64_t epoch = 0;        // 1-based epoch of this step
+  int64_t epochs = 0;       // train.epochs
+  int64_t total_steps = 0;  // steps the run will make unless stopped
+  int64_t samples = 0;      // global samples trained on so far
+  double lr = 0;            // learning rate of this step
+  int64_t micro_batch = 0;  // samples per forward/backward in this step
+  // Mean training loss over all ranks since the previous read. The loop reads it (a collective)
+  // every run.log_every steps and at the end of an epoch; on other steps it is empty.
+  std::optional<double> loss;
+  double samples_per_s = 0;  // global samples per second over the same window (when loss is set)
+  PhaseTimes phases;         // this rank, since training started
+};
+
+// After every evaluation (at the end of an epoch when train.eval is on).
+struct EvalRecord {
+  int64_t step = 0;
+  int64_t epoch = 0;  // 1-based
+  int64_t epochs = 0;
+  double train_loss = 0;     // mean training loss of the epoch's last window
+  double epoch_seconds = 0;  // the epoch, its evaluation included
+  EvalResult result;
+};
+
+// At the end of training.
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t samples = 0;  // global samples trained on
+  double seconds = 0;   // training time, evaluation excluded
+  double last_loss = 0; // mean training loss of the last logged window, over all ranks
+  EvalResult eval;      // last evaluation (count 0 if none)
+  PhaseTimes phases;    // this rank
+  int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
+  int64_t skipped_steps = 0;  // fp16 steps skipped for non-finite gradients
+  int64_t micro_batch = 0;    // micro-batch in use at the end
+  std::string step_mode;      // how steps ran: "eager", or the CUDA graph's story
+  bool stopped = false;       // a hook asked to stop before the planned end
+  int stopped_by = -1;        // the rank whose hook asked (-1: none)
+  // The gradient engine's last synchronized step (empty when it did not run: one rank).
+  std::vector<BucketTiming> buckets;
+  double backward_end = 0;    // when that step's backward ended (same clock as the buckets)
+  // Filled by hooks at the end, in hook order (the profiler window's report).
+  std::string profile;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,48 @@
+// A session: one run wired the way the `dtrain` command wires it, for the command and for C++
+// programs alike (examples/), and the error policy that ends the whole job when any rank fails.
+//
+//   int main(int argc, char** argv) {
+//     return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
+//       dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_file("x.yaml"), "x.yaml");
+//       s.trainer->add_hook(std::make_shared<MyHook>());
+//       s.trainer->fit();
+//       return 0;
+//     });
+//   }
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/models.h"
+#include "dtrain/runtime.h"
+#include "dtrain/trainer.h"
+
+namespace dtrain {
+
+struct Session {
+  Config config;  // resolved for the runtime's world size
+  Splits data;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;  // with the standard hooks
+};
+
+// Resolves `cfg` for rt.world() ranks (once; the log says what it resolved to), sets up logging
+// (run.quiet), the device and the communicators, and logs the version, the world and the config
+// (`origin` names where it came from). Then, unless `config_only`, seeds LibTorch with run.seed,
+// builds the datasets, the model (from the registry, by model.name) and the Trainer.
+Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
+
+// "dtrain 0.1.0 (LibTorch 2.11, CUDA + NCCL, built 2026-12-02)".
+std::string version_text();
+
+// dtrain's error policy: starts the Runtime (MPI) and runs `body`. An exception from it, on any
+// rank, prints one line "[rank R] error: <where>: <what>" on stderr and ends the whole job
+// (MPI_Abort when there are other ranks), so no rank is left waiting; the exit code is then 1.
+// Otherwise returns body's result.
+int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& body);
+
+}  // namespace dtrain

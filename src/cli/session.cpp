@@ -1,0 +1,104 @@
+#include "dtrain/session.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "cuda/device.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "dtrain/version.h"
+#include "util/torch_compat.h"
+#include "util/format.h"
+
+namespace dtrain {
+namespace {
+
+// This process's rank and the world size, from MPI while it is up (before the Runtime exists or
+// after it failed half-way, too); rank 0 of 1 otherwise.
+std::pair<int, int> mpi_place() {
+  int init = 0, fin = 0, rank = 0, world = 1;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
+  return {rank, world};
+}
+
+// Prints one line for this rank and ends the job: MPI_Abort when other ranks may wait for us.
+[[noreturn]] void fail(const std::string& cause, int code) {
+  const auto [rank, world] = mpi_place();
+  std::fprintf(stderr, "[rank %d] error: %s\n", rank, cause.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Finalize();
+  std::_Exit(code);
+}
+
+
+}  // namespace
+
+std::string version_text() {
+  return std::string("dtrain ") + DTRAIN_VERSION + " (LibTorch " + compat::libtorch_version() +
+         ", " + (detail::built_with_cuda() ? "CUDA + NCCL" : "CPU only, MPI") + ", built " +
+         DTRAIN_BUILD_DATE + ")";
+}
+
+Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
+  Session s;
+  cfg.resolve(rt.world());
+  log::configure(rt.rank(), cfg.run.quiet);
+  rt.setup(cfg.run, cfg.dist);
+  log::detail(version_text());
+  log::detail("world " + std::to_string(rt.world()) + " rank(s); rank 0 on " + rt.host() +
+              ", device " + rt.device().str() + ", gradients over " + rt.comm().backend() + ", " +
+              std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
+  const Resolved& r = cfg.resolved;
+  log::detail("config (" + origin + "), resolved for world " + std::to_string(r.world) +
+              ": per-rank batch " + std::to_string(r.rank_batch) + ", micro-batch " +
+              (r.micro_batch < 0 ? std::string("auto") : std::to_string(r.micro_batch)) + ":\n" +
+              cfg.dump());
+  s.config = std::move(cfg);
+  if (config_only) return s;
+
+  const Config& c = s.config;
+  at::manual_seed(static_cast<uint64_t>(c.run.seed));
+  s.data = make_datasets(c.data, c.run.seed);
+  log::detail("data: " + s.data.train->describe() +
+              (s.data.test ? "; test: " + s.data.test->describe() : ""));
+  s.model = make_model(c.model.name, c.model, s.data.train->spec());
+  int64_t n_params = 0;
+  for (const auto& p : s.model->parameters()) n_params += p.numel();
+  log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters");
+  s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
+                                        s.data.train, s.data.test);
+  return s;
+}
+
+int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& body) {
+  // The runtime outlives the error handling below: a failing rank must still be able to abort
+  // the whole job (MPI_Abort) rather than finalize MPI and leave its peers waiting.
+  std::unique_ptr<Runtime> rt;
+  try {
+    rt = std::make_unique<Runtime>(argc, argv);
+    return body(*rt);
+  } catch (const Error& e) {
+    fail(e.what(), 1);
+  } catch (const c10::Error& e) {
+    fail(detail::first_line(e.what_without_backtrace()), 1);
+  } catch (const std::exception& e) {
+    fail(detail::first_line(e.what()), 1);
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,13 @@
+// CPU build: there is no NCCL backend; asking for it is a clear error.
+#include "dtrain/comm.h"
+#include "dtrain/error.h"
+
+namespace dtrain {
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, int) {
+  throw Error("this dtrain was built without CUDA, so the NCCL backend is not available; "
+              "use dist.backend=mpi",
+              "dist.backend");
+}
+
+}  // namespace dtrain

@@ -1,0 +1,252 @@
+// Config: loading YAML and overrides through the schema, resolving against the world size once,
+// and the dump, hash and help that walk the same schema.
+#include "dtrain/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "config/schema.h"
+#include "config/values.h"
+#include "dtrain/error.h"
+#include "util/fs.h"
+#include "util/hash.h"
+
+namespace dtrain {
+namespace {
+
+using config::Field;
+using config::find_field;
+using config::join;
+using config::schema;
+using config::sections;
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggestion(const std::string& key) {
+  std::string best;
+  size_t best_d = 4;
+  for (const auto& f : schema()) {
+    size_t d = edit_distance(key, f.key);
+    if (d < best_d) best_d = d, best = f.key;
+    // right key in the wrong section: "lr" under model
+    auto dot = f.key.find('.');
+    auto kdot = key.find('.');
+    if (kdot != std::string::npos && f.key.substr(dot) == key.substr(kdot) && best.empty())
+      best = f.key;
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+std::string mark_of(const std::string& origin, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return origin;
+  return origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+const Field& known_field(const std::string& key, const std::string& where) {
+  const Field* f = find_field(key);
+  if (!f) throw Error("unknown key (" + where + ")" + suggestion(key), key);
+  return *f;
+}
+
+}  // namespace
+
+struct ConfigAccess {
+  static void load_node(Config& c, const YAML::Node& root, const std::string& origin) {
+    if (root.IsNull()) return;  // empty file: all defaults
+    if (!root.IsMap())
+      throw Error("the top level must be a map of sections (" + join(sections(), ", ") + ")",
+                  mark_of(origin, root));
+    std::map<std::string, std::string> seen;  // section or key -> where it first stood
+    auto once = [&](const std::string& name, const std::string& where, const char* what) {
+      auto [it, fresh] = seen.emplace(name, where);
+      if (!fresh)
+        throw Error(std::string("duplicate ") + what + " (" + where + "; first at " + it->second +
+                        "): write each once",
+                    name);
+    };
+    for (const auto& sec : root) {
+      const std::string name = sec.first.as<std::string>();
+      const std::string sec_where = mark_of(origin, sec.first);
+      if (std::find(sections().begin(), sections().end(), name) == sections().end())
+        throw Error("unknown section '" + name + "' (" + sec_where + "); sections are " +
+                        join(sections(), ", "),
+                    name);
+      once(name, sec_where, "section");
+      if (sec.second.IsNull()) continue;
+      if (!sec.second.IsMap())
+        throw Error("expected a map of keys under '" + name + "' (" + sec_where + ")", name);
+      for (const auto& kv : sec.second) {
+        const std::string key = name + "." + kv.first.as<std::string>();
+        const std::string where = mark_of(origin, kv.first);
+        const Field& f = known_field(key, where);
+        once(key, where, "key");
+        f.set(c, kv.second, where);
+        c.origin_[key] = where;
+      }
+    }
+  }
+};
+
+Config Config::from_string(const std::string& yaml, const std::string& origin,
+                           const std::vector<std::string>& overrides) {
+  Config c;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    std::string where = origin;
+    if (e.mark.line >= 0)
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    throw Error("malformed YAML: " + e.msg, where);
+  }
+  ConfigAccess::load_node(c, root, origin);
+  for (const auto& o : overrides) c.apply_override(o);
+  return c;
+}
+
+Config Config::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open the config file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_string(ss.str(), path, overrides);
+}
+
+void Config::apply_override(const std::string& assignment) {
+  const std::string where = "command line '" + assignment + "'";
+  if (is_resolved())
+    throw Error("an override after the config was resolved (internal error)", where);
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("an override must look like section.key=value", where);
+  const std::string key = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  const Field& f = known_field(key, where);
+  YAML::Node n;
+  try {
+    n = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    n = YAML::Node(value);  // take it as a plain string; the field's parser judges it
+  }
+  if (n.IsNull() && !value.empty()) n = YAML::Node(value);
+  f.set(*this, n, where);
+  origin_[key] = where;
+}
+
+void Config::resolve(int world) {
+  if (world < 1) throw Error("world size must be >= 1, got " + std::to_string(world));
+  if (is_resolved())
+    throw Error("the config was already resolved for world " + std::to_string(resolved.world) +
+                "; resolve a fresh copy for world " + std::to_string(world) + " (internal error)");
+  const int64_t g = train.global_batch;
+  if (g % world != 0) {
+    throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +
+                    std::to_string(world) + " (" + origin_of("train.global_batch") +
+                    "); use a multiple of " + std::to_string(world),
+                "train.global_batch");
+  }
+  Resolved r;
+  r.world = world;
+  r.rank_batch = g / world;
+  if (train.micro_batch < 0) {  // auto: measured when training starts
+    r.micro_batch = -1;
+    r.accum_steps = 0;
+    resolved = r;
+    return;
+  }
+  const int64_t micro = train.micro_batch == 0 ? r.rank_batch : train.micro_batch;
+  if (micro > r.rank_batch || r.rank_batch % micro != 0) {
+    std::vector<std::string> valid;
+    for (int64_t d = 1; d <= r.rank_batch; ++d)
+      if (r.rank_batch % d == 0) valid.push_back(std::to_string(d));
+    throw Error("micro-batch " + std::to_string(micro) + " does not divide the per-rank batch " +
+                    std::to_string(r.rank_batch) + " (global batch " + std::to_string(g) +
+                    " / world " + std::to_string(world) + ", " + origin_of("train.micro_batch") +
+                    "); valid choices: " + join(valid, ", ") + ", 0 or auto",
+                "train.micro_batch");
+  }
+  r.micro_batch = micro;
+  r.accum_steps = r.rank_batch / micro;
+  resolved = r;
+}
+
+std::string Config::dump() const {
+  std::string out;
+  std::string section;
+  for (const auto& f : schema()) {
+    const std::string sec = f.key.substr(0, f.key.find('.'));
+    if (sec != section) {
+      out += sec + ":\n";
+      section = sec;
+    }
+    out += "  " + f.key.substr(f.key.find('.') + 1) + ": " + f.get(*this) + "\n";
+  }
+  out += "# resolved: world " + std::to_string(resolved.world) + ", per-rank batch " +
+         std::to_string(resolved.rank_batch) + ", micro-batch " +
+         std::to_string(resolved.micro_batch) + ", accumulation steps " +
+         std::to_string(resolved.accum_steps) + "\n";
+  return out;
+}
+
+uint64_t Config::hash() const { return detail::fnv1a(dump()); }
+
+std::string Config::origin_of(const std::string& key) const {
+  auto it = origin_.find(key);
+  return it == origin_.end() ? "default" : it->second;
+}
+
+std::string Config::schema_help() {
+  std::string out;
+  std::string section;
+  Config defaults;
+  for (const auto& f : schema()) {
+    const std::string sec = f.key.substr(0, f.key.find('.'));
+    if (sec != section) {
+      out += "\n  " + sec + ":\n";
+      section = sec;
+    }
+    std::string left = "    " + f.key + " (" + f.type + ", default " + f.get(defaults) + ")";
+    out += left + "\n        " + f.help + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> Config::keys() {
+  std::vector<std::string> k;
+  for (const auto& f : schema()) k.push_back(f.key);
+  return k;
+}
+
+void Config::check_value(const std::string& key, double value) {
+  const Field* f = find_field(key);
+  if (!f || !f->check_number)
+    throw Error("Config::check_value: '" + key + "' is not a numeric config key (internal error)");
+  f->check_number(value, "given in C++");
+}
+
+void Config::check_value(const std::string& key, const std::vector<int64_t>& value) {
+  const Field* f = find_field(key);
+  if (!f || !f->check_list)
+    throw Error("Config::check_value: '" + key + "' is not an integer-list config key (internal error)");
+  f->check_list(value, "given in C++");
+}
+
+std::string RunConfig::run_dir() const {
+  return dir.empty() ? "" : detail::join_path(dir, name);
+}
+
+}  // namespace dtrain

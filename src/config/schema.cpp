@@ -1,0 +1,232 @@
+// The schema: every config key with its type, help, parser, range and dump, in one table; and
+// the names of the config's choices (the enums of config.h), written once each.
+#include "config/schema.h"
+
+#include <type_traits>
+#include <utility>
+
+#include "config/values.h"
+#include "dtrain/config.h"
+
+namespace dtrain {
+namespace config {
+namespace {
+
+// The names of each enum's choices, in the order --help lists them.
+template <class E>
+struct Names;
+#define DTRAIN_CHOICE_NAMES(E, ...)                                   \
+  template <>                                                         \
+  struct Names<E> {                                                   \
+    static const std::vector<std::pair<const char*, E>>& list() {     \
+      static const std::vector<std::pair<const char*, E>> l = __VA_ARGS__; \
+      return l;                                                       \
+    }                                                                 \
+  };
+DTRAIN_CHOICE_NAMES(DeviceKind, {{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}})
+DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFormat::kSynthetic}})
+DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, {"classification", SyntheticTask::kClassification},
+                                    {"images", SyntheticTask::kImages}, {"tokens", SyntheticTask::kTokens}})
+DTRAIN_CHOICE_NAMES(OptimizerKind, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}})
+DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Schedule::kCosine}})
+DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
+DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
+DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
+DTRAIN_CHOICE_NAMES(Backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"mpi", Backend::kMpi}})
+DTRAIN_CHOICE_NAMES(GradDtype, {{"fp32", GradDtype::kFp32}, {"bf16", GradDtype::kBf16}})
+#undef DTRAIN_CHOICE_NAMES
+
+template <class E>
+const char* name_of(E v) {
+  for (const auto& [name, value] : Names<E>::list())
+    if (value == v) return name;
+  return "?";
+}
+
+template <class E>
+std::string names_of() {
+  std::vector<std::string> n;
+  for (const auto& kv : Names<E>::list()) n.emplace_back(kv.first);
+  return join(n, " | ");
+}
+
+template <class T>
+struct IsNumber : std::false_type {};
+template <>
+struct IsNumber<int64_t> : std::true_type {};
+template <>
+struct IsNumber<double> : std::true_type {};
+
+template <class S, class T>
+Field field(const std::string& key, S Config::*section, T S::*member, std::string help,
+            Check<T> check = {}) {
+  Field f;
+  f.key = key;
+  f.type = type_name(static_cast<T*>(nullptr));
+  f.help = std::move(help);
+  f.set = [key, section, member, check](Config& c, const YAML::Node& n, const std::string& w) {
+    T v = parse_as<T>(key, n, w);
+    if (check) check(key, v, w);
+    (c.*section).*member = std::move(v);
+  };
+  f.get = [section, member](const Config& c) { return show((c.*section).*member); };
+  if constexpr (IsNumber<T>::value) {
+    f.check_number = [key, check](double v, const std::string& w) {
+      if (check) check(key, static_cast<T>(v), w);
+    };
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    f.check_list = [key, check](const std::vector<int64_t>& v, const std::string& w) {
+      if (check) check(key, v, w);
+    };
+  }
+  return f;
+}
+
+// A key whose value is one of an enum's names.
+template <class S, class E>
+Field choice(const std::string& key, S Config::*section, E S::*member, const std::string& help) {
+  Field f;
+  f.key = key;
+  f.type = "choice";
+  f.help = help + " (" + names_of<E>() + ")";
+  f.set = [key, section, member](Config& c, const YAML::Node& n, const std::string& w) {
+    const std::string v = parse_as<std::string>(key, n, w);
+    for (const auto& [name, value] : Names<E>::list()) {
+      if (v == name) {
+        (c.*section).*member = value;
+        return;
+      }
+    }
+    bad_value(key, w, "must be one of " + names_of<E>() + ", got '" + v + "'");
+  };
+  f.get = [section, member](const Config& c) { return std::string(name_of((c.*section).*member)); };
+  return f;
+}
+
+}  // namespace
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> s;
+    using C = Config;
+    // run
+    s.push_back(field("run.name", &C::run, &RunConfig::name, "name of the run (run directory is run.dir/run.name)"));
+    s.push_back(field("run.dir", &C::run, &RunConfig::dir, "parent folder of run directories"));
+    s.push_back(field("run.seed", &C::run, &RunConfig::seed, "seed for initialization, shuffling and synthetic data", at_least(0)));
+    s.push_back(choice("run.device", &C::run, &RunConfig::device, "where each rank computes; auto = GPU local_rank if CUDA is present"));
+    s.push_back(field("run.threads", &C::run, &RunConfig::threads, "intra-op CPU threads per rank; 0 = cores / ranks on the node", at_least(0)));
+    s.push_back(field("run.log_every", &C::run, &RunConfig::log_every, "steps between progress lines; 0 = once per epoch", at_least(0)));
+    s.push_back(field("run.timeout_s", &C::run, &RunConfig::timeout_s, "abort the whole job if one step or collective takes longer than this", positive()));
+    s.push_back(field("run.tf32", &C::run, &RunConfig::tf32, "let fp32 matrix products use TF32 tensor cores (faster, ~1e-3 relative error)"));
+    s.push_back(field("run.gpu_memory_fraction", &C::run, &RunConfig::gpu_memory_fraction, "cap the CUDA caching allocator at this share of the GPU's memory (0 = no cap), e.g. to act like a smaller card", in_range(0.0, 1.0000001)));
+    s.push_back(field("run.profile_steps", &C::run, &RunConfig::profile_steps, "record this many training steps with the profiler: a Chrome trace per rank (run directory, trace.rank<R>.json) and a summary of where the time went; 0 = off", at_least(0)));
+    s.push_back(field("run.profile_start", &C::run, &RunConfig::profile_start, "first step the profiler records (let warm-up pass first)", at_least(0)));
+    s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary"));
+    // model
+    s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)"));
+    s.push_back(field("model.hidden", &C::model, &ModelConfig::hidden, "mlp: hidden layer widths", all_positive(true)));
+    s.push_back(field("model.channels", &C::model, &ModelConfig::channels, "cnn: channels of each conv block", all_positive(false)));
+    s.push_back(field("model.fc", &C::model, &ModelConfig::fc, "cnn: width of the fully connected layer", at_least(1)));
+    s.push_back(field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability", in_range(0.0, 1.0)));
+    s.push_back(field("model.channels_last", &C::model, &ModelConfig::channels_last, "image models: channels-last memory layout (faster convolutions on GPUs)"));
+    s.push_back(field("model.n_layer", &C::model, &ModelConfig::n_layer, "gpt: transformer blocks", at_least(1)));
+    s.push_back(field("model.n_head", &C::model, &ModelConfig::n_head, "gpt: attention heads", at_least(1)));
+    s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)));
+    s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)));
+    s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
+    // data
+    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
+    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx: folder holding the files below"));
+    s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path"));
+    s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels"));
+    s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
+    s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels"));
+    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std"));
+    s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)));
+    s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
+    s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));
+    s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch"));
+    s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate"));
+    s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
+    s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));
+    s.push_back(field("data.synthetic_test_size", &C::data, &DataConfig::synthetic_test_size, "synthetic: test samples (0 = no test split)", at_least(0)));
+    s.push_back(field("data.synthetic_features", &C::data, &DataConfig::synthetic_features, "synthetic: input features", at_least(1)));
+    s.push_back(field("data.synthetic_classes", &C::data, &DataConfig::synthetic_classes, "synthetic: classes (classification)", at_least(2)));
+    s.push_back(field("data.synthetic_noise", &C::data, &DataConfig::synthetic_noise, "synthetic: noise on regression targets", non_negative()));
+    // train
+    s.push_back(field("train.epochs", &C::train, &TrainConfig::epochs, "passes over the training set", at_least(1)));
+    s.push_back(field("train.max_steps", &C::train, &TrainConfig::max_steps, "stop after this many optimizer steps (0 = no limit)", at_least(0)));
+    s.push_back(field("train.global_batch", &C::train, &TrainConfig::global_batch, "samples per optimizer step, over all ranks", at_least(1)));
+    {
+      Field f;
+      f.key = "train.micro_batch";
+      f.type = "int|auto";
+      f.help = "samples per forward/backward on one rank; 0 = the whole rank batch, auto = largest that fits";
+      f.set = [](Config& c, const YAML::Node& n, const std::string& w) {
+        if (n.IsScalar() && n.Scalar() == "auto") {
+          c.train.micro_batch = -1;
+          return;
+        }
+        int64_t v = parse_as<int64_t>("train.micro_batch", n, w);
+        if (v < 0) bad_value("train.micro_batch", w, "must be >= 0 or auto, got " + std::to_string(v));
+        c.train.micro_batch = v;
+      };
+      f.get = [](const Config& c) {
+        return c.train.micro_batch < 0 ? std::string("auto") : std::to_string(c.train.micro_batch);
+      };
+      s.push_back(f);
+    }
+    s.push_back(choice("train.optimizer", &C::train, &TrainConfig::optimizer, "optimizer"));
+    s.push_back(field("train.lr", &C::train, &TrainConfig::lr, "peak learning rate", positive()));
+    s.push_back(field("train.momentum", &C::train, &TrainConfig::momentum, "sgd: momentum", in_range(0.0, 1.0)));
+    s.push_back(field("train.weight_decay", &C::train, &TrainConfig::weight_decay, "weight decay (decoupled for adamw)", non_negative()));
+    s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)));
+    s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)));
+    s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()));
+    s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup"));
+    s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)));
+    s.push_back(choice("train.loss", &C::train, &TrainConfig::loss, "loss function"));
+    s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()));
+    s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32"));
+    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops"));
+    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs one rank on CUDA, equal batch shapes, a fused optimizer, no fp16 loss scaling; auto = whenever that holds"));
+    s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
+    s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
+    // dist
+    s.push_back(choice("dist.backend", &C::dist, &DistConfig::backend, "gradient communication; auto = NCCL on GPUs, MPI on CPUs"));
+    s.push_back(field("dist.bucket_cap_mb", &C::dist, &DistConfig::bucket_cap_mb, "gradient bucket size in MB", positive()));
+    s.push_back(field("dist.first_bucket_mb", &C::dist, &DistConfig::first_bucket_mb, "size of the first (last-layer) bucket in MB", positive()));
+    s.push_back(field("dist.overlap", &C::dist, &DistConfig::overlap, "all-reduce buckets while backward runs (false: after backward, for debugging)"));
+    s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire"));
+    s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step"));
+    s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)"));
+    return s;
+  }();
+  return fields;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : schema())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> s = {"run", "model", "data", "train", "dist"};
+  return s;
+}
+
+}  // namespace config
+
+const char* to_string(DeviceKind v) { return config::name_of(v); }
+const char* to_string(DataFormat v) { return config::name_of(v); }
+const char* to_string(SyntheticTask v) { return config::name_of(v); }
+const char* to_string(OptimizerKind v) { return config::name_of(v); }
+const char* to_string(Schedule v) { return config::name_of(v); }
+const char* to_string(LossKind v) { return config::name_of(v); }
+const char* to_string(Precision v) { return config::name_of(v); }
+const char* to_string(GraphMode v) { return config::name_of(v); }
+const char* to_string(Backend v) { return config::name_of(v); }
+const char* to_string(GradDtype v) { return config::name_of(v); }
+
+}  // namespace dtrain

@@ -1,0 +1,151 @@
+#include "config/values.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "dtrain/error.h"
+#include "util/format.h"
+
+namespace dtrain::config {
+
+void bad_value(const std::string& key, const std::string& where, const std::string& what) {
+  throw Error(what + " (" + where + ")", key);
+}
+
+std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsNull()) return "null";
+  YAML::Emitter out;
+  out << YAML::Flow << n;
+  return out.c_str();
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+template <>
+int64_t parse_as<int64_t>(const std::string& key, const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) bad_value(key, where, "expected an integer, got '" + scalar_text(n) + "'");
+  const std::string& s = n.Scalar();
+  try {
+    size_t pos = 0;
+    long long v = std::stoll(s, &pos, 10);
+    if (pos == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  // Allow integral floats written as 1e3 or 256.0.
+  try {
+    size_t pos = 0;
+    double d = std::stod(s, &pos);
+    if (pos == s.size() && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18)
+      return static_cast<int64_t>(d);
+  } catch (const std::exception&) {
+  }
+  bad_value(key, where, "expected an integer, got '" + s + "'");
+}
+
+template <>
+double parse_as<double>(const std::string& key, const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) bad_value(key, where, "expected a number, got '" + scalar_text(n) + "'");
+  const std::string& s = n.Scalar();
+  try {
+    size_t pos = 0;
+    double v = std::stod(s, &pos);
+    if (pos == s.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  bad_value(key, where, "expected a finite number, got '" + s + "'");
+}
+
+template <>
+bool parse_as<bool>(const std::string& key, const YAML::Node& n, const std::string& where) {
+  if (n.IsScalar()) {
+    std::string s = n.Scalar();
+    std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+    if (s == "true" || s == "yes" || s == "on" || s == "1") return true;
+    if (s == "false" || s == "no" || s == "off" || s == "0") return false;
+  }
+  bad_value(key, where, "expected true or false, got '" + scalar_text(n) + "'");
+}
+
+template <>
+std::string parse_as<std::string>(const std::string& key, const YAML::Node& n,
+                                  const std::string& where) {
+  if (!n.IsScalar()) bad_value(key, where, "expected a string, got '" + scalar_text(n) + "'");
+  return n.Scalar();
+}
+
+template <>
+std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, const YAML::Node& n,
+                                                    const std::string& where) {
+  std::vector<int64_t> out;
+  if (n.IsSequence()) {
+    for (const auto& e : n) out.push_back(parse_as<int64_t>(key, e, where));
+  } else if (n.IsScalar()) {
+    std::string s = n.Scalar();
+    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '[' || c == ']'; }),
+            s.end());
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (!item.empty()) out.push_back(parse_as<int64_t>(key, YAML::Node(item), where));
+    }
+  } else if (!n.IsNull()) {
+    bad_value(key, where, "expected a list of integers, got '" + scalar_text(n) + "'");
+  }
+  return out;
+}
+
+std::string show(int64_t v) { return std::to_string(v); }
+std::string show(double v) { return detail::exact_double(v); }
+std::string show(bool v) { return v ? "true" : "false"; }
+std::string show(const std::string& v) {
+  YAML::Emitter out;
+  out << v;
+  return out.c_str();
+}
+std::string show(const std::vector<int64_t>& v) { return detail::shape_str(v); }
+
+const char* type_name(int64_t*) { return "int"; }
+const char* type_name(double*) { return "float"; }
+const char* type_name(bool*) { return "bool"; }
+const char* type_name(std::string*) { return "string"; }
+const char* type_name(std::vector<int64_t>*) { return "int list"; }
+
+Check<int64_t> at_least(int64_t lo) {
+  return [lo](const std::string& key, const int64_t& v, const std::string& where) {
+    if (v < lo) bad_value(key, where, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  };
+}
+Check<double> positive() {
+  return [](const std::string& key, const double& v, const std::string& where) {
+    if (!(v > 0)) bad_value(key, where, "must be > 0, got " + show(v));
+  };
+}
+Check<double> non_negative() {
+  return [](const std::string& key, const double& v, const std::string& where) {
+    if (!(v >= 0)) bad_value(key, where, "must be >= 0, got " + show(v));
+  };
+}
+Check<double> in_range(double lo, double hi) {
+  return [lo, hi](const std::string& key, const double& v, const std::string& where) {
+    if (!(v >= lo && v < hi))
+      bad_value(key, where, "must be in [" + show(lo) + ", " + show(hi) + "), got " + show(v));
+  };
+}
+Check<std::vector<int64_t>> all_positive(bool allow_empty) {
+  return [allow_empty](const std::string& key, const std::vector<int64_t>& v,
+                       const std::string& where) {
+    if (v.empty() && !allow_empty) bad_value(key, where, "must not be empty");
+    for (int64_t x : v)
+      if (x <= 0) bad_value(key, where, "every entry must be > 0, got " + std::to_string(x));
+  };
+}
+
+}  // namespace dtrain::config

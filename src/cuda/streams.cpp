@@ -1,0 +1,33 @@
+// CUDA build: the loader's asynchronous host-to-device copies, each on its thread's own stream.
+#include "cuda/streams.h"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <optional>
+
+namespace dtrain::detail {
+
+at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device,
+                                std::shared_ptr<void>& ready) {
+  c10::cuda::CUDAGuard device_guard(device.index());
+  thread_local std::optional<c10::cuda::CUDAStream> stream;
+  if (!stream || stream->device_index() != device.index())
+    stream = c10::cuda::getStreamFromPool(false, device.index());
+  c10::cuda::CUDAStreamGuard stream_guard(*stream);
+  at::Tensor d = host.to(at::TensorOptions().device(device), /*non_blocking=*/true);
+  auto event = std::make_shared<at::cuda::CUDAEvent>();
+  event->record(*stream);
+  ready = event;
+  return d;
+}
+
+void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
+  if (!ready || !t.defined() || !t.is_cuda()) return;
+  const auto current = c10::cuda::getCurrentCUDAStream(t.device().index());
+  static_cast<at::cuda::CUDAEvent*>(ready.get())->block(current);
+  t.record_stream(current);
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,200 @@
+#include "dist/reducer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+
+namespace dtrain {
+
+// Shared between the reducer and its hooks: a hook that fires after the reducer is gone (a
+// backward on a model that outlived its trainer) does nothing.
+struct Reducer::State {
+  std::mutex mu;
+  Reducer* reducer = nullptr;
+};
+
+struct Reducer::Hook : torch::autograd::FunctionPostHook {
+  Hook(std::shared_ptr<State> state, size_t index) : state_(std::move(state)), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->reducer) state_->reducer->on_ready(index_);
+    return outputs;
+  }
+  std::shared_ptr<State> state_;
+  size_t index_;
+};
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
+                 Communicator& comm, Communicator& control, ReducerOptions options)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      comm_(comm),
+      control_(control),
+      options_(options),
+      state_(std::make_shared<State>()) {
+  if (params_.size() != names_.size()) throw Error("Reducer: one name per parameter");
+  state_->reducer = this;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) throw Error("Reducer: parameter '" + names_[i] + "' needs no gradient");
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    if (!acc) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
+    acc->add_post_hook(std::make_unique<Hook>(state_, i));
+    accumulators_.push_back(acc);  // autograd holds accumulators weakly
+  }
+  // Until the first step shows the real order, expect gradients in reverse registration order
+  // (the last layer's gradients are computed first).
+  std::vector<size_t> order(params_.size());
+  std::iota(order.rbegin(), order.rend(), size_t{0});
+  build(order);
+}
+
+Reducer::~Reducer() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->reducer = nullptr;
+}
+
+void Reducer::build(const std::vector<size_t>& order) {
+  std::vector<int64_t> bytes;
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& p : params_) {
+    bytes.push_back(p.numel() * static_cast<int64_t>(p.element_size()));
+    dtypes.push_back(p.scalar_type());
+  }
+  buckets_ = plan_buckets(bytes, dtypes, order, options_.first_bucket_cap_bytes,
+                          options_.bucket_cap_bytes);
+  bucket_of_.assign(params_.size(), 0);
+  offset_of_.assign(params_.size(), 0);
+  flat_.clear();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t numel = 0;
+    for (size_t i : buckets_[b]) {
+      bucket_of_[i] = b;
+      offset_of_[i] = static_cast<size_t>(numel);
+      numel += params_[i].numel();
+    }
+    const at::Tensor& first = params_[buckets_[b].front()];
+    at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? first.scalar_type()
+                                                                           : options_.comm_dtype;
+    flat_.push_back(at::empty({numel}, first.options().dtype(dt)));
+  }
+}
+
+void Reducer::prepare(bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sync_ = sync;
+  if (!sync) return;
+  pending_.assign(buckets_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int64_t>(buckets_[b].size());
+  ready_.assign(params_.size(), 0);
+  works_.clear();
+  works_.resize(buckets_.size());
+  next_bucket_ = 0;
+  arrival_.clear();
+  timeline_.assign(buckets_.size(), BucketTiming{});
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    timeline_[b].bucket = static_cast<int>(b);
+    timeline_[b].bytes = flat_[b].numel() * static_cast<int64_t>(flat_[b].element_size());
+  }
+  step_start_ = std::chrono::steady_clock::now();
+}
+
+void Reducer::on_ready(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!sync_) return;  // accumulating: gradients stay local until the last micro-batch
+  if (ready_[i]) return;
+  ready_[i] = 1;
+  arrival_.push_back(i);
+  const size_t b = bucket_of_[i];
+  const at::Tensor& g = params_[i].grad();
+  at::Tensor slot = flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel());
+  if (g.defined()) slot.copy_(g.reshape({-1}));
+  else slot.zero_();
+  if (--pending_[b] == 0) {
+    timeline_[b].ready = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    if (options_.overlap) launch_ready_buckets();
+  }
+}
+
+void Reducer::launch_ready_buckets() {
+  // Strictly in plan order, so every rank issues the same collectives in the same order.
+  while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) launch(next_bucket_++);
+}
+
+void Reducer::launch(size_t b) {
+  timeline_[b].launched = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  works_[b] = comm_.all_reduce_async(flat_[b], ReduceOp::kAvg);
+}
+
+void Reducer::finish(bool abandon) {
+  if (abandon) {
+    bool synced;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      synced = sync_;
+    }
+    if (!synced) prepare(true);  // failed before the last backward began: nothing launched yet
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!sync_) throw Error("Reducer::finish() after a backward that was not synchronized");
+  backward_end_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  // Parameters whose hooks never fired got no gradient in this step.
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing.push_back(i);
+  if (!missing.empty()) {
+    if (!options_.find_unused_parameters && !abandon) {
+      std::string names;
+      for (size_t k = 0; k < missing.size() && k < 5; ++k) names += (k ? ", " : "") + names_[missing[k]];
+      if (missing.size() > 5) names += ", ... (" + std::to_string(missing.size()) + " in all)";
+      throw Error("parameter(s) received no gradient in this step: " + names +
+                      "; if the model leaves parameters unused on purpose, set "
+                      "dist.find_unused_parameters=true",
+                  "dist.find_unused_parameters");
+    }
+    for (size_t i : missing) {
+      // Contribute zeros (other ranks may have used it: the average stays right).
+      ready_[i] = 1;
+      const size_t b = bucket_of_[i];
+      flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel()).zero_();
+      if (--pending_[b] == 0) timeline_[b].ready = backward_end_;
+    }
+  }
+  launch_ready_buckets();
+  if (next_bucket_ != buckets_.size()) throw Error("Reducer: buckets left unlaunched (internal error)");
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    works_[b]->wait();
+    for (size_t i : buckets_[b]) {
+      at::Tensor slot = flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel());
+      at::Tensor& g = params_[i].mutable_grad();
+      if (!g.defined()) g = at::empty_like(params_[i]);
+      g.copy_(slot.view(params_[i].sizes()));
+    }
+  }
+  works_.clear();
+  sync_ = false;
+
+  if (abandon) return;  // this step is thrown away; plan again after a real one
+  if (first_step_ && options_.rebuild_after_first_step) {
+    first_step_ = false;
+    // Re-plan in the order gradients arrived on rank 0 (parameters that never arrived go last).
+    std::vector<int64_t> order(arrival_.begin(), arrival_.end());
+    for (size_t i : missing) order.push_back(static_cast<int64_t>(i));
+    at::Tensor t = at::tensor(order, at::kLong);
+    control_.broadcast(t, 0);  // Note [control and data planes]
+    std::vector<size_t> new_order(params_.size());
+    auto acc = t.accessor<int64_t, 1>();
+    for (size_t k = 0; k < new_order.size(); ++k) new_order[k] = static_cast<size_t>(acc[k]);
+    build(new_order);
+    ++rebuilds_;
+  }
+  first_step_ = false;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,90 @@
+// Reducer: averages gradients across ranks in buckets, launched from gradient-ready hooks while
+// backward is still computing earlier layers (the DDP design).
+// Invariants: the bucket plan is identical on every rank (a pure function of parameter sizes and
+// an order that rank 0 decides); buckets are launched strictly in plan order on every rank, so
+// collectives always match; micro-batches before the last one of a step communicate nothing; a
+// parameter that gets no gradient is an error naming it, or a zero gradient when the config
+// says unused parameters are expected.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/bucket_plan.h"
+#include "dtrain/comm.h"
+#include "dtrain/records.h"
+
+namespace dtrain {
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = 25 * 1024 * 1024;
+  int64_t first_bucket_cap_bytes = 1024 * 1024;
+  bool overlap = true;               // false: everything is launched after backward
+  at::ScalarType comm_dtype = at::ScalarType::Undefined;  // Undefined: the gradient's dtype
+  bool find_unused_parameters = false;
+  bool rebuild_after_first_step = true;  // re-plan buckets in the order gradients arrived
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, Communicator& comm,
+          Communicator& control, ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Before each backward: `sync` is true for the last micro-batch of a step only.
+  void prepare(bool sync);
+  // After the last backward of a step: launches what is left, waits, and leaves the averaged
+  // gradient in every parameter's grad(). `abandon`: this rank failed during the step (out of
+  // memory); it still launches every bucket (zeros where gradients are missing) so that no peer
+  // waits in a collective, and the caller throws the result away.
+  void finish(bool abandon = false);
+
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+  // Timings of the last synchronized step (BucketTiming: seconds since its prepare()), and when
+  // its backward ended.
+  const std::vector<BucketTiming>& last_timeline() const { return timeline_; }
+  double last_backward_end() const { return backward_end_; }
+  int64_t rebuilds() const { return rebuilds_; }
+
+ private:
+  struct Hook;
+  struct State;
+  void on_ready(size_t param);
+  void launch_ready_buckets();  // mu_ held
+  void launch(size_t b);        // mu_ held
+  void build(const std::vector<size_t>& order);
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  Communicator& comm_;
+  Communicator& control_;
+  ReducerOptions options_;
+  std::shared_ptr<State> state_;  // shared with the hooks; outlives the reducer if needed
+  std::vector<std::shared_ptr<void>> accumulators_;  // keep AccumulateGrad nodes alive
+
+  std::vector<std::vector<size_t>> buckets_;
+  std::vector<at::Tensor> flat_;              // one buffer per bucket
+  std::vector<size_t> bucket_of_, offset_of_;  // per parameter
+  std::vector<int64_t> pending_;              // per bucket: gradients not yet ready
+  std::vector<char> ready_;                   // per parameter
+  std::vector<std::unique_ptr<Work>> works_;  // per bucket, this step
+  size_t next_bucket_ = 0;
+  bool sync_ = false;
+  bool first_step_ = true;
+  std::vector<size_t> arrival_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point step_start_;
+  std::vector<BucketTiming> timeline_;
+  double backward_end_ = 0;
+  int64_t rebuilds_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,36 @@
+// The bucket timeline on rank 0 at the end of a run with the gradient engine.
+#include <memory>
+#include <string>
+
+#include "dtrain/log.h"
+#include "hooks/standard.h"
+#include "util/format.h"
+
+namespace dtrain::detail {
+namespace {
+
+// The gradient engine's last synchronized step: when each bucket was ready and when it was
+// handed to the communicator, against the end of backward (ms since that step's first backward
+// began, host clock, rank 0).
+class BucketTimeline : public Hook {
+ public:
+  std::string name() const override { return "bucket timeline"; }
+
+  void on_end(TrainSummary& s) override {
+    if (s.buckets.empty()) return;
+    auto ms = [](double seconds) { return format("%.2f", seconds * 1e3); };
+    std::string tl = "gradient buckets of the last step (ms from the last backward's start; "
+                     "backward ended at " + ms(s.backward_end) + "):";
+    for (const auto& b : s.buckets)
+      tl += "\n  bucket " + std::to_string(b.bucket) + ": " + std::to_string(b.bytes / 1024) +
+            " KiB, ready " + ms(b.ready) + ", launched " + ms(b.launched) +
+            (b.launched < s.backward_end ? "  (during backward)" : "");
+    log::detail(tl);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Hook> make_bucket_timeline() { return std::make_shared<BucketTimeline>(); }
+
+}  // namespace dtrain::detail

@@ -1,0 +1,70 @@
+#include "hooks/hook_list.h"
+
+#include <string>
+
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "util/format.h"
+
+namespace dtrain::detail {
+namespace {
+
+
+}  // namespace
+
+void HookList::add(std::shared_ptr<Hook> hook) {
+  if (!hook) throw Error("Trainer::add_hook: no hook given");
+  hooks_.push_back(std::move(hook));
+}
+
+template <class F>
+void HookList::each(const char* event, int64_t step, LoopControl* control, F f) {
+  watchdog_.beat(event);
+  for (const auto& hook : hooks_) {
+    const bool stop_before = control && control->stop_requested();
+    const bool save_before = control && control->save_requested();
+    const std::string where = "hook '" + hook->name() + "' failed in " + event + " at step " +
+                              std::to_string(step) + ": ";
+    try {
+      f(*hook);
+    } catch (const Error& e) {
+      throw Error(where + e.cause(), e.where());
+    } catch (const std::exception& e) {
+      throw Error(where + first_line(e.what()));
+    }
+    if (control && control->stop_requested() && !stop_before)
+      log::every("hook '" + hook->name() + "' asks to stop after step " + std::to_string(step) +
+                 ": " + control->stop_reason());
+    if (control && control->save_requested() && !save_before)
+      log::every("hook '" + hook->name() + "' asks to save after step " + std::to_string(step) +
+                 ": " + control->save_reason());
+  }
+}
+
+void HookList::on_start(const RunInfo& run, LoopControl& control) {
+  each("hooks: on_start", 0, &control, [&](Hook& h) { h.on_start(run, control); });
+}
+
+void HookList::on_step_begin(int64_t step) {
+  each("hooks: on_step_begin", step, nullptr, [&](Hook& h) { h.on_step_begin(step); });
+}
+
+void HookList::on_step(const StepRecord& record, LoopControl& control) {
+  each("hooks: on_step", record.step, &control, [&](Hook& h) { h.on_step(record, control); });
+}
+
+void HookList::on_eval(const EvalRecord& record, LoopControl& control) {
+  each("hooks: on_eval", record.step, &control, [&](Hook& h) { h.on_eval(record, control); });
+}
+
+bool HookList::on_save(const TrainState& state) {
+  bool saved = false;
+  each("hooks: on_save", state.step, nullptr, [&](Hook& h) { saved = h.on_save(state) || saved; });
+  return saved;
+}
+
+void HookList::on_end(TrainSummary& summary) {
+  each("hooks: on_end", summary.steps, nullptr, [&](Hook& h) { h.on_end(summary); });
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,36 @@
+// HookList: the loop's hooks, called in order. Each call is watched by the watchdog and a hook
+// that throws becomes a dtrain::Error naming the hook, the event and the step; a request a hook
+// makes (stop, save) is logged on its rank with the hook's name and reason.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dtrain/hooks.h"
+#include "runtime/watchdog.h"
+
+namespace dtrain::detail {
+
+class HookList {
+ public:
+  explicit HookList(Watchdog& watchdog) : watchdog_(watchdog) {}
+  void add(std::shared_ptr<Hook> hook);
+
+  void on_start(const RunInfo& run, LoopControl& control);
+  void on_step_begin(int64_t step);
+  void on_step(const StepRecord& record, LoopControl& control);
+  void on_eval(const EvalRecord& record, LoopControl& control);
+  // Whether any hook wrote the state.
+  bool on_save(const TrainState& state);
+  void on_end(TrainSummary& summary);
+
+ private:
+  // Calls f(hook) for every hook; `event` is a string literal (the watchdog keeps the pointer).
+  template <class F>
+  void each(const char* event, int64_t step, LoopControl* control, F f);
+
+  Watchdog& watchdog_;
+  std::vector<std::shared_ptr<Hook>> hooks_;
+};
+
+}  // namespace dtrain::detail

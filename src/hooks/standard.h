@@ -1,0 +1,25 @@
+// The standard hooks: what every Trainer starts with, in this order (Trainer's constructor):
+//   profiler window  run.profile_steps > 0: a Chrome trace per rank and a summary
+//   metrics file     rank 0 with a run directory: config.yaml and metrics.jsonl
+//   progress         rank 0: the plan, a line every run.log_every steps and after each evaluation
+//   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
+//   report           rank 0, at the end: rates, where the time went, memory, the final result
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dtrain/config.h"
+#include "dtrain/hooks.h"
+
+namespace dtrain::detail {
+
+std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg);
+
+std::shared_ptr<Hook> make_profiler_window(const RunConfig& run);
+std::shared_ptr<Hook> make_metrics_file();
+std::shared_ptr<Hook> make_progress();
+std::shared_ptr<Hook> make_bucket_timeline();
+std::shared_ptr<Hook> make_report();
+
+}  // namespace dtrain::detail

@@ -1,4 +1,0 @@
-// The dtrain command line: dtrain CONFIG.yaml [section.key=value ...]
-#include "dtrain/cli.h"
-
-int main(int argc, char** argv) { return dtrain::cli::main(argc, argv); }

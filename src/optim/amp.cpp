@@ -1,0 +1,88 @@
+#include "dtrain/amp.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
+
+#include "util/torch_compat.h"
+#include "dtrain/error.h"
+
+namespace dtrain {
+
+bool autocast_supported(const at::Device& device, Precision precision) {
+  if (precision == Precision::kFp32) return false;
+  if (device.is_cuda()) return true;
+  // CPU autocast: bf16 in every version; fp16 only from 2.x.
+  return precision == Precision::kBf16 || compat::kHasCpuFp16Autocast;
+}
+
+AutocastGuard::AutocastGuard(const at::Device& device, Precision precision)
+    : type_(device.type()) {
+  if (!autocast_supported(device, precision)) return;
+  active_ = true;
+  prev_enabled_ = compat::autocast_enabled(type_);
+  compat::set_autocast(type_, true, precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // Leaving the outermost region drops autocast's cache of casted weights.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  compat::set_autocast(type_, prev_enabled_, at::kBFloat16);
+}
+
+GradScaler::GradScaler(const at::Device& device, ScalerOptions options) : options_(options) {
+  auto f = at::TensorOptions().device(device).dtype(at::kFloat);
+  scale_ = at::full({1}, options.init_scale, f);
+  growth_tracker_ = at::zeros({1}, f.dtype(at::kInt));
+  found_inf_ = at::zeros({1}, f);
+}
+
+void GradScaler::unscale(const std::vector<at::Tensor>& params) {
+  found_inf_.zero_();
+  at::Tensor inv = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  if (scale_.is_cuda() || compat::kHasCpuAmpScalerOps) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv);
+    return;
+  }
+  // LibTorch 1.13 has no CPU kernel for the scaler ops: the same computation with plain ops.
+  for (auto& g : grads) {
+    if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
+    g.mul_(inv.to(g.scalar_type()));
+  }
+}
+
+bool GradScaler::found_inf() const { return found_inf_.item<float>() > 0; }
+
+void GradScaler::update() {
+  if (scale_.is_cuda() || compat::kHasCpuAmpScalerOps) {
+    at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor,
+                           options_.backoff_factor, options_.growth_interval);
+    return;
+  }
+  // PyTorch's rule: on inf, scale *= backoff and the tracker resets; otherwise the tracker
+  // counts clean steps and the scale grows by `growth` once it reaches the interval.
+  if (found_inf_.item<float>() > 0) {
+    scale_.mul_(options_.backoff_factor);
+    growth_tracker_.zero_();
+  } else {
+    const int64_t t = growth_tracker_.item<int>() + 1;
+    if (t == options_.growth_interval) {
+      const double grown = scale_.item<float>() * options_.growth_factor;
+      if (std::isfinite(static_cast<float>(grown))) scale_.fill_(grown);  // never to inf
+      growth_tracker_.zero_();
+    } else {
+      growth_tracker_.fill_(t);
+    }
+  }
+}
+
+double GradScaler::current_scale() const { return scale_.item<float>(); }
+int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
+
+}  // namespace dtrain

@@ -1,0 +1,132 @@
+#include "train/eager_step.h"
+
+#include <string>
+
+#include "cuda/memory.h"
+#include "dtrain/amp.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "optim/clip.h"
+#include "train/loss.h"
+#include "util/format.h"
+#include "util/clock.h"
+
+namespace dtrain::detail {
+
+EagerStep::EagerStep(StepContext& ctx, MicroBatch& micro) : ctx_(ctx), micro_(micro) {}
+
+void EagerStep::run(const Batch& batch, int64_t step, double lr) {
+  clear_gradients(ctx_);
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(ctx_.device).dtype(at::kDouble));
+  PhaseTimes& phases = *ctx_.phases;
+  auto t0 = Clock::now();
+  const double comm_before = phases.comm;
+  while (!forward_backward(batch, micro_.size(), loss_sum, step, /*capturing=*/false)) {
+    // Out of memory on some rank: every rank shrinks the micro-batch (more accumulation) and
+    // redoes the step on the same samples. The global batch, and so the result, is unchanged.
+    micro_.shrink(step);
+    loss_sum.zero_();
+  }
+  phases.compute += seconds_since(t0) - (phases.comm - comm_before);
+  ctx_.watchdog->beat("optimizer step");
+  t0 = Clock::now();
+  update(loss_sum, lr, step);
+  phases.optimizer += seconds_since(t0);
+}
+
+// Note [out-of-memory protocol]: a rank that runs out of memory in the middle of a step must not
+// leave its peers waiting in the gradient all-reduce. It stops computing, still completes every
+// bucket's collective (with zeros where its gradients are missing: Reducer::finish(abandon)),
+// and then every rank agrees on a flag (max over ranks) before anyone uses the result. On a
+// raised flag every rank drops its gradients, shrinks the micro-batch alike (MicroBatch), and
+// redoes the step on the same samples; `micro_batch: auto` (find_micro_batch) measures before
+// training instead. The flag is agreed on every step, so this costs one small CPU all-reduce.
+bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum,
+                                 int64_t step, bool capturing) {
+  Watchdog& wd = *ctx_.watchdog;
+  const int64_t n = batch.size();
+  const int64_t pieces = (n + micro - 1) / micro;
+  bool failed = false;
+  std::string failure;
+  try {
+    for (int64_t m = 0; m < pieces; ++m) {
+      const int64_t begin = m * micro, len = std::min(micro, n - begin);
+      if (ctx_.faults &&
+          ctx_.faults->before_micro_batch(step, micro) == FaultInjector::Fault::kOutOfMemory)
+        throw InjectedOutOfMemory("injected out-of-memory error (fault injector)");
+      at::Tensor inputs = batch.inputs.narrow(0, begin, len);
+      at::Tensor targets = batch.targets.narrow(0, begin, len);
+      wd.beat("forward/backward");
+      at::Tensor loss;
+      {
+        AutocastGuard autocast(ctx_.device, ctx_.precision);
+        at::Tensor out = ctx_.model->forward(inputs);
+        // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
+        // accumulated gradient is the mean over the rank's share of the global batch.
+        loss = compute_loss(ctx_.loss, out, targets, /*sum=*/false) * (static_cast<double>(len) / n);
+      }
+      const bool last = m == pieces - 1;
+      // Only the last micro-batch communicates; earlier ones accumulate locally.
+      if (ctx_.reducer) ctx_.reducer->prepare(/*sync=*/last);
+      (ctx_.scaler ? ctx_.scaler->scale(loss) : loss).backward();
+      loss_sum += loss.detach().to(at::kDouble);
+    }
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e) || capturing) throw;
+    failed = true;
+    failure = first_line(e.what());
+  }
+  wd.beat("gradient all-reduce");
+  const auto t_comm = Clock::now();
+  if (ctx_.reducer) ctx_.reducer->finish(/*abandon=*/failed);
+  int64_t any_failed = failed ? 1 : 0;
+  if (ctx_.world > 1) {
+    at::Tensor flag = at::tensor({any_failed}, at::kLong);
+    ctx_.control->all_reduce(flag, ReduceOp::kMax);
+    any_failed = flag.item<int64_t>();
+  }
+  ctx_.phases->comm += seconds_since(t_comm);
+  if (any_failed) {
+    if (failed)
+      log::warn("out of memory at step " + std::to_string(step) + " with micro-batch " +
+                std::to_string(micro) + ": " + failure);
+    clear_gradients(ctx_);  // nothing of this attempt survives
+    empty_cache(ctx_.device);
+    return false;
+  }
+  return true;
+}
+
+void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
+  bool skip = false;
+  if (ctx_.scaler) {
+    ctx_.scaler->unscale(ctx_.params);  // once, after the all-reduce, before clipping
+    skip = ctx_.scaler->found_inf();
+  }
+  if (!skip) {
+    if (ctx_.clip_grad_norm > 0) clip_gradients(ctx_.params, ctx_.clip_grad_norm);
+    ctx_.optimizer->step(lr);
+  } else {
+    ++skipped_;
+    log::info("step " + std::to_string(step) + ": non-finite gradients with loss scale " +
+              format("%g", ctx_.scaler->current_scale()) + "; optimizer step skipped on every rank");
+  }
+  if (ctx_.scaler) ctx_.scaler->update();
+  // Kept on the device: reading it here would stall the host on every step.
+  window() += loss_sum;
+}
+
+at::Tensor& EagerStep::window() {
+  if (!window_.defined())
+    window_ = at::zeros({}, at::TensorOptions().device(ctx_.device).dtype(at::kDouble));
+  return window_;
+}
+
+double EagerStep::take_window_loss() {
+  if (!window_.defined()) return 0.0;
+  const double v = window_.item<double>();
+  window_.zero_();
+  return v;
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,48 @@
+// The eager step: this rank's share of one global batch, run op by op. Forward and backward of
+// every micro-batch under autocast (the gradient engine all-reduces on the last one), then the
+// update: unscale (fp16), clip, optimizer step. When any rank runs out of memory the attempt is
+// abandoned on every rank, the micro-batch shrinks and the step is redone on the same samples
+// (Note [out-of-memory protocol]). The CUDA-graph step captures the same two halves.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+#include "dtrain/data/dataset.h"
+#include "train/recovery.h"
+#include "train/step_context.h"
+
+namespace dtrain::detail {
+
+class EagerStep {
+ public:
+  EagerStep(StepContext& ctx, MicroBatch& micro);
+
+  // One optimizer step at learning rate `lr`; `step` counts the steps done before it.
+  void run(const Batch& batch, int64_t step, double lr);
+
+  // Forward and backward of every micro-batch of `batch`, adding the step's loss to `loss_sum`
+  // (a 0-dim double on the device); gradients end up averaged over all ranks. Returns false,
+  // with no gradient left, when any rank ran out of memory. `capturing`: inside a CUDA graph
+  // capture, where an out-of-memory error is not recovered but thrown.
+  bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum, int64_t step,
+                        bool capturing);
+  // The update after forward_backward: loss-scale check, clipping, the optimizer step, and the
+  // step's loss added to the loss window. Device work only without loss scaling (capturable).
+  void update(const at::Tensor& loss_sum, double lr, int64_t step);
+
+  // The sum of the step losses since the last take (reads the device: a host sync), then zero.
+  double take_window_loss();
+  // The window's device tensor, allocated on first use (the graph step needs it before capture).
+  at::Tensor& window();
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  StepContext& ctx_;
+  MicroBatch& micro_;
+  at::Tensor window_;  // sum of step losses since the last take (device, double)
+  int64_t skipped_ = 0;
+};
+
+}  // namespace dtrain::detail

@@ -1,0 +1,67 @@
+// The CUDA-graph step: after kWarmupSteps eager steps, the whole step (forward, backward,
+// clipping, the optimizer, the loss window) is captured once and every later full batch is two
+// input copies plus one graph launch. Decided when training starts: refused with several ranks
+// (the gradient engine runs outside graphs), with fp16 loss scaling (a host decision per step),
+// without a capturable optimizer, off the GPU, and with a fault injector; `on` turns a refusal
+// into an Error naming train.cuda_graph. A capture that fails falls back to eager steps (`auto`).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cuda/graph.h"
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "train/eager_step.h"
+#include "train/recovery.h"
+#include "train/step_context.h"
+
+namespace dtrain::detail {
+
+// Note [the run's stream]: a CUDA graph cannot be captured on the default stream, and a graph's
+// work must be ordered with the eager steps, evaluations and loader copies around it. So when
+// graphs are wanted the whole run (eager warm-up steps included) runs on one side stream,
+// current from the GraphStep's construction to the end of fit(). The loader's worker threads
+// copy batches on streams of their own; Loader::next() makes whatever stream is current wait
+// for a batch's copy on the GPU (an event, no host sync) and records the batch's memory on that
+// stream for the caching allocator (cuda/streams.h), which is why it must be called on the
+// training thread with the run's stream current.
+class GraphStep {
+ public:
+  // Eager steps before the capture: lazy initialisation (cuDNN autotuning, cuBLAS workspaces,
+  // optimizer state, the allocator's pools) must happen outside it.
+  static constexpr int64_t kWarmupSteps = 3;
+
+  // While it lives and graphs are wanted, a side stream is current (graphs cannot be captured on
+  // the default stream): the whole run uses it, eager steps too.
+  GraphStep(StepContext& ctx, EagerStep& eager, const MicroBatch& micro, GraphMode mode,
+            int64_t rank_batch);
+
+  // Runs the step as a replay, capturing it first once warm-up is over, when this batch can be
+  // (a full batch); returns false when the caller must run it eagerly.
+  bool run(const Batch& batch, int64_t step, double lr);
+  // "eager", or how the graph was used ("CUDA graph: captured at step 3, replayed 17 times").
+  std::string story() const;
+
+ private:
+  std::string blocker() const;  // why graphs cannot be used ("" = they can)
+  bool capture(const Batch& batch, int64_t step, double lr);
+  void replay(const Batch& batch, double lr);
+
+  StepContext& ctx_;
+  EagerStep& eager_;
+  const MicroBatch& micro_;
+  GraphMode mode_;
+  int64_t rank_batch_;
+  bool wanted_ = false;
+  std::optional<SideStreamGuard> side_stream_;
+  std::unique_ptr<StepGraph> graph_;
+  Batch static_batch_;         // the graph's inputs
+  at::Tensor static_loss_sum_;
+  int64_t graph_step_ = -1, replays_ = 0;
+  std::string eager_story_ = "eager";
+};
+
+}  // namespace dtrain::detail

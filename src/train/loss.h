@@ -1,0 +1,16 @@
+// The training and evaluation losses. Classification models give (N, C) logits, sequence models
+// (N, T, V) for (N, T) targets (every position is a sample); regression (N, D) outputs.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+// Mean (or, with `sum`, summed) loss in fp32. Cross-entropy over large vocabularies on CUDA
+// reads the logits in their own precision (cuda/fused_loss.h); elsewhere the logits are cast to
+// fp32 first. Cross-entropy on non-class targets is an Error naming train.loss.
+at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum);
+
+}  // namespace dtrain::detail

@@ -1,0 +1,40 @@
+#include "train/plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "dtrain/data/sampler.h"
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+
+StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank) {
+  const TrainConfig& t = cfg.train;
+  const int64_t rank_batch = cfg.resolved.rank_batch;
+  DistributedSampler sampler(train_size, world, rank, cfg.data.shuffle,
+                             static_cast<uint64_t>(cfg.run.seed), /*drop_last=*/false);
+  const int64_t full = sampler.num_samples() / rank_batch;
+  const bool partial = !t.drop_last && sampler.num_samples() % rank_batch != 0;
+  StepPlan plan;
+  plan.steps_per_epoch = full + (partial ? 1 : 0);
+  if (plan.steps_per_epoch == 0)
+    throw Error("the training set (" + std::to_string(train_size) +
+                    " samples) is smaller than one global batch (" +
+                    std::to_string(t.global_batch) + ")",
+                "train.global_batch");
+  plan.total_steps = plan.steps_per_epoch * t.epochs;
+  if (t.max_steps > 0) plan.total_steps = std::min(plan.total_steps, t.max_steps);
+  auto planned = [&] { return static_cast<int64_t>(plan.batches.size()); };
+  for (int64_t epoch = 0; epoch < t.epochs && planned() < plan.total_steps; ++epoch) {
+    sampler.set_epoch(epoch);
+    const std::vector<int64_t> mine = sampler.indices();
+    for (int64_t s = 0; s < plan.steps_per_epoch && planned() < plan.total_steps; ++s) {
+      const int64_t begin = s * rank_batch;
+      const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
+      plan.batches.emplace_back(mine.begin() + begin, mine.begin() + end);
+    }
+  }
+  return plan;
+}
+
+}  // namespace dtrain::detail

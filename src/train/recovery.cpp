@@ -1,0 +1,99 @@
+#include "train/recovery.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+
+#include "cuda/memory.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "train/loss.h"
+#include "util/format.h"
+
+namespace dtrain::detail {
+namespace {
+
+// The largest divisor of `rank_batch` that is at most half of `micro`.
+int64_t next_smaller(int64_t micro, int64_t rank_batch) {
+  int64_t next = micro / 2;
+  while (rank_batch % next != 0) --next;
+  return next;
+}
+
+}  // namespace
+
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const InjectedOutOfMemory*>(&e)) return true;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  if (dynamic_cast<const c10::Error*>(&e)) {
+    const char* w = e.what();
+    return std::strstr(w, "out of memory") || std::strstr(w, "not enough memory");
+  }
+  return false;
+}
+
+MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch)
+    : rank_batch_(rank_batch), micro_(micro), global_batch_(global_batch) {
+  if (micro < 1 || rank_batch % micro != 0)
+    throw Error("micro-batch " + std::to_string(micro) + " does not divide the rank batch " +
+                std::to_string(rank_batch) + " (internal error)");
+}
+
+void MicroBatch::shrink(int64_t step) {
+  if (micro_ <= 1)
+    throw Error("out of memory even with a micro-batch of 1 sample at step " +
+                    std::to_string(step) + "; the model does not fit on this device",
+                "train.micro_batch");
+  const int64_t before = micro_;
+  micro_ = next_smaller(micro_, rank_batch_);
+  ++retries_;
+  log::info("out of memory at step " + std::to_string(step) + ": micro-batch " +
+            std::to_string(before) + " -> " + std::to_string(micro_) + ", accumulation " +
+            std::to_string(accum_steps()) + " steps; global batch unchanged (" +
+            std::to_string(global_batch_) + "); retrying the step");
+}
+
+int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t rank_batch) {
+  ctx.watchdog->beat("finding the micro-batch");
+  const at::Device& device = ctx.device;
+  std::vector<int64_t> sample(static_cast<size_t>(std::min<int64_t>(rank_batch, train.size())));
+  for (size_t i = 0; i < sample.size(); ++i) sample[i] = static_cast<int64_t>(i);
+  Batch b = train.get(sample);
+  b.inputs = b.inputs.to(device);
+  b.targets = b.targets.to(device);
+  const MemoryStats before = memory_stats(device);
+  constexpr double kHeadroom = 0.10;  // leave 10% of the device for fragmentation and spikes
+  int64_t micro = rank_batch, peak = 0;
+  for (;;) {
+    bool fits = true;
+    reset_peak_memory(device);
+    try {
+      at::Tensor in = b.inputs.narrow(0, 0, std::min<int64_t>(micro, b.size()));
+      at::Tensor tg = b.targets.narrow(0, 0, std::min<int64_t>(micro, b.size()));
+      {
+        AutocastGuard autocast(device, ctx.precision);
+        at::Tensor loss = compute_loss(ctx.loss, ctx.model->forward(in), tg, false);
+        loss.backward();  // no prepare(true): the reducer does not communicate
+      }
+      peak = memory_stats(device).peak;
+      if (before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total)) fits = false;
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(e)) throw;
+      fits = false;
+    }
+    clear_gradients(ctx);
+    empty_cache(device);
+    if (fits || micro == 1) break;
+    micro = next_smaller(micro, rank_batch);
+  }
+  at::Tensor smallest = at::tensor({micro}, at::kLong);
+  ctx.control->all_reduce(smallest, ReduceOp::kMin);
+  micro = smallest.item<int64_t>();
+  log::info("micro_batch auto: " + std::to_string(micro) + " samples per forward/backward (" +
+            std::to_string(rank_batch / micro) + " accumulation steps), peak " +
+            (before.total > 0 ? gib(peak) + " of " + format("%.1f GiB", before.total / 1073741824.0)
+                              : std::string("memory not measured on CPU")));
+  return micro;
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,45 @@
+// Out-of-memory recovery and `micro_batch: auto`: the micro-batch in use, how it shrinks when a
+// step runs out of memory on any rank, and how `auto` measures the largest that fits. The global
+// batch, and so the result of training, never changes (Note [out-of-memory protocol]).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+
+#include "dtrain/data/dataset.h"
+#include "train/step_context.h"
+
+namespace dtrain::detail {
+
+// Whether `e` is an out-of-memory error (CUDA's, the CPU allocator's, or an injected one).
+bool is_out_of_memory(const std::exception& e);
+
+// The fault injector's error: thrown instead of a real allocation failure.
+struct InjectedOutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The micro-batch of this rank's share of a step. It always divides the rank batch, so every
+// micro-batch of a step has the same size, and it is the same on every rank.
+class MicroBatch {
+ public:
+  MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch);
+  int64_t size() const { return micro_; }
+  int64_t accum_steps() const { return rank_batch_ / micro_; }
+  int64_t retries() const { return retries_; }
+  // After a step ran out of memory on some rank (every rank calls it): the next smaller divisor
+  // of the rank batch, about half. At 1 there is nothing left: an Error naming train.micro_batch.
+  void shrink(int64_t step);
+
+ private:
+  int64_t rank_batch_, micro_, global_batch_;
+  int64_t retries_ = 0;
+};
+
+// `micro_batch: auto`: tries the rank batch, then smaller divisors, forward and backward on a
+// real batch of the real model (no communication), keeping 10% of the device free; every rank
+// takes the smallest that fits anywhere. Leaves no gradient behind.
+int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t rank_batch);
+
+}  // namespace dtrain::detail

@@ -1,0 +1,57 @@
+#include "train/step_context.h"
+
+#include "dist/replicas.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+
+namespace dtrain::detail {
+
+void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
+                        Communicator& control, int64_t train_size, int64_t test_size) {
+  const TrainConfig& t = cfg.train;
+  ctx.loss = t.loss;
+  ctx.precision = t.precision;
+  ctx.clip_grad_norm = t.clip_grad_norm;
+  ctx.world = comm.world();
+  ctx.control = &control;
+  if (t.precision == Precision::kFp16) ctx.scaler = std::make_unique<GradScaler>(ctx.device);
+
+  ctx.model->to(ctx.device);
+  for (const auto& p : ctx.model->named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    ctx.params.push_back(p.value());
+    ctx.names.push_back(p.key());
+  }
+  if (ctx.params.empty()) throw Error("the model has no trainable parameters", "model.name");
+
+  ctx.watchdog->beat("agreement check");
+  verify_replicas(control, cfg.hash(), ctx.names, ctx.params, train_size, test_size);
+  ctx.watchdog->beat("parameter broadcast");
+  broadcast_parameters(comm, *ctx.model);
+  if (comm.world() > 1 || cfg.dist.reduce_single_rank) {
+    ReducerOptions ro;
+    ro.bucket_cap_bytes = static_cast<int64_t>(cfg.dist.bucket_cap_mb * 1024 * 1024);
+    ro.first_bucket_cap_bytes = static_cast<int64_t>(cfg.dist.first_bucket_mb * 1024 * 1024);
+    ro.overlap = cfg.dist.overlap;
+    ro.find_unused_parameters = cfg.dist.find_unused_parameters;
+    if (cfg.dist.grad_dtype == GradDtype::kBf16) ro.comm_dtype = at::kBFloat16;
+    ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
+  }
+
+  OptimizerOptions oo;
+  oo.kind = t.optimizer;
+  oo.momentum = t.momentum;
+  oo.weight_decay = t.weight_decay;
+  oo.beta1 = t.beta1;
+  oo.beta2 = t.beta2;
+  oo.eps = t.eps;
+  oo.fused = t.fused_optimizer;
+  ctx.optimizer = std::make_unique<Optimizer>(ctx.params, oo);
+  log::detail("optimizer: " + ctx.optimizer->describe());
+}
+
+void clear_gradients(const StepContext& ctx) {
+  for (const auto& p : ctx.params) p.mutable_grad() = at::Tensor();
+}
+
+}  // namespace dtrain::detail

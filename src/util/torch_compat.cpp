@@ -1,0 +1,107 @@
+#include "util/torch_compat.h"
+
+#include <ATen/autocast_mode.h>
+
+namespace dtrain::compat {
+
+std::string libtorch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+}
+
+
+void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+#if DTRAIN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+bool autocast_enabled(c10::DeviceType device) {
+#if DTRAIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
+                                         : at::autocast::is_cpu_enabled();
+#endif
+}
+
+void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const auto& t : tensors) t.mul_(factor);
+#endif
+}
+
+at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, bool is_causal) {
+#if DTRAIN_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          is_causal);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                                        /*dropout_p=*/0.0,
+                                                        /*need_attn_weights=*/false, is_causal));
+#endif
+}
+
+void fused_adam(bool adamw, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr_device,
+                double lr, double beta1, double beta2, double weight_decay, double eps) {
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  (void)lr;
+  if (adamw) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps,
+                      lr_device, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
+                      /*maximize=*/false);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps,
+                     lr_device, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
+                     /*maximize=*/false);
+  }
+#else
+  (void)lr_device;
+  if (adamw) {
+#if DTRAIN_TORCH_AT_LEAST(2, 0)
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                      beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+    TORCH_CHECK(false, "fused AdamW needs LibTorch 2.0");
+#endif
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                     beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
+#endif
+}
+
+void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+               const at::Tensor& lr_device, double lr, double momentum, double weight_decay) {
+  // The buffers start as zeros, so momentum * buf + grad equals the first-step rule buf = grad
+  // exactly: is_first_step stays false and the launch is the same on every step.
+#if DTRAIN_TORCH_AT_LEAST(2, 4)
+  (void)lr;
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr_device,
+                  /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                  /*is_first_step=*/false);
+#elif DTRAIN_TORCH_AT_LEAST(2, 3)
+  (void)lr_device;
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr,
+                  /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                  /*is_first_step=*/false);
+#else
+  (void)params, (void)grads, (void)momentum_buffers, (void)lr_device, (void)lr, (void)momentum,
+      (void)weight_decay;
+  TORCH_CHECK(false, "fused SGD needs LibTorch 2.3");
+#endif
+}
+
+}  // namespace dtrain::compat

@@ -1,0 +1,64 @@
+// Runtime under mpirun: the rank facts every rank reports, the local numbering of ranks on a
+// node, the device a rank binds, the communicators, and the identity every Error carries.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <set>
+#include <string>
+
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "dtrain/runtime.h"
+
+namespace dtrain {
+namespace {
+
+TEST(Runtime, EveryRankReportsTheSameWorldAndItsPlaceOnTheNode) {
+  int mpi_rank = 0, mpi_world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_world);
+  Runtime rt(MPI_COMM_WORLD);
+  EXPECT_EQ(rt.rank(), mpi_rank);
+  EXPECT_EQ(rt.world(), mpi_world);
+  EXPECT_FALSE(rt.host().empty());
+  // All ranks of this test run on one machine: one node, numbered 0..world-1 in rank order.
+  EXPECT_EQ(rt.local_world(), mpi_world);
+  EXPECT_EQ(rt.local_rank(), mpi_rank);
+  // An Error raised now names this rank and host.
+  const Error e("x");
+  EXPECT_EQ(e.rank(), mpi_rank);
+  EXPECT_EQ(e.host(), rt.host());
+}
+
+TEST(Runtime, BindsTheCpuOrGpuLocalRankAndMakesTheCommunicators) {
+  Runtime rt(MPI_COMM_WORLD);
+  RunConfig run;
+  run.threads = 1;
+  DistConfig dist;
+  run.device = DeviceKind::kCpu;
+  rt.setup(run, dist);
+  EXPECT_FALSE(rt.on_cuda());
+  EXPECT_EQ(rt.comm().backend(), "mpi");
+  EXPECT_EQ(rt.comm().world(), rt.world());
+  EXPECT_EQ(rt.cpu_comm().backend(), "mpi");
+
+  Runtime gpu(MPI_COMM_WORLD);
+  run.device = DeviceKind::kCuda;
+  dist.backend = Backend::kMpi;
+  if (cuda_device_count() == 0) {
+    try {
+      gpu.setup(run, dist);
+      FAIL() << "run.device=cuda without a GPU was accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.where(), "run.device") << err.what();
+    }
+  } else {
+    gpu.setup(run, dist);
+    EXPECT_TRUE(gpu.on_cuda());
+    EXPECT_EQ(gpu.device().index(), gpu.local_rank() % cuda_device_count());
+  }
+}
+
+}  // namespace
+}  // namespace dtrain

@@ -1,0 +1,80 @@
+// The model registry (models.h): the built-in models by name, user models registered from C++,
+// and factories that build the same architecture for the same config on every call.
+#include <gtest/gtest.h>
+
+#include <torch/nn/modules/linear.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtrain/config.h"
+#include "dtrain/models.h"
+#include "test_support.h"
+
+namespace dtrain {
+namespace {
+
+std::vector<std::string> names() {
+  std::vector<std::string> n;
+  for (const auto& [name, description] : registered_models()) {
+    n.push_back(name);
+    EXPECT_FALSE(description.empty()) << name;
+  }
+  return n;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(Registry, ListsTheBuiltInModelsSortedByName) {
+  const auto n = names();
+  for (const char* builtin : {"cnn", "gpt", "linear", "mlp", "resnet18", "resnet50"})
+    EXPECT_TRUE(has(n, builtin)) << builtin;
+  EXPECT_TRUE(std::is_sorted(n.begin(), n.end()));
+}
+
+TEST(Registry, UnknownNameIsAnErrorNamingTheKeyAndTheKnownNames) {
+  const std::string msg = test::message_of([] {
+    make_model("transformer-xl", ModelConfig{}, DataSpec{{4}, 3, 0, at::kFloat});
+  });
+  EXPECT_NE(msg.find("model.name"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("transformer-xl"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mlp"), std::string::npos) << msg;
+}
+
+TEST(Registry, AUserModelIsBuiltByName) {
+  struct Tiny : Model {
+    Tiny(int64_t in, int64_t out) : fc(register_module("fc", torch::nn::Linear(in, out))) {}
+    at::Tensor forward(const at::Tensor& x) override { return fc->forward(x); }
+    torch::nn::Linear fc;
+  };
+  register_model("test_tiny", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
+    return std::make_shared<Tiny>(d.input_shape.at(0), d.num_classes);
+  }, "test: one Linear");
+  EXPECT_TRUE(has(names(), "test_tiny"));
+  auto m = make_model("test_tiny", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
+  EXPECT_EQ(m->forward(at::zeros({3, 5})).sizes().vec(), (std::vector<int64_t>{3, 2}));
+}
+
+TEST(Registry, TheSameConfigBuildsTheSameArchitecture) {
+  // What every rank relies on before rank 0's values are broadcast: names, shapes, order.
+  const DataSpec spec{{1, 28, 28}, 10, 0, at::kFloat};
+  for (const char* name : {"mlp", "cnn", "linear"}) {
+    ModelConfig cfg;
+    at::manual_seed(1);
+    auto a = make_model(name, cfg, spec);
+    at::manual_seed(2);
+    auto b = make_model(name, cfg, spec);
+    const auto pa = a->named_parameters(), pb = b->named_parameters();
+    ASSERT_EQ(pa.size(), pb.size()) << name;
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_EQ(pa[i].key(), pb[i].key()) << name;
+      EXPECT_EQ(pa[i].value().sizes(), pb[i].value().sizes()) << name << " " << pa[i].key();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
