@@ -9,6 +9,10 @@
 namespace dtrain::detail {
 namespace {
 
+// The start of the Error for a hook that threw (built only then: each() runs every step).
+std::string failed(const Hook& hook, const char* event, int64_t step) {
+  return "hook '" + hook.name() + "' failed in " + event + " at step " + std::to_string(step) + ": ";
+}
 
 }  // namespace
 
@@ -23,19 +27,18 @@ void HookList::each(const char* event, int64_t step, LoopControl* control, F f) 
   for (const auto& hook : hooks_) {
     const bool stop_before = control && control->stop_requested();
     const bool save_before = control && control->save_requested();
-    const std::string where = "hook '" + hook->name() + "' failed in " + event + " at step " +
-                              std::to_string(step) + ": ";
     try {
       f(*hook);
     } catch (const Error& e) {
-      throw Error(where + e.cause(), e.where());
+      throw Error(failed(*hook, event, step) + e.cause(), e.where());
     } catch (const std::exception& e) {
-      throw Error(where + first_line(e.what()));
+      throw Error(failed(*hook, event, step) + first_line(e.what()));
     }
-    if (control && control->stop_requested() && !stop_before)
+    if (!control) continue;
+    if (control->stop_requested() && !stop_before)
       log::every("hook '" + hook->name() + "' asks to stop after step " + std::to_string(step) +
                  ": " + control->stop_reason());
-    if (control && control->save_requested() && !save_before)
+    if (control->save_requested() && !save_before)
       log::every("hook '" + hook->name() + "' asks to save after step " + std::to_string(step) +
                  ": " + control->save_reason());
   }

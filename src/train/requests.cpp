@@ -27,7 +27,11 @@ Agreed RequestAgreement::merge(Agreed a, const Agreed& b) {
 }
 
 Agreed RequestAgreement::at_step(LoopControl& local) {
-  if (control_.world() == 1) return decode(flags(local));
+  if (control_.world() == 1) {  // nothing to agree on: no tensor, no collective (every step)
+    Agreed agreed{local.stop_requested() ? 0 : -1, local.save_requested() ? 0 : -1};
+    local.clear();
+    return agreed;
+  }
   Agreed agreed;
   if (inflight_) {
     inflight_->wait();
