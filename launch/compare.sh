@@ -6,7 +6,8 @@
 #   bash launch/compare.sh build BASE                 # build BASE (another dtrain checkout) and
 #                                                     # this tree, in parallel, with launch/gpu.sh
 #   bash launch/compare.sh bench BASE [ROUNDS] [CASES...]
-#       CASES from: gpt2 gpt2_eager resnet50 resnet50_eager tiny tiny_eager cnn (default: all);
+#       CASES from: gpt2 gpt2_eager resnet50 resnet50_eager tiny tiny_eager tiny_eager_w0 cnn
+#       (default: all but tiny_eager_w0, the per-step host cost without loader threads);
 #       ROUNDS (default 2): runs of each case with each build, order base, this, this, base, ...
 #
 # Logs go to $OUT (else ./gpu-out)/compare/; the table (compare.md) to $OUT. A build that is not
@@ -21,7 +22,7 @@ export NCCL_NVLS_ENABLE=0
 FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || FMNIST=$PWD/.data/fashion-mnist
 
-usage() { sed -n '2,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1
 base=$(cd "$2" && pwd) || usage
@@ -47,6 +48,7 @@ case_config() {
     resnet50_eager) echo "resnet50.yaml train.cuda_graph=off" ;;
     tiny) echo "tiny.yaml" ;;
     tiny_eager) echo "tiny.yaml train.cuda_graph=off" ;;
+    tiny_eager_w0) echo "tiny.yaml train.cuda_graph=off data.workers=0" ;;  # no loader threads
     cnn) echo "cnn.yaml data.path=$FMNIST" ;;
     *) echo "unknown case $1" >&2; return 1 ;;
   esac
