@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dtrain/config.h"
@@ -303,3 +304,43 @@ TEST(SyntheticImages, ShapesLabelsAndErrors) {
 }
 
 }  // namespace
+
+// ---- the Dataset invariant (dataset.h): get() in the order of the indices, on the CPU, and
+// safe from several loader threads at once ---------------------------------------------------
+
+TEST(Datasets, GetFollowsTheIndicesOnTheCpuFromManyThreadsAtOnce) {
+  const std::vector<dtrain::DataConfig> cfgs = {synthetic("regression"),
+                                                synthetic("classification"),
+                                                synthetic("tokens", {8}, 50, 256, 0),
+                                                synthetic("images", {3, 4, 4}, 5, 256, 0)};
+  for (const auto& cfg : cfgs) {
+    const auto splits = dtrain::make_datasets(cfg, 5);
+    const auto& ds = tensors(splits.train);
+    // Batches in every order: descending, repeated, one sample, random.
+    std::vector<std::vector<int64_t>> batches = {{255, 3, 3, 0, 128}, {7}};
+    at::Tensor perm = at::randperm(256, at::kLong);
+    for (int64_t b = 0; b < 8; ++b) {
+      auto p = perm.narrow(0, 32 * b, 32);
+      batches.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + 32);
+    }
+    constexpr int kThreads = 8, kRounds = 20;
+    std::vector<std::string> failures(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int r = 0; r < kRounds; ++r)
+          for (size_t b = 0; b < batches.size(); ++b) {
+            const auto& idx = batches[(b + static_cast<size_t>(t)) % batches.size()];
+            const dtrain::Batch got = ds.get(idx);
+            const at::Tensor i = at::tensor(idx, at::kLong);
+            if (!got.inputs.device().is_cpu() || !got.targets.device().is_cpu() ||
+                !got.inputs.equal(ds.inputs().index_select(0, i)) ||
+                !got.targets.equal(ds.targets().index_select(0, i)))
+              failures[t] = "batch " + std::to_string(b) + " differs";
+          }
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t)
+      EXPECT_EQ(failures[t], "") << ds.describe() << ", thread " << t;
+  }
+}
