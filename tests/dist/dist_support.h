@@ -15,6 +15,15 @@
 
 namespace dtrain::test {
 
+// This process's place in MPI_COMM_WORLD.
+struct World {
+  int rank = 0, size = 1;
+  World() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+};
+
 struct RunSetup {
   Config cfg;
   std::unique_ptr<Communicator> comm;

@@ -8,16 +8,11 @@
 
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
+#include "dist_support.h"
 
 namespace {
 
-struct World {
-  int rank = 0, size = 1;
-  World() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-};
+using dtrain::test::World;
 
 // Rank r holds (r + 1) * [0, 1, ..., 6]: sum over ranks = w(w+1)/2 * i, max = w * i, min = i.
 at::Tensor ramp(int rank, at::ScalarType dtype) {

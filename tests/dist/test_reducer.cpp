@@ -6,17 +6,12 @@
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 #include "dist/reducer.h"
+#include "dist_support.h"
 
 namespace dtrain {
 namespace {
 
-struct World {
-  int rank = 0, size = 1;
-  World() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-};
+using test::World;
 
 std::vector<at::Tensor> make_params(int n, int64_t width) {
   std::vector<at::Tensor> ps;
