@@ -117,7 +117,9 @@ fi
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 if [[ $mode == demo ]]; then
   say "training a CNN on Fashion-MNIST with 2 MPI ranks"
-  exec bash launch/mpirun-local.sh 2 configs/fashion_mnist.yaml "$@"
+  # A new run directory each time: a run never overwrites an earlier one's files.
+  exec bash launch/mpirun-local.sh 2 configs/fashion_mnist.yaml \
+    run.name="fashion_mnist-$(date +%Y%m%d-%H%M%S)" "$@"
 fi
 
 export OMPI_MCA_rmaps_base_oversubscribe=1

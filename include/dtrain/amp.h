@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/config.h"
@@ -50,6 +52,11 @@ class GradScaler {
   void update();
   double current_scale() const;
   int64_t growth_tracker() const;
+  // The state by name, for checkpoints: "scale" (float, 1 element) and "growth_tracker" (int32),
+  // new CPU tensors. load_state() copies them back (an Error names an entry that is missing or
+  // of the wrong shape; nothing is changed then).
+  std::vector<std::pair<std::string, at::Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
  private:
   at::Tensor scale_;           // float, on the device

@@ -121,6 +121,17 @@ struct TrainConfig {
   GraphMode cuda_graph = GraphMode::kAuto;  // replay the whole step as one CUDA graph
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
+  bool skip_nonfinite = false;  // skip steps with a non-finite loss or gradient (else: stop)
+};
+
+struct CheckpointConfig {
+  int64_t every_steps = 0;   // save every this many optimizer steps; 0 = off
+  bool every_epoch = true;   // save at the end of every epoch
+  int64_t keep = 3;          // complete checkpoints kept (the oldest beyond this are removed)
+  std::string dir;           // "" = <run dir>/checkpoints
+  std::string resume = "auto";  // auto | none | a checkpoint's path
+  // The folder checkpoints go to: dir, else <run dir>/checkpoints; "" when the run writes none.
+  std::string folder(const RunConfig& run) const;
 };
 
 struct DistConfig {
@@ -148,6 +159,7 @@ class Config {
   DataConfig data;
   TrainConfig train;
   DistConfig dist;
+  CheckpointConfig checkpoint;
   Resolved resolved;
 
   // Parse a YAML file, then apply `section.key=value` overrides in order.

@@ -21,7 +21,9 @@
 
 namespace dtrain {
 
+class Communicator;
 class Config;
+class GradScaler;
 class Model;
 class Optimizer;
 
@@ -37,17 +39,33 @@ struct RunInfo {
   DataSpec data;                // the training split's
   int64_t train_samples = 0, test_samples = 0;  // test_samples 0: no test split
   int64_t parameters = 0;       // trainable parameter values
+  // A resumed run: the checkpoint it continues from and its step; "" and 0 for a fresh start.
+  std::string resumed_from;
+  int64_t resumed_step = 0;
 };
 
-// The training state a save writes, given to on_save().
+// The training state a save writes, given to on_save() on every rank at the same step.
 struct TrainState {
   int64_t step = 0;   // optimizer steps done
   int64_t epoch = 0;  // 1-based epoch of the last step
   int64_t samples = 0;
+  int64_t steps_per_epoch = 0;
+  bool epoch_end_done = false;  // at an epoch's end: its loss read and evaluation have run
+  int64_t micro_batch = 0;      // in use now
+  // The loss window since the last read: its sum over all ranks and its steps, so that a
+  // resumed run's next progress line reads the same mean as an uninterrupted one.
+  double window_loss = 0;
+  int64_t window_steps = 0;
+  double last_loss = 0;
   Model* model = nullptr;
   const Optimizer* optimizer = nullptr;
+  const GradScaler* scaler = nullptr;  // fp16 or train.skip_nonfinite only
   const Config* config = nullptr;
-  int asked_by = -1;  // the rank whose hook asked for the save (-1: the loop, at the end)
+  Communicator* control = nullptr;  // the CPU control plane, for savers that must agree
+  at::Device device = at::kCPU;     // this rank's
+  int rank = 0, world = 1;
+  int asked_by = -1;   // the rank whose hook asked for the save (-1: the loop's own schedule)
+  std::string reason;  // why: "checkpoint.every_steps", "end of epoch 2", a hook's reason
 };
 
 // How a hook asks the loop to act. A request is local to the rank that makes it; the loop agrees
@@ -55,18 +73,23 @@ struct TrainState {
 class LoopControl {
  public:
   // Stop training at the agreed step boundary (no further steps or evaluations).
-  void request_stop(const std::string& reason) { stop_ = true, stop_reason_ = reason; }
+  // `signal`: the stop signal behind the request (0: none), so every rank learns it.
+  void request_stop(const std::string& reason, int signal = 0) {
+    stop_ = true, stop_reason_ = reason, signal_ = signal;
+  }
   // Call on_save() of every hook at the agreed step boundary.
   void request_save(const std::string& reason) { save_ = true, save_reason_ = reason; }
   bool stop_requested() const { return stop_; }
+  int stop_signal() const { return signal_; }
   bool save_requested() const { return save_; }
   const std::string& stop_reason() const { return stop_reason_; }
   const std::string& save_reason() const { return save_reason_; }
   // Clears the requests (the loop does it once it has passed them on).
-  void clear() { stop_ = save_ = false; }
+  void clear() { stop_ = save_ = false, signal_ = 0; }
 
  private:
   bool stop_ = false, save_ = false;
+  int signal_ = 0;
   std::string stop_reason_, save_reason_;
 };
 
@@ -84,8 +107,9 @@ class Hook {
   virtual void on_step(const StepRecord& record, LoopControl& control) {}
   // After each evaluation.
   virtual void on_eval(const EvalRecord& record, LoopControl& control) {}
-  // A save was agreed on. Returns whether this hook wrote the state somewhere; when no hook
-  // does, the loop says so.
+  // A save is due (the schedule of checkpoint.every_steps / every_epoch, or a request every
+  // rank agreed on). Returns whether this hook wrote the state somewhere; when a request was
+  // made and no hook writes, the loop says so.
   virtual bool on_save(const TrainState& state) { return false; }
   // After training (also after a stop). Hooks run in order and may add to the summary (the
   // profiler window adds its report); later hooks see what earlier ones added.

@@ -76,6 +76,9 @@ struct TrainSummary {
   std::string step_mode;      // how steps ran: "eager", or the CUDA graph's story
   bool stopped = false;       // a hook asked to stop before the planned end
   int stopped_by = -1;        // the rank whose hook asked (-1: none)
+  int stop_signal = 0;        // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
+  std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
+  int64_t checkpoint_step = -1;  // its step
   // The gradient engine's last synchronized step (empty when it did not run: one rank).
   std::vector<BucketTiming> buckets;
   double backward_end = 0;    // when that step's backward ended (same clock as the buckets)

@@ -5,8 +5,7 @@
 //     return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
 //       dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_file("x.yaml"), "x.yaml");
 //       s.trainer->add_hook(std::make_shared<MyHook>());
-//       s.trainer->fit();
-//       return 0;
+//       return dtrain::exit_code(s.trainer->fit());
 //     });
 //   }
 #pragma once
@@ -35,6 +34,18 @@ struct Session {
 // (`origin` names where it came from). Then, unless `config_only`, seeds LibTorch with run.seed,
 // builds the datasets, the model (from the registry, by model.name) and the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
+
+// The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
+// it); kExitPreempted (75, EX_TEMPFAIL) when a signal stopped it and a checkpoint of the stop
+// step was written, so that a batch script requeues the job and it resumes; 128 + the signal
+// when a signal stopped it and no checkpoint could be written (the run writes no files).
+constexpr int kExitPreempted = 75;
+int exit_code(const TrainSummary& summary);
+
+// Makes SIGTERM, SIGUSR1 (Slurm's --signal) and SIGINT (Ctrl-C) ask every rank to stop at the
+// next step boundary, write a checkpoint and end with exit_code(); a second SIGINT ends the
+// process at once. The dtrain command calls it; a C++ program may.
+void install_stop_signals();
 
 // "dtrain 0.1.0 (LibTorch 2.11, CUDA + NCCL, built 2026-12-02)".
 std::string version_text();

@@ -26,7 +26,8 @@ namespace dtrain {
 // for it.
 class FaultInjector {
  public:
-  enum class Fault { kNone, kOutOfMemory };
+  // kNonFiniteLoss: this micro-batch's loss becomes NaN (its gradients too).
+  enum class Fault { kNone, kOutOfMemory, kNonFiniteLoss };
   virtual ~FaultInjector() = default;
   // `step`: steps done so far; `micro_batch`: the micro-batch size of this attempt.
   virtual Fault before_micro_batch(int64_t step, int64_t micro_batch) = 0;

@@ -43,11 +43,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!print_config) install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Session s = build_session(rt, Config::from_file(config_path, overrides), config_path,
                               /*config_only=*/print_config);
-    if (s.trainer) s.trainer->fit();
-    return 0;
+    return s.trainer ? exit_code(s.trainer->fit()) : 0;
   });
 }
 

@@ -12,6 +12,7 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/version.h"
+#include "runtime/signals.h"
 #include "util/torch_compat.h"
 #include "util/format.h"
 
@@ -83,6 +84,18 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
   s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
                                         s.data.train, s.data.test);
   return s;
+}
+
+int exit_code(const TrainSummary& summary) {
+  if (summary.stop_signal == 0) return 0;
+  const bool saved = !summary.checkpoint.empty() && summary.checkpoint_step == summary.steps;
+  log::info(std::string("stopped by ") + detail::signal_name(summary.stop_signal) + " after step " +
+            std::to_string(summary.steps) +
+            (saved ? "; checkpoint " + summary.checkpoint +
+                         " written: run the same command again to resume (exit code " +
+                         std::to_string(kExitPreempted) + ")"
+                   : "; no checkpoint was written (the run writes no files)"));
+  return saved ? kExitPreempted : 128 + summary.stop_signal;
 }
 
 int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& body) {

@@ -249,4 +249,10 @@ std::string RunConfig::run_dir() const {
   return dir.empty() ? "" : detail::join_path(dir, name);
 }
 
+std::string CheckpointConfig::folder(const RunConfig& run) const {
+  if (!dir.empty()) return dir;
+  const std::string rd = run.run_dir();
+  return rd.empty() ? "" : detail::join_path(rd, "checkpoints");
+}
+
 }  // namespace dtrain

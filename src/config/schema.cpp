@@ -192,6 +192,7 @@ const std::vector<Field>& schema() {
     s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs one rank on CUDA, equal batch shapes, a fused optimizer, no fp16 loss scaling; auto = whenever that holds"));
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
+    s.push_back(field("train.skip_nonfinite", &C::train, &TrainConfig::skip_nonfinite, "skip an optimizer step whose loss or gradients are not finite (one host sync per step); false = stop the run with an error naming the step"));
     // dist
     s.push_back(choice("dist.backend", &C::dist, &DistConfig::backend, "gradient communication; auto = NCCL on GPUs, MPI on CPUs"));
     s.push_back(field("dist.bucket_cap_mb", &C::dist, &DistConfig::bucket_cap_mb, "gradient bucket size in MB", positive()));
@@ -200,6 +201,12 @@ const std::vector<Field>& schema() {
     s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire"));
     s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step"));
     s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)"));
+    // checkpoint
+    s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)));
+    s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch"));
+    s.push_back(field("checkpoint.keep", &C::checkpoint, &CheckpointConfig::keep, "complete checkpoints kept; older ones are removed once a newer one is complete", at_least(1)));
+    s.push_back(field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "folder of the checkpoints, shared by all ranks; empty = <run dir>/checkpoints"));
+    s.push_back(field("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto = continue from the newest complete checkpoint in the folder if there is one; none = start fresh; or the path of a checkpoint to continue from"));
     return s;
   }();
   return fields;
@@ -212,7 +219,7 @@ const Field* find_field(const std::string& key) {
 }
 
 const std::vector<std::string>& sections() {
-  static const std::vector<std::string> s = {"run", "model", "data", "train", "dist"};
+  static const std::vector<std::string> s = {"run", "model", "data", "train", "dist", "checkpoint"};
   return s;
 }
 

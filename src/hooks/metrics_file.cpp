@@ -2,7 +2,8 @@
 // written atomically; it loads again as a config) and metrics.jsonl, one JSON object per line:
 // {"type": "train", step, epoch, loss, lr, samples_per_s, micro_batch, phase seconds} at every
 // progress line and {"type": "eval", step, epoch, test_loss, test_accuracy, test_count} after
-// every evaluation. A failed write is an Error naming the file.
+// every evaluation; a resumed run appends {"type": "resume", step, checkpoint, world} and goes on.
+// A failed write is an Error naming the file.
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,8 +26,13 @@ class MetricsFile : public Hook {
     make_dirs(run.run_dir);
     write_file_atomic(run.run_dir + "/config.yaml", run.config->dump());
     path_ = run.run_dir + "/metrics.jsonl";
-    out_.open(path_, std::ios::trunc);
+    // A resumed run appends after a record saying so (the run directory rules:
+    // train/run_directory.h); records past the checkpoint's step come again, the same values.
+    out_.open(path_, run.resumed_from.empty() ? std::ios::trunc : std::ios::app);
     if (!out_) throw Error("cannot write metrics", path_);
+    if (!run.resumed_from.empty())
+      write({{"type", "resume"}, {"step", run.resumed_step}, {"checkpoint", run.resumed_from},
+             {"world", run.world}});
   }
 
   void on_step(const StepRecord& r, LoopControl&) override {

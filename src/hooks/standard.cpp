@@ -5,6 +5,8 @@ namespace dtrain::detail {
 std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg) {
   std::vector<std::shared_ptr<Hook>> hooks;
   if (cfg.run.profile_steps > 0) hooks.push_back(make_profiler_window(cfg.run));
+  hooks.push_back(make_signal_stop());
+  hooks.push_back(make_checkpoint_writer());
   hooks.push_back(make_metrics_file());
   hooks.push_back(make_progress());
   hooks.push_back(make_bucket_timeline());

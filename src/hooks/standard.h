@@ -1,5 +1,7 @@
 // The standard hooks: what every Trainer starts with, in this order (Trainer's constructor):
 //   profiler window  run.profile_steps > 0: a Chrome trace per rank and a summary
+//   signals          a stop signal on any rank: save and stop on every rank at one boundary
+//   checkpoints      every rank: writes checkpoint.dir/step-<N>/ on every save the loop asks for
 //   metrics file     rank 0 with a run directory: config.yaml and metrics.jsonl
 //   progress         rank 0: the plan, a line every run.log_every steps and after each evaluation
 //   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
@@ -17,6 +19,8 @@ namespace dtrain::detail {
 std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg);
 
 std::shared_ptr<Hook> make_profiler_window(const RunConfig& run);
+std::shared_ptr<Hook> make_signal_stop();
+std::shared_ptr<Hook> make_checkpoint_writer();
 std::shared_ptr<Hook> make_metrics_file();
 std::shared_ptr<Hook> make_progress();
 std::shared_ptr<Hook> make_bucket_timeline();

@@ -85,4 +85,24 @@ void GradScaler::update() {
 double GradScaler::current_scale() const { return scale_.item<float>(); }
 int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
 
+std::vector<std::pair<std::string, at::Tensor>> GradScaler::state() const {
+  return {{"scale", scale_.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)},
+          {"growth_tracker", growth_tracker_.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)}};
+}
+
+void GradScaler::load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  at::Tensor scale, tracker;
+  for (const auto& [name, t] : state) {
+    if (name == "scale") scale = t;
+    else if (name == "growth_tracker") tracker = t;
+    else throw Error("loss scaler state: unexpected entry '" + name + "'");
+  }
+  for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"scale", scale},
+                                {"growth_tracker", tracker}})
+    if (!t.defined() || t.numel() != 1)
+      throw Error(std::string("loss scaler state: '") + name + "' is missing or not one value");
+  scale_.fill_(scale.item<double>());
+  growth_tracker_.fill_(tracker.item<int64_t>());
+}
+
 }  // namespace dtrain

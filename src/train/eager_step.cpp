@@ -1,5 +1,6 @@
 #include "train/eager_step.h"
 
+#include <cmath>
 #include <string>
 
 #include "cuda/memory.h"
@@ -51,8 +52,9 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
   try {
     for (int64_t m = 0; m < pieces; ++m) {
       const int64_t begin = m * micro, len = std::min(micro, n - begin);
-      if (ctx_.faults &&
-          ctx_.faults->before_micro_batch(step, micro) == FaultInjector::Fault::kOutOfMemory)
+      const FaultInjector::Fault fault =
+          ctx_.faults ? ctx_.faults->before_micro_batch(step, micro) : FaultInjector::Fault::kNone;
+      if (fault == FaultInjector::Fault::kOutOfMemory)
         throw InjectedOutOfMemory("injected out-of-memory error (fault injector)");
       at::Tensor inputs = batch.inputs.narrow(0, begin, len);
       at::Tensor targets = batch.targets.narrow(0, begin, len);
@@ -64,6 +66,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
         // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
         // accumulated gradient is the mean over the rank's share of the global batch.
         loss = compute_loss(ctx_.loss, out, targets, /*sum=*/false) * (static_cast<double>(len) / n);
+        if (fault == FaultInjector::Fault::kNonFiniteLoss) loss = loss * std::nan("");
       }
       const bool last = m == pieces - 1;
       // Only the last micro-batch communicates; earlier ones accumulate locally.
@@ -112,21 +115,48 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
               format("%g", ctx_.scaler->current_scale()) + "; optimizer step skipped on every rank");
   }
   if (ctx_.scaler) ctx_.scaler->update();
-  // Kept on the device: reading it here would stall the host on every step.
+  if (skip && !std::isfinite(loss_sum.item<double>())) {
+    ++left_out_;  // a skipped step's non-finite loss stays out of the mean
+    return;
+  }
+  // Kept on the device: reading it here would stall the host on every step. The finite-step
+  // count names the first non-finite step when the window is read (two small kernels).
   window() += loss_sum;
+  finite_steps_ += at::isfinite(window_);
 }
 
 at::Tensor& EagerStep::window() {
-  if (!window_.defined())
-    window_ = at::zeros({}, at::TensorOptions().device(ctx_.device).dtype(at::kDouble));
+  if (!window_.defined()) {
+    const auto on = at::TensorOptions().device(ctx_.device);
+    window_ = at::zeros({}, on.dtype(at::kDouble));
+    finite_steps_ = at::zeros({}, on.dtype(at::kLong));
+  }
   return window_;
 }
 
-double EagerStep::take_window_loss() {
-  if (!window_.defined()) return 0.0;
-  const double v = window_.item<double>();
-  window_.zero_();
-  return v;
+EagerStep::Window EagerStep::peek_window() {
+  Window w;
+  w.left_out = left_out_;
+  if (!window_.defined()) return w;
+  const at::Tensor both = at::stack({window_, finite_steps_.to(at::kDouble)}).cpu();
+  w.sum = both[0].item<double>();
+  w.finite_steps = static_cast<int64_t>(both[1].item<double>());
+  return w;
+}
+
+EagerStep::Window EagerStep::take_window() {
+  const Window w = peek_window();
+  if (window_.defined()) {
+    window_.zero_();
+    finite_steps_.zero_();
+  }
+  left_out_ = 0;
+  return w;
+}
+
+void EagerStep::restore_window(double loss, int64_t steps) {
+  window() += loss;
+  finite_steps_ += steps;
 }
 
 }  // namespace dtrain::detail

@@ -32,16 +32,30 @@ class EagerStep {
   // step's loss added to the loss window. Device work only without loss scaling (capturable).
   void update(const at::Tensor& loss_sum, double lr, int64_t step);
 
-  // The sum of the step losses since the last take (reads the device: a host sync), then zero.
-  double take_window_loss();
-  // The window's device tensor, allocated on first use (the graph step needs it before capture).
+  // The loss window since the last take: the sum of the step losses, the steps before the
+  // first non-finite one (all of them while the sum is finite), and the steps left out because
+  // they were skipped for a non-finite loss (train.skip_nonfinite).
+  struct Window {
+    double sum = 0;
+    int64_t finite_steps = 0;
+    int64_t left_out = 0;
+  };
+  // Reads the window (a host sync); take_window() also starts a new one.
+  Window peek_window();
+  Window take_window();
+  // Adds `loss` to the window as if from `steps` earlier steps (a resumed run's window).
+  void restore_window(double loss, int64_t steps);
+  // The window's device tensor, allocated on first use with its finite-step count (the graph
+  // step needs both before capture).
   at::Tensor& window();
   int64_t skipped_steps() const { return skipped_; }
 
  private:
   StepContext& ctx_;
   MicroBatch& micro_;
-  at::Tensor window_;  // sum of step losses since the last take (device, double)
+  at::Tensor window_;        // sum of step losses since the last take (device, double)
+  at::Tensor finite_steps_;  // steps while window_ was finite (device, int64)
+  int64_t left_out_ = 0;
   int64_t skipped_ = 0;
 };
 

@@ -27,7 +27,9 @@ std::string GraphStep::blocker() const {
     return "this build of dtrain cannot capture CUDA graphs (needs CUDA and LibTorch 2.x)";
   if (ctx_.reducer)
     return "gradients are averaged over ranks by the gradient engine, which runs outside graphs";
-  if (ctx_.scaler) return "fp16 loss scaling decides on the host whether to skip a step";
+  if (ctx_.scaler)
+    return "the loss scaler (fp16, or train.skip_nonfinite) decides on the host whether to skip "
+           "a step";
   if (!ctx_.optimizer->capturable())
     return "the optimizer is not a fused CUDA kernel (see train.fused_optimizer; parameters "
            "must be fp32)";

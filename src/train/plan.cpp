@@ -8,7 +8,7 @@
 
 namespace dtrain::detail {
 
-StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank) {
+StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, int64_t first_step) {
   const TrainConfig& t = cfg.train;
   const int64_t rank_batch = cfg.resolved.rank_batch;
   DistributedSampler sampler(train_size, world, rank, cfg.data.shuffle,
@@ -24,11 +24,14 @@ StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank) 
                 "train.global_batch");
   plan.total_steps = plan.steps_per_epoch * t.epochs;
   if (t.max_steps > 0) plan.total_steps = std::min(plan.total_steps, t.max_steps);
-  auto planned = [&] { return static_cast<int64_t>(plan.batches.size()); };
-  for (int64_t epoch = 0; epoch < t.epochs && planned() < plan.total_steps; ++epoch) {
+  int64_t planned = 0;  // steps planned, the skipped ones included
+  for (int64_t epoch = first_step / plan.steps_per_epoch;
+       epoch < t.epochs && planned < plan.total_steps; ++epoch) {
     sampler.set_epoch(epoch);
     const std::vector<int64_t> mine = sampler.indices();
-    for (int64_t s = 0; s < plan.steps_per_epoch && planned() < plan.total_steps; ++s) {
+    planned = epoch * plan.steps_per_epoch;
+    for (int64_t s = 0; s < plan.steps_per_epoch && planned < plan.total_steps; ++s, ++planned) {
+      if (planned < first_step) continue;
       const int64_t begin = s * rank_batch;
       const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
       plan.batches.emplace_back(mine.begin() + begin, mine.begin() + end);

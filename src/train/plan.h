@@ -12,12 +12,17 @@ namespace dtrain::detail {
 struct StepPlan {
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;  // min(steps_per_epoch * epochs, max_steps)
-  std::vector<std::vector<int64_t>> batches;  // per step: this rank's share of the global batch
+  // Per step from `first_step` on: this rank's share of the global batch.
+  std::vector<std::vector<int64_t>> batches;
 };
 
 // PyTorch's DistributedSampler order (seed run.seed, reshuffled each epoch when data.shuffle),
 // cut into rank batches; an epoch's last, smaller batch is kept unless train.drop_last. A
 // training set smaller than one global batch is an Error naming train.global_batch.
-StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank);
+// `first_step` > 0 (a resumed run) leaves out the steps before it: the union over ranks of step
+// s's batches is the permutation's samples [s * global_batch, (s + 1) * global_batch) whatever
+// the world size, so a run resumed on another number of ranks continues the same order.
+StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank,
+                    int64_t first_step = 0);
 
 }  // namespace dtrain::detail

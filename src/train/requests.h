@@ -25,6 +25,7 @@ namespace dtrain::detail {
 struct Agreed {
   int stop_by = -1;  // the highest rank that asked to stop (-1: none)
   int save_by = -1;  // the highest rank that asked to save (-1: none)
+  int signal = 0;    // the highest stop signal behind a stop request (0: none)
   bool stop() const { return stop_by >= 0; }
   bool save() const { return save_by >= 0; }
 };
@@ -39,7 +40,7 @@ class RequestAgreement {
   Agreed now(LoopControl& local);
 
  private:
-  at::Tensor flags(LoopControl& local) const;  // (2,) int64: stop, save as rank + 1 or 0
+  at::Tensor flags(LoopControl& local) const;  // (3,) int64: stop, save as rank + 1 or 0; signal
   static Agreed decode(const at::Tensor& flags);
   static Agreed merge(Agreed a, const Agreed& b);
 

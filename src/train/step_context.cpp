@@ -14,7 +14,16 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   ctx.clip_grad_norm = t.clip_grad_norm;
   ctx.world = comm.world();
   ctx.control = &control;
-  if (t.precision == Precision::kFp16) ctx.scaler = std::make_unique<GradScaler>(ctx.device);
+  if (t.precision == Precision::kFp16) {
+    ctx.scaler = std::make_unique<GradScaler>(ctx.device);
+  } else if (t.skip_nonfinite) {
+    // A scaler that never scales: its check of the gradients decides whether to skip a step.
+    ScalerOptions keep_one;
+    keep_one.init_scale = 1.0;
+    keep_one.growth_factor = 1.0;
+    keep_one.backoff_factor = 1.0;
+    ctx.scaler = std::make_unique<GradScaler>(ctx.device, keep_one);
+  }
 
   ctx.model->to(ctx.device);
   for (const auto& p : ctx.model->named_parameters()) {

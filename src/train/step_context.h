@@ -35,7 +35,7 @@ struct StepContext {
   std::vector<std::string> names;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Reducer> reducer;   // null with one rank: nothing to average
-  std::unique_ptr<GradScaler> scaler;  // fp16 only
+  std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
   Precision precision = Precision::kFp32;
   double clip_grad_norm = 0;  // 0: off

@@ -3,6 +3,7 @@
 // does is in eager_step.cpp and graph_step.cpp; everything around the loop is a hook.
 #include "dtrain/trainer.h"
 
+#include <cmath>
 #include <optional>
 
 #include "cuda/memory.h"
@@ -19,6 +20,8 @@
 #include "train/plan.h"
 #include "train/recovery.h"
 #include "train/requests.h"
+#include "train/resume.h"
+#include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/step_context.h"
 #include "util/clock.h"
@@ -56,11 +59,27 @@ struct Trainer::Impl {
     return lo;
   }
 
-  // The mean training loss since the last read, over all ranks (a collective).
-  double read_loss(detail::EagerStep& eager, int64_t window_steps) {
-    at::Tensor l = at::tensor({eager.take_window_loss(), static_cast<double>(window_steps)}, at::kDouble);
+  // The mean training loss over the window since the last read, over all ranks (a collective
+  // on the control plane); `take` starts a new window. A non-finite loss on any rank is an
+  // Error naming the first step where it appeared (`window_first`: the step before the window).
+  double read_loss(detail::EagerStep& eager, int64_t window_steps, int64_t window_first,
+                   bool take, double* total = nullptr) {
+    const detail::EagerStep::Window w = take ? eager.take_window() : eager.peek_window();
+    at::Tensor l = at::tensor({w.sum, static_cast<double>(window_steps - w.left_out)}, at::kDouble);
     control.all_reduce(l, ReduceOp::kSum);
-    return l[0].item<double>() / l[1].item<double>();
+    const double sum = l[0].item<double>(), count = l[1].item<double>();
+    if (!std::isfinite(sum)) {
+      at::Tensor first = at::tensor({w.finite_steps}, at::kLong);
+      control.all_reduce(first, ReduceOp::kMin);
+      throw Error("the training loss is " + std::string(std::isnan(sum) ? "nan" : "infinite") +
+                      " at step " + std::to_string(window_first + first.item<int64_t>() + 1) +
+                      " (" + to_string(cfg.train.precision) +
+                      "): the run stops rather than train on; lower train.lr, set "
+                      "train.clip_grad_norm, or skip such steps with train.skip_nonfinite=true",
+                  "train.skip_nonfinite");
+    }
+    if (total) *total = sum;
+    return count > 0 ? sum / count : std::nan("");
   }
 
   const Config cfg;
@@ -117,13 +136,28 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
 TrainSummary Trainer::fit() {
   Impl& m = *impl_;
   const TrainConfig& t = m.cfg.train;
+  const CheckpointConfig& ck = m.cfg.checkpoint;
+  // The save schedule runs when checkpoints have a folder (requested saves always reach hooks).
+  const bool scheduled = !ck.folder(m.cfg.run).empty();
+  const int64_t every_steps = scheduled ? ck.every_steps : 0;
+  const bool every_epoch = scheduled && ck.every_epoch;
   const int world = m.comm.world(), rank = m.comm.rank();
   const int64_t rank_batch = m.cfg.resolved.rank_batch;
-  const int64_t first_micro = m.cfg.resolved.micro_batch < 0
+  detail::RunDirectory run_dir(m.cfg, m.control);
+  const std::optional<detail::ResumePoint> from = detail::resume(m.ctx, m.cfg, m.control);
+  run_dir.check_fresh_start(from.has_value(), m.control);
+  const detail::LoopPosition start = from ? from->position : detail::LoopPosition{};
+  const bool same_world = from && from->saved_world == world;
+  const int64_t first_micro = same_world ? start.micro_batch
+                              : m.cfg.resolved.micro_batch < 0
                                   ? detail::find_micro_batch(m.ctx, *m.train, rank_batch)
                                   : m.cfg.resolved.micro_batch;
   detail::MicroBatch micro(rank_batch, first_micro, t.global_batch);
-  detail::StepPlan plan = detail::plan_steps(m.cfg, m.train->size(), world, rank);
+  detail::StepPlan plan = detail::plan_steps(m.cfg, m.train->size(), world, rank, start.step);
+  if (from && start.steps_per_epoch != plan.steps_per_epoch)
+    throw Error("an epoch has " + std::to_string(plan.steps_per_epoch) + " steps in this run but " +
+                    std::to_string(start.steps_per_epoch) + " in the checkpoint: cannot resume",
+                from->path);
   const detail::LrSchedule lr(t, plan.total_steps);
   detail::EagerStep eager(m.ctx, micro);
   detail::GraphStep graph(m.ctx, eager, micro, t.cuda_graph, rank_batch);
@@ -141,34 +175,68 @@ TrainSummary Trainer::fit() {
   info.train_samples = m.train->size();
   info.test_samples = m.test ? m.test->size() : 0;
   for (const auto& p : m.ctx.params) info.parameters += p.numel();
+  if (from) info.resumed_from = from->path, info.resumed_step = start.step;
   LoopControl control;
   detail::RequestAgreement agree(m.control);
   m.hooks.on_start(info, control);
 
   TrainSummary summary;
-  int64_t epoch = 0;
-  auto save = [&](int asked_by) {
-    TrainState state{m.step, epoch + 1, summary.samples, m.model.get(), m.ctx.optimizer.get(),
-                     &m.cfg, asked_by};
-    if (!m.hooks.on_save(state))
-      log::info("a save was asked for after step " + std::to_string(m.step) +
-                " (by a hook on rank " + std::to_string(asked_by) +
-                "), but no hook writes checkpoints: nothing was saved");
+  m.step = start.step;
+  summary.samples = start.samples;
+  summary.last_loss = start.last_loss;
+  // Where the loop starts: the checkpoint's step; at an epoch's end whose loss read and
+  // evaluation had not run yet, with that end.
+  int64_t epoch = m.step / plan.steps_per_epoch, first_s = m.step % plan.steps_per_epoch;
+  if (from && first_s == 0 && m.step > 0 && !start.epoch_end_done) --epoch, first_s = plan.steps_per_epoch;
+  int64_t window_steps = start.window_steps, window_first = m.step - start.window_steps;
+  if (from) eager.restore_window(rank == 0 ? start.window_loss * world / from->saved_world : 0.0,
+                                 start.window_steps);
+  bool epoch_end_done = start.epoch_end_done;
+  int64_t saved_step = from ? m.step : -1;
+  auto save = [&](int asked_by, const std::string& reason) {
+    TrainState st;
+    st.step = m.step;
+    st.epoch = epoch + 1;
+    st.samples = summary.samples;
+    st.steps_per_epoch = plan.steps_per_epoch;
+    st.epoch_end_done = epoch_end_done;
+    st.micro_batch = micro.size();
+    m.read_loss(eager, window_steps, window_first, /*take=*/false, &st.window_loss);
+    st.window_steps = window_steps;
+    st.last_loss = summary.last_loss;
+    st.model = m.model.get();
+    st.optimizer = m.ctx.optimizer.get();
+    st.scaler = m.ctx.scaler.get();
+    st.config = &m.cfg;
+    st.control = &m.control;
+    st.device = m.ctx.device;
+    st.rank = rank;
+    st.world = world;
+    st.asked_by = asked_by;
+    st.reason = reason;
+    const bool written = m.hooks.on_save(st);
+    if (written) saved_step = m.step;
+    if (!written && asked_by >= 0)
+      log::info("a save was asked for after step " + std::to_string(m.step) + " (by rank " +
+                std::to_string(asked_by) + ": " + reason +
+                "), but no hook writes checkpoints (run.dir and checkpoint.dir are empty)");
   };
   auto act = [&](const detail::Agreed& a) {
-    if (a.save()) save(a.save_by);
-    if (a.stop()) summary.stopped = true, summary.stopped_by = a.stop_by;
+    if (a.save()) save(a.save_by, a.signal ? "stop signal" : "asked by a hook");
+    if (a.stop()) summary.stopped = true, summary.stopped_by = a.stop_by, summary.stop_signal = a.signal;
     return a.stop();
   };
 
   Loader loader(m.train, std::move(plan.batches), m.loader_options());
-  int64_t window_steps = 0;
+  int64_t rate_steps = 0;
   auto window_start = Clock::now();
   double train_seconds = 0;
-  for (; epoch < t.epochs && !summary.stopped && m.step < plan.total_steps; ++epoch) {
+  // A resumed run that had finished (its last end of epoch included) has nothing left to do.
+  const bool finished = from && m.step >= plan.total_steps && start.epoch_end_done;
+  for (; !finished && epoch < t.epochs && !summary.stopped; ++epoch, first_s = 0) {
     m.model->train();
     const auto epoch_start = Clock::now();
-    for (int64_t s = 0; s < plan.steps_per_epoch && m.step < plan.total_steps; ++s) {
+    for (int64_t s = first_s; s < plan.steps_per_epoch && m.step < plan.total_steps; ++s) {
       m.watchdog.beat("waiting for data");
       const auto t0 = Clock::now();
       std::optional<Batch> batch = loader.next();
@@ -179,6 +247,8 @@ TrainSummary Trainer::fit() {
       if (!graph.run(*batch, m.step, step_lr)) eager.run(*batch, m.step, step_lr);
       ++m.step;
       ++window_steps;
+      ++rate_steps;
+      epoch_end_done = false;
       summary.samples += batch->size() * world;
       StepRecord rec;
       rec.step = m.step;
@@ -189,21 +259,26 @@ TrainSummary Trainer::fit() {
       rec.lr = step_lr;
       rec.micro_batch = micro.size();
       if (m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) {
-        rec.loss = summary.last_loss = m.read_loss(eager, window_steps);
-        rec.samples_per_s = static_cast<double>(window_steps * t.global_batch) / seconds_since(window_start);
-        window_steps = 0;
+        rec.loss = summary.last_loss = m.read_loss(eager, window_steps, window_first, true);
+        rec.samples_per_s = static_cast<double>(rate_steps * t.global_batch) / seconds_since(window_start);
+        window_steps = rate_steps = 0;
+        window_first = m.step;
         window_start = Clock::now();
       }
       rec.phases = m.phases;
       m.hooks.on_step(rec, control);
+      if (every_steps > 0 && m.step % every_steps == 0) save(-1, "checkpoint.every_steps");
       if (act(agree.at_step(control))) break;
     }
     train_seconds += seconds_since(epoch_start);
     if (window_steps > 0) {
-      summary.last_loss = m.read_loss(eager, window_steps);
+      summary.last_loss = m.read_loss(eager, window_steps, window_first, true);
       window_steps = 0;
+      window_first = m.step;
     }
-    if (!summary.stopped && t.eval && m.test) {
+    if (summary.stopped) break;  // at a step boundary: this epoch's end has not come
+    epoch_end_done = true;
+    if (t.eval && m.test) {
       const auto t0 = Clock::now();
       m.micro = micro.size();
       summary.eval = evaluate();
@@ -218,10 +293,16 @@ TrainSummary Trainer::fit() {
       m.hooks.on_eval(rec, control);
       act(agree.now(control));
     }
+    if (every_epoch && saved_step != m.step) save(-1, "end of epoch " + std::to_string(epoch + 1));
     window_start = Clock::now();
+    rate_steps = 0;
+    if (m.step >= plan.total_steps) break;
   }
-  if (epoch > 0) --epoch;  // the epoch of the last step
+  epoch = m.step > 0 ? (m.step - 1) / plan.steps_per_epoch : 0;  // the epoch of the last step
   act(agree.now(control));  // what was asked for in the last step
+  if ((every_steps > 0 || every_epoch) && saved_step != m.step && !summary.stopped)
+    save(-1, "end of training");
+  if (finished) log::info("the checkpoint is at the end of training: nothing left to do");
 
   m.micro = micro.size();
   summary.step_mode = graph.story();

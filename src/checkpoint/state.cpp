@@ -1,0 +1,198 @@
+#include "checkpoint/state.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "config/schema.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "util/format.h"
+
+namespace dtrain::detail {
+namespace {
+
+constexpr const char* kSharedFormat = "dtrain checkpoint state 1";
+constexpr const char* kRankFormat = "dtrain checkpoint rank 1";
+
+using Dict = c10::impl::GenericDict;
+
+Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+c10::Dict<std::string, at::Tensor> tensor_dict(const NamedTensors& ts) {
+  c10::Dict<std::string, at::Tensor> d;
+  for (const auto& [name, t] : ts) d.insert(name, t.detach().to(at::kCPU).contiguous());
+  return d;
+}
+
+std::string to_bytes(const Dict& d) {
+  const std::vector<char> v = torch::jit::pickle_save(c10::IValue(d));
+  return std::string(v.begin(), v.end());
+}
+
+// Reads a pickled dict, naming `file` when the bytes are not one.
+Dict from_bytes(const std::string& bytes, const std::string& file, const char* format) {
+  c10::IValue v;
+  try {
+    v = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    throw Error(std::string("not a readable checkpoint file (truncated or corrupt?): ") +
+                    first_line(e.what()),
+                file);
+  }
+  if (!v.isGenericDict()) throw Error("not a dtrain checkpoint file (no dict inside)", file);
+  Dict d = v.toGenericDict();
+  if (!d.contains(std::string("format")) || !d.at(std::string("format")).isString() ||
+      d.at(std::string("format")).toStringRef() != format)
+    throw Error(std::string("not a dtrain checkpoint file of this kind (expected format '") +
+                    format + "')",
+                file);
+  return d;
+}
+
+// Typed reads that name the entry and the file.
+class Reader {
+ public:
+  Reader(const Dict& d, std::string file) : d_(d), file_(std::move(file)) {}
+  c10::IValue at(const std::string& key) const {
+    if (!d_.contains(key)) throw Error("checkpoint entry '" + key + "' is missing", file_);
+    return d_.at(key);
+  }
+  int64_t integer(const std::string& key) const {
+    const c10::IValue v = at(key);
+    if (!v.isInt()) throw Error("checkpoint entry '" + key + "' is not an integer", file_);
+    return v.toInt();
+  }
+  double number(const std::string& key) const {
+    const c10::IValue v = at(key);
+    if (!v.isDouble()) throw Error("checkpoint entry '" + key + "' is not a number", file_);
+    return v.toDouble();
+  }
+  std::string text(const std::string& key) const {
+    const c10::IValue v = at(key);
+    if (!v.isString()) throw Error("checkpoint entry '" + key + "' is not text", file_);
+    return v.toStringRef();
+  }
+  at::Tensor tensor(const std::string& key, bool optional = false) const {
+    if (optional && !d_.contains(key)) return {};
+    const c10::IValue v = at(key);
+    if (v.isNone() && optional) return {};
+    if (!v.isTensor()) throw Error("checkpoint entry '" + key + "' is not a tensor", file_);
+    return v.toTensor();
+  }
+  NamedTensors tensors(const std::string& key) const {
+    const c10::IValue v = at(key);
+    if (!v.isGenericDict()) throw Error("checkpoint entry '" + key + "' is not a dict", file_);
+    NamedTensors out;
+    for (const auto& kv : v.toGenericDict()) {
+      if (!kv.key().isString() || !kv.value().isTensor())
+        throw Error("checkpoint entry '" + key + "' holds something other than named tensors",
+                    file_);
+      out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+    }
+    return out;
+  }
+  std::map<std::string, std::string> texts(const std::string& key) const {
+    const c10::IValue v = at(key);
+    if (!v.isGenericDict()) throw Error("checkpoint entry '" + key + "' is not a dict", file_);
+    std::map<std::string, std::string> out;
+    for (const auto& kv : v.toGenericDict()) {
+      if (!kv.key().isString() || !kv.value().isString())
+        throw Error("checkpoint entry '" + key + "' holds something other than text", file_);
+      out[kv.key().toStringRef()] = kv.value().toStringRef();
+    }
+    return out;
+  }
+
+ private:
+  const Dict& d_;
+  std::string file_;
+};
+
+}  // namespace
+
+std::map<std::string, std::string> config_values(const Config& cfg) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : config::schema()) out[f.key] = f.get(cfg);
+  return out;
+}
+
+std::string encode(const SharedState& s) {
+  Dict d = new_dict();
+  d.insert("format", kSharedFormat);
+  const LoopPosition& p = s.position;
+  d.insert("step", p.step);
+  d.insert("steps_per_epoch", p.steps_per_epoch);
+  d.insert("epoch_end_done", static_cast<int64_t>(p.epoch_end_done));
+  d.insert("samples", p.samples);
+  d.insert("micro_batch", p.micro_batch);
+  d.insert("window_loss", p.window_loss);
+  d.insert("window_steps", p.window_steps);
+  d.insert("last_loss", p.last_loss);
+  d.insert("world", static_cast<int64_t>(s.world));
+  d.insert("global_batch", s.global_batch);
+  c10::Dict<std::string, std::string> cfg;
+  for (const auto& [k, v] : s.config) cfg.insert(k, v);
+  d.insert("config", cfg);
+  d.insert("config_hash", s.config_hash);
+  d.insert("dtrain_version", s.dtrain_version);
+  d.insert("libtorch_version", s.libtorch_version);
+  d.insert("model", tensor_dict(s.model));
+  d.insert("optimizer", tensor_dict(s.optimizer));
+  d.insert("scaler", tensor_dict(s.scaler));
+  return to_bytes(d);
+}
+
+std::string encode(const RankState& s) {
+  Dict d = new_dict();
+  d.insert("format", kRankFormat);
+  d.insert("rank", static_cast<int64_t>(s.rank));
+  d.insert("world", static_cast<int64_t>(s.world));
+  d.insert("step", s.step);
+  d.insert("cpu_rng", s.cpu_rng);
+  if (s.cuda_rng.defined()) d.insert("cuda_rng", s.cuda_rng);
+  return to_bytes(d);
+}
+
+SharedState decode_shared(const std::string& bytes, const std::string& file) {
+  const Dict d = from_bytes(bytes, file, kSharedFormat);
+  const Reader r(d, file);
+  SharedState s;
+  LoopPosition& p = s.position;
+  p.step = r.integer("step");
+  p.steps_per_epoch = r.integer("steps_per_epoch");
+  p.epoch_end_done = r.integer("epoch_end_done") != 0;
+  p.samples = r.integer("samples");
+  p.micro_batch = r.integer("micro_batch");
+  p.window_loss = r.number("window_loss");
+  p.window_steps = r.integer("window_steps");
+  p.last_loss = r.number("last_loss");
+  s.world = static_cast<int>(r.integer("world"));
+  s.global_batch = r.integer("global_batch");
+  s.config = r.texts("config");
+  s.config_hash = r.text("config_hash");
+  s.dtrain_version = r.text("dtrain_version");
+  s.libtorch_version = r.text("libtorch_version");
+  s.model = r.tensors("model");
+  s.optimizer = r.tensors("optimizer");
+  s.scaler = r.tensors("scaler");
+  if (p.step < 0 || s.world < 1 || s.global_batch < 1 || p.micro_batch < 1)
+    throw Error("checkpoint position is not valid (step " + std::to_string(p.step) + ", world " +
+                    std::to_string(s.world) + ")",
+                file);
+  return s;
+}
+
+RankState decode_rank(const std::string& bytes, const std::string& file) {
+  const Dict d = from_bytes(bytes, file, kRankFormat);
+  const Reader r(d, file);
+  RankState s;
+  s.rank = static_cast<int>(r.integer("rank"));
+  s.world = static_cast<int>(r.integer("world"));
+  s.step = r.integer("step");
+  s.cpu_rng = r.tensor("cpu_rng");
+  s.cuda_rng = r.tensor("cuda_rng", /*optional=*/true);
+  return s;
+}
+
+}  // namespace dtrain::detail

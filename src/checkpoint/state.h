@@ -1,0 +1,65 @@
+// What a checkpoint holds, and its two files' encoding. `state.pt` (written by rank 0) holds what
+// every rank shares: the model's parameters and buffers, the optimizer and loss-scaler state,
+// where the loop stood, the resolved config key by key, and the versions. `rank-<R>.pt` holds
+// what differs by rank: its random-number generator states. Both are pickled dicts
+// (torch::pickle_save), so Python's torch.load opens them too.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtrain {
+class Config;
+}
+
+namespace dtrain::detail {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Where the training loop stood after `step` optimizer steps.
+struct LoopPosition {
+  int64_t step = 0;
+  int64_t steps_per_epoch = 0;
+  bool epoch_end_done = false;  // at an epoch's end: its window read and evaluation have run
+  int64_t samples = 0;          // global samples trained on
+  int64_t micro_batch = 0;      // in use when saved
+  double window_loss = 0;       // sum of step losses since the last loss read...
+  int64_t window_steps = 0;     // ...over this many steps (the next read continues it)
+  double last_loss = 0;
+};
+
+struct SharedState {
+  LoopPosition position;
+  int world = 0;
+  int64_t global_batch = 0;
+  std::map<std::string, std::string> config;  // key -> value, as --print-config writes them
+  std::string config_hash;                    // hex of Config::hash()
+  std::string dtrain_version, libtorch_version;
+  NamedTensors model;      // named_parameters() then named_buffers(), CPU copies
+  NamedTensors optimizer;  // Optimizer::state()
+  NamedTensors scaler;     // GradScaler::state(), empty without one
+};
+
+struct RankState {
+  int rank = 0;
+  int world = 0;
+  int64_t step = 0;
+  at::Tensor cpu_rng;   // the default CPU generator's state
+  at::Tensor cuda_rng;  // the default CUDA generator's state of this rank's GPU (undefined: CPU)
+};
+
+// Every key of `cfg` with its value as text (the schema's order, in a map).
+std::map<std::string, std::string> config_values(const Config& cfg);
+
+std::string encode(const SharedState& s);
+std::string encode(const RankState& s);
+// Decoding checks the format and every field; an Error names `file` and what is wrong.
+SharedState decode_shared(const std::string& bytes, const std::string& file);
+RankState decode_rank(const std::string& bytes, const std::string& file);
+
+}  // namespace dtrain::detail

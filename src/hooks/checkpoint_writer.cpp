@@ -1,0 +1,164 @@
+// Checkpoints (config section `checkpoint`): on every save the loop asks for, each rank writes
+// its own state and rank 0 the shared state into checkpoint.dir/step-<N>/; once every rank's
+// files are durable, rank 0 writes the COMPLETE marker, then prunes to checkpoint.keep. Every
+// step of that is agreed over the control plane, so a failure on any rank (a full disk, a folder
+// that is not shared) is an Error on every rank naming the rank and the file, and no rank waits.
+// What the files hold: checkpoint/state.h; the folder's rules: checkpoint/folder.h.
+#include <ATen/Context.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "checkpoint/folder.h"
+#include "checkpoint/state.h"
+#include "dtrain/amp.h"
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "dtrain/models.h"
+#include "dtrain/optim.h"
+#include "dtrain/version.h"
+#include "hooks/standard.h"
+#include "util/clock.h"
+#include "util/dir.h"
+#include "util/format.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/torch_compat.h"
+
+namespace dtrain::detail {
+namespace {
+
+std::string rank_file(int rank) { return format("rank-%05d.pt", rank); }
+
+// Runs `f` on this rank, then agrees with every rank: an Error on any rank becomes an Error on
+// all of them, naming the rank (the first that failed) and its message.
+template <class F>
+void agreed(Communicator& control, const char* what, F f) {
+  std::string failure;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    failure = first_line(e.what());
+  }
+  const auto all = gather_strings(control, failure);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty())
+      throw Error(std::string("checkpoint ") + what + " failed on rank " + std::to_string(r) +
+                  ": " + all[r]);
+}
+
+at::Tensor generator_state(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+NamedTensors model_tensors(Model& model) {
+  NamedTensors out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+class CheckpointWriter : public Hook {
+ public:
+  std::string name() const override { return "checkpoints"; }
+
+  void on_start(const RunInfo& run, LoopControl&) override {
+    folder_ = run.config->checkpoint.folder(run.config->run);
+    keep_ = run.config->checkpoint.keep;
+    if (!run.resumed_from.empty()) last_ = run.resumed_from, last_step_ = run.resumed_step;
+  }
+
+  bool on_save(const TrainState& s) override {
+    if (folder_.empty()) return false;
+    const auto t0 = Clock::now();
+    const CheckpointFolder folder(folder_);
+    const std::string dir = folder.path_of(s.step);
+    if (has_marker(dir)) {  // this step is saved already (a second request, or resumed here)
+      last_ = dir, last_step_ = s.step;
+      return true;
+    }
+    Communicator& control = *s.control;
+    agreed(control, "folder", [&] {
+      if (s.rank != 0) return;
+      if (path_exists(dir)) remove_tree(dir);  // an incomplete earlier attempt at this step
+      make_dirs(dir);
+    });
+    agreed(control, "write", [&] {
+      RankState mine;
+      mine.rank = s.rank;
+      mine.world = s.world;
+      mine.step = s.step;
+      mine.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
+      if (s.device.is_cuda())
+        mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
+      write_file_atomic(join_path(dir, rank_file(s.rank)), encode(mine));
+      if (s.rank == 0) write_file_atomic(join_path(dir, "state.pt"), encode(shared(s)));
+    });
+    int64_t bytes = 0;
+    agreed(control, "marker", [&] {
+      if (s.rank != 0) return;
+      std::vector<std::string> files = {"state.pt"};
+      for (int r = 0; r < s.world; ++r) files.push_back(rank_file(r));
+      for (const auto& f : files) {
+        if (!path_exists(join_path(dir, f)))
+          throw Error("checkpoint file missing on rank 0 (is checkpoint.dir on a file system "
+                      "every rank shares?)",
+                      join_path(dir, f));
+      }
+      write_marker(dir, s.step, s.world, files);
+      sync_dir(folder_);
+      for (const auto& f : checked(dir).files) bytes += f.bytes;
+      for (const auto& old : folder.prune(keep_)) log::detail("checkpoint removed: " + old);
+    });
+    last_ = dir, last_step_ = s.step;
+    log::info("checkpoint saved: " + dir + " (step " + std::to_string(s.step) + ", " +
+              format("%.1f", bytes / 1e6) + " MB, " + format("%.2f", seconds_since(t0)) + " s; " +
+              s.reason + ")");
+    return true;
+  }
+
+  void on_end(TrainSummary& summary) override {
+    summary.checkpoint = last_;
+    summary.checkpoint_step = last_.empty() ? -1 : last_step_;
+  }
+
+ private:
+  static SharedState shared(const TrainState& s) {
+    SharedState st;
+    LoopPosition& p = st.position;
+    p.step = s.step;
+    p.steps_per_epoch = s.steps_per_epoch;
+    p.epoch_end_done = s.epoch_end_done;
+    p.samples = s.samples;
+    p.micro_batch = s.micro_batch;
+    p.window_loss = s.window_loss;
+    p.window_steps = s.window_steps;
+    p.last_loss = s.last_loss;
+    st.world = s.world;
+    st.global_batch = s.config->train.global_batch;
+    st.config = config_values(*s.config);
+    st.config_hash = format("%016llx", static_cast<unsigned long long>(s.config->hash()));
+    st.dtrain_version = DTRAIN_VERSION;
+    st.libtorch_version = compat::libtorch_version();
+    st.model = model_tensors(*s.model);
+    st.optimizer = s.optimizer->state();
+    if (s.scaler) st.scaler = s.scaler->state();
+    return st;
+  }
+
+  std::string folder_;
+  int64_t keep_ = 1;
+  std::string last_;
+  int64_t last_step_ = -1;
+};
+
+}  // namespace
+
+std::shared_ptr<Hook> make_checkpoint_writer() { return std::make_shared<CheckpointWriter>(); }
+
+}  // namespace dtrain::detail

@@ -1,0 +1,157 @@
+#include "train/resume.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "checkpoint/folder.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "util/dir.h"
+#include "util/format.h"
+#include "util/fs.h"
+
+namespace dtrain::detail {
+namespace {
+
+// Keys that decide the model, the data and the order of samples: a checkpoint written under
+// other values cannot be continued. Every other key may change on resume (and is logged).
+bool must_match(const std::string& key) {
+  static const char* fixed[] = {"run.seed", "train.global_batch", "train.optimizer",
+                                "train.drop_last", "train.loss"};
+  for (const char* k : fixed)
+    if (key == k) return true;
+  if (key.rfind("model.", 0) == 0) return true;
+  if (key.rfind("data.", 0) == 0)
+    return key != "data.workers" && key != "data.prefetch" && key != "data.pin_memory";
+  return false;
+}
+
+// Rank 0 picks the checkpoint; every rank gets its path ("" for a fresh start) or its error.
+std::string choose(const Config& cfg, Communicator& control) {
+  const std::string& mode = cfg.checkpoint.resume;
+  std::string path, failure;
+  if (control.rank() == 0) {
+    try {
+      if (mode == "auto") {
+        const std::string folder = cfg.checkpoint.folder(cfg.run);
+        if (!folder.empty()) path = CheckpointFolder(folder).newest_complete();
+        log::info(path.empty() ? "checkpoint.resume auto: no complete checkpoint in " +
+                                     (folder.empty() ? std::string("(no folder: the run writes no files)") : folder) +
+                                     ", starting fresh"
+                               : "checkpoint.resume auto: resuming from " + path);
+      } else if (mode != "none") {
+        path = mode;
+        if (!is_dir(path)) throw Error("no such checkpoint", "checkpoint.resume=" + mode);
+        if (!has_marker(path)) {  // a folder of checkpoints?
+          const std::string newest = CheckpointFolder(path).newest_complete();
+          if (!newest.empty()) path = newest;
+        }
+        log::info("resuming from " + path);
+      }
+      if (!path.empty()) checked(path);  // every file against the marker
+    } catch (const std::exception& e) {
+      failure = first_line(e.what());
+    }
+  }
+  const auto all = gather_strings(control, failure.empty() ? path : "\x01" + failure);
+  if (!all[0].empty() && all[0][0] == '\x01')
+    throw Error("cannot resume: " + all[0].substr(1), "checkpoint.resume");
+  return all[0];
+}
+
+void compare_config(const SharedState& saved, const Config& cfg, const std::string& file) {
+  const auto now = config_values(cfg);
+  std::string fatal, changed;
+  for (const auto& [key, value] : now) {
+    const auto it = saved.config.find(key);
+    const std::string before = it == saved.config.end() ? "(not a key then)" : it->second;
+    if (before == value) continue;
+    std::string line = key + ": " + before + " in the checkpoint, " + value + " now";
+    if (must_match(key) && it != saved.config.end())
+      fatal += (fatal.empty() ? "" : "; ") + line;
+    else
+      changed += "\n  " + line;
+  }
+  if (!fatal.empty())
+    throw Error("the checkpoint was written with another config (" + fatal +
+                    "); these keys must stay the same to resume: start another run.name, or set "
+                    "checkpoint.resume=none",
+                file);
+  if (!changed.empty()) log::info("resuming with changed settings:" + changed);
+}
+
+void load_model(Model& model, const NamedTensors& saved, const std::string& file) {
+  std::map<std::string, at::Tensor> by_name(saved.begin(), saved.end());
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  auto take = [&](const std::string& name, const at::Tensor& into) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end())
+      throw Error("the checkpoint has no value for the model's '" + name + "'", file);
+    if (it->second.sizes() != into.sizes())
+      throw Error("'" + name + "' has shape " + shape_str(it->second.sizes().vec()) +
+                      " in the checkpoint but " + shape_str(into.sizes().vec()) + " in the model",
+                  file);
+    copies.emplace_back(into, it->second);
+    by_name.erase(it);
+  };
+  for (const auto& p : model.named_parameters()) take(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) take(b.key(), b.value());
+  if (!by_name.empty())
+    throw Error("the checkpoint holds '" + by_name.begin()->first +
+                    "', which the model does not have (another model?)",
+                file);
+  at::NoGradGuard no_grad;
+  for (auto& [into, from] : copies) into.copy_(from);
+}
+
+void set_generator_state(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+}  // namespace
+
+std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communicator& control) {
+  const std::string path = choose(cfg, control);
+  if (path.empty()) return std::nullopt;
+  const std::string state_file = join_path(path, "state.pt");
+  const SharedState saved = decode_shared(read_file(state_file), state_file);
+  compare_config(saved, cfg, state_file);
+  load_model(*ctx.model, saved.model, state_file);
+  try {
+    ctx.optimizer->load_state(saved.optimizer);
+    if (ctx.scaler && !saved.scaler.empty()) ctx.scaler->load_state(saved.scaler);
+  } catch (const Error& e) {
+    throw Error(e.cause(), state_file);
+  }
+  if (ctx.scaler && saved.scaler.empty())
+    log::info("the checkpoint has no loss-scaler state: the scaler starts afresh");
+
+  const int rank = control.rank(), world = control.world();
+  if (rank < saved.world) {
+    const std::string rf = join_path(path, format("rank-%05d.pt", rank));
+    const RankState mine = decode_rank(read_file(rf), rf);
+    set_generator_state(at::detail::getDefaultCPUGenerator(), mine.cpu_rng);
+    if (ctx.device.is_cuda() && mine.cuda_rng.defined())
+      set_generator_state(at::globalContext().defaultGenerator(ctx.device), mine.cuda_rng);
+  }
+  ResumePoint rp{path, saved.position, saved.world};
+  std::string how = "resumed from " + path + " at step " + std::to_string(rp.position.step);
+  if (saved.world != world)
+    how += "; it was written by " + std::to_string(saved.world) + " rank(s), this run has " +
+           std::to_string(world) + ": the global batch stays " +
+           std::to_string(cfg.train.global_batch) + " (" + std::to_string(world) + " x " +
+           std::to_string(cfg.resolved.rank_batch) +
+           " per step) and the sample order continues" +
+           (world > saved.world ? "; the random generators of ranks " +
+                                      std::to_string(saved.world) + "+ start afresh"
+                                : "");
+  log::info(how);
+  return rp;
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,31 @@
+// Resuming (checkpoint.resume): which checkpoint a run continues from, whether it may, and
+// loading it into the step context. Every rank calls resume() (it agrees over the control plane).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "checkpoint/state.h"
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "train/step_context.h"
+
+namespace dtrain::detail {
+
+struct ResumePoint {
+  std::string path;  // the checkpoint's folder
+  LoopPosition position;
+  int saved_world = 0;
+};
+
+// auto: the newest complete checkpoint in checkpoint.folder() if there is one; none: a fresh
+// start; otherwise a path, a checkpoint or a folder of them (then its newest complete one),
+// which must exist. The checkpoint is checked (its marker, every file's size and hash), compared
+// with this run (the config keys that decide the model, the data and the sample order; the
+// model's parameter names and shapes), and loaded: parameters and buffers, optimizer and
+// loss-scaler state, this rank's random generators. Any mismatch is an Error naming the file and
+// what differs; keys that may change (train.epochs, train.lr, ...) are listed in the log.
+// Returns nullopt for a fresh start; the log says which it is.
+std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communicator& control);
+
+}  // namespace dtrain::detail

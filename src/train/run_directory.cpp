@@ -1,0 +1,83 @@
+#include "train/run_directory.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "checkpoint/folder.h"
+#include "dtrain/error.h"
+#include "util/dir.h"
+#include "util/format.h"
+#include "util/fs.h"
+
+namespace dtrain::detail {
+namespace {
+
+// Every rank learns rank 0's failure, as the same Error.
+void agree(Communicator& control, const std::string& failure, const std::string& where) {
+  const auto all = gather_strings(control, failure);
+  if (!all[0].empty()) throw Error(all[0], where);
+}
+
+std::string host_name() {
+  char h[256] = {0};
+  ::gethostname(h, sizeof h - 1);
+  return h;
+}
+
+}  // namespace
+
+RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
+    : dir_(cfg.run.run_dir()), checkpoints_(cfg.checkpoint.folder(cfg.run)) {
+  if (dir_.empty()) return;
+  std::string failure;
+  if (control.rank() == 0) {
+    try {
+      make_dirs(dir_);
+      const std::string path = join_path(dir_, ".lock");
+      lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+      if (lock_fd_ < 0) throw Error(std::string("cannot open: ") + std::strerror(errno), path);
+      struct flock fl {};
+      fl.l_type = F_WRLCK;
+      fl.l_whence = SEEK_SET;
+      if (::fcntl(lock_fd_, F_SETLK, &fl) != 0) {
+        std::string holder = read_file(path);
+        while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+        throw Error("this run directory is in use by another dtrain run (" +
+                    (holder.empty() ? std::string("holder unknown") : holder) +
+                    "); give this run another run.name");
+      }
+      const std::string me = format("pid %d on %s", static_cast<int>(::getpid()), host_name().c_str());
+      if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0)
+        throw Error(std::string("cannot write: ") + std::strerror(errno), path);
+    } catch (const std::exception& e) {
+      failure = first_line(e.what());
+    }
+  }
+  agree(control, failure, dir_);
+}
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+void RunDirectory::check_fresh_start(bool resuming, Communicator& control) const {
+  if (dir_.empty()) return;
+  std::string failure;
+  if (control.rank() == 0 && !resuming) {
+    std::string found;
+    for (const char* f : {"metrics.jsonl", "model.pt"})
+      if (path_exists(join_path(dir_, f))) found += std::string(found.empty() ? "" : ", ") + f;
+    if (!checkpoints_.empty() && !CheckpointFolder(checkpoints_).complete().empty())
+      found += std::string(found.empty() ? "" : ", ") + "checkpoints in " + checkpoints_;
+    if (!found.empty())
+      failure = "this run directory holds an earlier run's files (" + found +
+                ") and this run does not resume it; nothing is overwritten: choose another "
+                "run.name, resume (checkpoint.resume=auto or a path), or remove the directory";
+  }
+  agree(control, failure, dir_);
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,37 @@
+// The run directory (run.dir/run.name) belongs to one run at a time, and a new run never
+// overwrites an earlier run's files.
+// Invariants (tests/e2e/test_checkpoint.sh):
+//   - while a run trains, rank 0 holds an exclusive lock on <run dir>/.lock (fcntl, released by
+//     the kernel when the process ends, however it ends); a second run of the same directory
+//     stops with an Error naming the directory and the holder;
+//   - a run that does not resume stops with an Error naming the directory when it already holds
+//     an earlier run's files (metrics.jsonl, model.pt, checkpoints); a resumed run appends.
+#pragma once
+
+#include <string>
+
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+class RunDirectory {
+ public:
+  // Creates the directory and takes the lock (rank 0; every rank learns the outcome: a
+  // collective on `control`). Nothing happens when the run writes no files.
+  RunDirectory(const Config& cfg, Communicator& control);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  // After the resume decision: a fresh start into a directory with an earlier run's files is
+  // an Error (on every rank).
+  void check_fresh_start(bool resuming, Communicator& control) const;
+
+ private:
+  std::string dir_;
+  std::string checkpoints_;
+  int lock_fd_ = -1;
+};
+
+}  // namespace dtrain::detail

@@ -1,0 +1,271 @@
+// Checkpoints and resume through the Trainer: a run stopped at a step and resumed from its last
+// checkpoint ends with the same parameters, losses and evaluations as the same run uninterrupted
+// (bit for bit on the same world, within 1e-6 on another); damaged or foreign checkpoints are
+// Errors naming the file and what differs; non-finite losses stop the run or skip the step.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist_support.h"
+#include "dtrain/comm.h"
+#include "dtrain/error.h"
+#include "dtrain/hooks.h"
+#include "dtrain/trainer.h"
+#include "util/dir.h"
+
+namespace dtrain {
+namespace {
+
+using test::World;
+
+// 600 samples, global batch 32: 18 steps per epoch, 2 epochs; dropout makes the random
+// generators part of the state.
+const char* kCfg = R"(
+run: {seed: 5, log_every: 5, threads: 1, quiet: true}
+model: {name: mlp, hidden: [16], dropout: 0.1}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: 600,
+       synthetic_test_size: 64, synthetic_features: 6, synthetic_classes: 3, workers: 1}
+train: {epochs: 2, global_batch: 32, optimizer: adamw, lr: 0.02, warmup_steps: 4,
+        schedule: cosine, eval: true}
+checkpoint: {every_epoch: false}
+)";
+
+// A folder every rank of `comm` shares (rank 0 makes it).
+std::string shared_tmp(Communicator& comm) {
+  std::string dir;
+  if (comm.rank() == 0) {
+    char tmpl[] = "/tmp/dtrain-ckpt-XXXXXX";
+    dir = mkdtemp(tmpl);
+  }
+  return gather_strings(comm, dir)[0];
+}
+
+class Recorder : public Hook {
+ public:
+  std::string name() const override { return "recorder"; }
+  void on_start(const RunInfo& run, LoopControl&) override { resumed_step = run.resumed_step; }
+  void on_step(const StepRecord& r, LoopControl&) override {
+    if (r.loss) losses.emplace_back(r.step, *r.loss);
+  }
+  void on_eval(const EvalRecord& r, LoopControl&) override { evals.push_back(r.result.loss); }
+  std::vector<std::pair<int64_t, double>> losses;
+  std::vector<double> evals;
+  int64_t resumed_step = -1;
+};
+
+class StopAt : public Hook {
+ public:
+  explicit StopAt(int64_t step) : step_(step) {}
+  std::string name() const override { return "stop"; }
+  void on_step(const StepRecord& r, LoopControl& control) override {
+    if (r.step == step_ && World().rank == 0) control.request_stop("test");
+  }
+
+ private:
+  int64_t step_;
+};
+
+struct Result {
+  TrainSummary summary;
+  std::vector<at::Tensor> params;
+  std::shared_ptr<Recorder> rec;
+};
+
+Result train(MPI_Comm comm, const std::vector<std::string>& overrides,
+             std::shared_ptr<Hook> extra = nullptr,
+             std::shared_ptr<FaultInjector> faults = nullptr) {
+  test::RunSetup s = test::setup_run(kCfg, "checkpoint", overrides, comm, 3);
+  Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
+  Result r{{}, {}, std::make_shared<Recorder>()};
+  trainer.add_hook(r.rec);
+  if (extra) trainer.add_hook(extra);
+  if (faults) trainer.set_fault_injector(faults);
+  r.summary = trainer.fit();
+  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().clone());
+  return r;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Checkpoint, ResumedMidEpochEqualsUninterruptedBitForBit) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const Result whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
+  // Saves every 7 steps; stopped at step 10 (one step later with several ranks: the request is
+  // agreed at the next boundary), so the resume starts from step 7 with 2 steps in its loss
+  // window, and runs through an epoch end and an evaluation to the end.
+  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=7"};
+  const Result first = train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(10));
+  EXPECT_TRUE(first.summary.stopped);
+  EXPECT_EQ(first.summary.checkpoint_step, 7);
+  const Result rest = train(MPI_COMM_WORLD, cut);
+  EXPECT_EQ(rest.rec->resumed_step, 7);
+  EXPECT_EQ(rest.summary.steps, whole.summary.steps);
+  EXPECT_EQ(rest.summary.samples, whole.summary.samples);
+  ASSERT_EQ(rest.params.size(), whole.params.size());
+  for (size_t i = 0; i < whole.params.size(); ++i)
+    EXPECT_TRUE(at::equal(rest.params[i], whole.params[i])) << "parameter " << i;
+  // Every loss the resumed run read (from step 10 on) is the uninterrupted run's, exactly.
+  ASSERT_FALSE(rest.rec->losses.empty());
+  EXPECT_EQ(rest.rec->losses.front().first, 10);
+  for (const auto& [step, loss] : rest.rec->losses) {
+    bool found = false;
+    for (const auto& [s2, l2] : whole.rec->losses)
+      if (s2 == step) {
+        EXPECT_EQ(loss, l2) << "step " << step;
+        found = true;
+      }
+    EXPECT_TRUE(found) << step;
+  }
+  EXPECT_EQ(rest.rec->evals, whole.rec->evals);
+  EXPECT_EQ(rest.summary.eval.loss, whole.summary.eval.loss);
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, ResumedAtAnEpochEndBeforeItsEvaluationRunsThatEvaluation) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const Result whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
+  // Step 18 is the first epoch's last: saved before the loss read and evaluation of that end.
+  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=18"};
+  train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(18));
+  const Result rest = train(MPI_COMM_WORLD, cut);
+  EXPECT_EQ(rest.rec->resumed_step, 18);
+  EXPECT_EQ(rest.rec->evals, whole.rec->evals);  // both epochs' evaluations, the same
+  for (size_t i = 0; i < whole.params.size(); ++i)
+    EXPECT_TRUE(at::equal(rest.params[i], whole.params[i])) << "parameter " << i;
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, ResumedOnOneRankContinuesTheSameSamplesWithinTolerance) {
+  const World w;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const std::vector<std::string> no_dropout = {"model.dropout=0", "run.dir=" + tmp};
+  // Written by every rank of the world, resumed by rank 0 alone.
+  auto cut = no_dropout;
+  cut.push_back("run.name=cut");
+  cut.push_back("checkpoint.every_steps=9");
+  train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(12));
+  if (w.rank == 0) {
+    auto whole_cfg = no_dropout;
+    whole_cfg.push_back("run.name=whole");
+    const Result whole = train(MPI_COMM_SELF, whole_cfg);
+    const Result rest = train(MPI_COMM_SELF, cut);
+    EXPECT_EQ(rest.rec->resumed_step, 9);
+    EXPECT_EQ(rest.summary.steps, whole.summary.steps);
+    for (size_t i = 0; i < whole.params.size(); ++i)
+      EXPECT_TRUE(at::allclose(rest.params[i], whole.params[i], 1e-6, 1e-7)) << "parameter " << i;
+    EXPECT_NEAR(rest.summary.eval.loss, whole.summary.eval.loss, 1e-6);
+  }
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, DamagedOrForeignCheckpointsAreErrorsNamingTheFileAndTheDifference) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const std::string ck = tmp + "/a/checkpoints/step-000000005";
+  train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=a", "train.max_steps=5", "train.eval=false",
+                         "checkpoint.every_steps=5"});
+  ASSERT_TRUE(detail::is_dir(ck));
+  const std::vector<std::string> from = {"run.dir=" + tmp, "run.name=b",
+                                         "checkpoint.resume=" + ck};
+  auto expect_error = [&](const std::vector<std::string>& extra, const std::string& what) {
+    auto o = from;
+    o.insert(o.end(), extra.begin(), extra.end());
+    const std::string m = message_of([&] { train(MPI_COMM_WORLD, o); });
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+    comm->barrier();
+    if (comm->rank() == 0) detail::remove_tree(tmp + "/b");
+    comm->barrier();
+  };
+  // Another model: the key and both values.
+  expect_error({"model.hidden=8"}, "model.hidden: [16] in the checkpoint, [8] now");
+  // Another data order.
+  expect_error({"run.seed=6"}, "run.seed: 5 in the checkpoint, 6 now");
+  // A path that is no checkpoint.
+  expect_error({"checkpoint.resume=" + tmp + "/nothing"}, "checkpoint.resume");
+  const std::string state = ck + "/state.pt";
+  const std::string good = detail::read_file(state);
+  auto damage = [&](const std::string& bytes) {
+    comm->barrier();
+    if (comm->rank() == 0) std::ofstream(state, std::ios::binary | std::ios::trunc) << bytes;
+    comm->barrier();
+  };
+  damage(good.substr(0, good.size() / 2));
+  expect_error({}, "state.pt: checkpoint file is truncated or changed");
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  damage(flipped);
+  expect_error({}, "state.pt: checkpoint file is corrupt");
+  damage(good);
+  comm->barrier();
+  if (comm->rank() == 0) std::remove((ck + "/COMPLETE").c_str());
+  comm->barrier();
+  expect_error({}, "incomplete checkpoint");
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, ANewRunIntoADirectoryWithAnEarlierRunsFilesIsAnError) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const std::vector<std::string> o = {"run.dir=" + tmp, "run.name=x", "train.max_steps=3",
+                                      "train.eval=false"};
+  train(MPI_COMM_WORLD, o);  // no checkpoints: metrics.jsonl only
+  const std::string m = message_of([&] { train(MPI_COMM_WORLD, o); });
+  EXPECT_NE(m.find("holds an earlier run's files (metrics.jsonl)"), std::string::npos) << m;
+  EXPECT_NE(m.find(tmp + "/x"), std::string::npos) << m;
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+// Step `step` of every rank's micro-batch gets a NaN loss.
+class NanAt : public FaultInjector {
+ public:
+  explicit NanAt(int64_t step) : step_(step) {}
+  Fault before_micro_batch(int64_t step, int64_t) override {
+    return step == step_ ? Fault::kNonFiniteLoss : Fault::kNone;
+  }
+
+ private:
+  int64_t step_;
+};
+
+TEST(Checkpoint, ANonFiniteLossStopsTheRunNamingItsStepOrIsSkipped) {
+  const std::vector<std::string> o = {"run.dir=\"\"", "train.eval=false", "run.log_every=10"};
+  // Steps done before it: 12, so step 13 is the first with a NaN loss.
+  const std::string m =
+      message_of([&] { train(MPI_COMM_WORLD, o, nullptr, std::make_shared<NanAt>(12)); });
+  EXPECT_NE(m.find("the training loss is nan at step 13"), std::string::npos) << m;
+  EXPECT_NE(m.find("train.skip_nonfinite"), std::string::npos) << m;
+
+  auto skip = o;
+  skip.push_back("train.skip_nonfinite=true");
+  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<NanAt>(12));
+  EXPECT_EQ(r.summary.skipped_steps, 1);
+  EXPECT_TRUE(std::isfinite(r.summary.last_loss));
+  for (const auto& [step, loss] : r.rec->losses) EXPECT_TRUE(std::isfinite(loss)) << step;
+  for (const auto& p : r.params) EXPECT_TRUE(at::isfinite(p).all().item<bool>());
+}
+
+}  // namespace
+}  // namespace dtrain

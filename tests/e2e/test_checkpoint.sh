@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# e2e: a dtrain run survives what clusters do to it.
+#   - SIGTERM or SIGUSR1 to one rank, or Ctrl-C to mpirun: every rank saves the same checkpoint,
+#     prints the summary and exits 75; the same command resumes it, and the result equals an
+#     uninterrupted run's, bit for bit (compared with PyTorch's torch.load);
+#   - kill -9 of one rank of three: the job ends within the bound, the last complete checkpoint
+#     loads, and a rerun with checkpoint.resume=auto ends like an uninterrupted run;
+#   - a second Ctrl-C ends at once; a second run of a busy run directory is refused.
+# Env as in the other e2e scripts (DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS,
+# DTRAIN_REF_PYTHON).
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup checkpoint
+py=${DTRAIN_REF_PYTHON:-}
+[[ -n $py && -x $py ]] || py=$(command -v python3 || true)
+"$py" -c "import torch" 2>/dev/null || fail "python3 with torch (Debian: python3-torch) is needed to compare checkpoints"
+
+cfg=$src/configs/synthetic_linear.yaml
+# 128 steps per epoch; the learning rate is constant, so a run may be resumed with more epochs.
+common=(run.dir="$tmp/runs" run.log_every=20 data.workers=0 run.timeout_s=60 train.eval=false)
+
+# same_model A B: the model tensors of two checkpoints' state.pt are equal (bit for bit).
+same_model() {
+  "$py" - "$1/state.pt" "$2/state.pt" <<'PY' || fail "the checkpoints $1 and $2 hold different models"
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert a["step"] == b["step"], (a["step"], b["step"])
+for k in a["model"]:
+    assert torch.equal(a["model"][k], b["model"][k]), k
+for k in a["optimizer"]:
+    assert torch.equal(a["optimizer"][k], b["optimizer"][k]), k
+print("same model and optimizer state at step", a["step"])
+PY
+}
+
+# wait_for_training DIR: until DIR/metrics.jsonl has a record (the ranks are past set-up).
+wait_for_training() {
+  for _ in $(seq 1 300); do
+    [[ -s $1/metrics.jsonl ]] && return 0
+    sleep 0.1
+  done
+  fail "no training record in $1/metrics.jsonl after 30 s"
+}
+
+# rank_pids NAME: the dtrain processes of run NAME.
+rank_pids() {
+  pgrep -f "run.name=$1" | while read -r p; do [[ $(cat /proc/$p/comm 2>/dev/null) == dtrain ]] && echo "$p"; done
+}
+
+# stopped_step NAME: the step a stopped run's summary names ("stopped by SIGTERM after step N").
+stopped_step() {
+  sed -nE 's/.*stopped by SIG[A-Z0-9]+ after step ([0-9]+).*/\1/p' "$tmp/$1.out" | head -1
+}
+
+# signal_case NAME NP SIGNAL WHO: start a long run, send SIGNAL to WHO (rank1 | mpirun | group)
+# once it trains, expect exit 75 and a checkpoint at the stop step on every rank's behalf; then
+# resume to a fixed end and compare with an uninterrupted run of that length.
+signal_case() {
+  local name=$1 np=$2 sig=$3 who=$4
+  setsid timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
+    run.name="$name" train.epochs=100000 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  local job=$!
+  wait_for_training "$tmp/runs/$name"
+  sleep 0.5
+  case $who in
+    rank1) mapfile -t pids < <(rank_pids "$name"); kill -"$sig" "${pids[1]}" ;;
+    mpirun) kill -"$sig" "$(pgrep -f "^$mpiexec .*run.name=$name" | head -1)" ;;
+    group) kill -"$sig" -- -"$job" ;;  # what a terminal's Ctrl-C does: the whole process group
+  esac
+  local rc=0
+  wait "$job" || rc=$?
+  [[ $rc == 75 ]] || { show "$name"; fail "$name: $sig to $who: exit $rc, expected 75 (preempted, checkpoint written)"; }
+  local step
+  step=$(stopped_step "$name")
+  [[ -n $step ]] || { show "$name"; fail "$name: the summary does not say where it stopped"; }
+  local ck
+  ck=$(printf '%s/runs/%s/checkpoints/step-%09d' "$tmp" "$name" "$step")
+  [[ -f $ck/COMPLETE ]] || fail "$name: no complete checkpoint $ck"
+  for r in $(seq 0 $((np - 1))); do
+    [[ -f $(printf '%s/rank-%05d.pt' "$ck" "$r") ]] || fail "$name: $ck lacks rank $r's file"
+  done
+  # Resume to the end of the next epoch but one, and compare with a run that never stopped.
+  local epochs=$(( step / 128 + 2 ))
+  run 120 "$name-resume" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
+    run.name="$name" train.epochs=$epochs
+  [[ $rc == 0 ]] || { show "$name-resume"; fail "$name: resuming failed (exit $rc)"; }
+  grep -q "resumed from $ck at step $step" "$tmp/$name-resume.out" ||
+    { show "$name-resume"; fail "$name: the resumed run does not say where it resumed from"; }
+  run 120 "$name-whole" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
+    run.name="$name-whole" train.epochs=$epochs
+  [[ $rc == 0 ]] || { show "$name-whole"; fail "$name: the uninterrupted run failed (exit $rc)"; }
+  local end
+  end=$(printf 'step-%09d' $((epochs * 128)))
+  same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$name-whole/checkpoints/$end"
+  echo "$name: $sig to $who stopped at step $step with exit 75; resumed to step $((epochs * 128)) = uninterrupted"
+}
+
+signal_case term 2 TERM rank1
+signal_case usr1 2 USR1 rank1
+signal_case ctrlc 2 INT group
+
+# kill -9 of one rank of three while it saves every 25 steps.
+name=killed
+start=$(date +%s)
+timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" "${common[@]}" run.name=$name \
+  train.epochs=100000 checkpoint.every_steps=25 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+job=$!
+wait_for_training "$tmp/runs/$name"
+sleep 1
+mapfile -t pids < <(rank_pids $name)
+kill -9 "${pids[2]}"
+rc=0
+wait "$job" || rc=$?
+elapsed=$(( $(date +%s) - start ))
+[[ $rc != 0 && $rc != 124 && $rc != 137 ]] || { show $name; fail "$name: exit $rc after kill -9 of a rank"; }
+(( elapsed < 90 )) || fail "$name: the job took ${elapsed} s to end after a rank was killed"
+newest=$(ls -d "$tmp/runs/$name/checkpoints"/step-* | sort | tail -1)
+[[ -n $newest ]] || fail "$name: no checkpoint was written before the kill"
+# The newest folder may be a save the kill interrupted; resume takes the newest complete one.
+step=$(ls -d "$tmp/runs/$name/checkpoints"/step-*/COMPLETE | sort | tail -1 | sed -E 's/.*step-0*([0-9]+)\/COMPLETE/\1/')
+epochs=$(( step / 128 + 2 ))
+run 120 killed-resume "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" "${common[@]}" run.name=$name \
+  train.epochs=$epochs checkpoint.every_steps=25 checkpoint.resume=auto
+[[ $rc == 0 ]] || { show killed-resume; fail "$name: resuming after the kill failed (exit $rc)"; }
+grep -q "at step $step" "$tmp/killed-resume.out" || { show killed-resume; fail "$name: did not resume at step $step"; }
+run 120 killed-whole "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" "${common[@]}" \
+  run.name=$name-whole train.epochs=$epochs checkpoint.every_steps=25
+[[ $rc == 0 ]] || { show killed-whole; fail "$name: the uninterrupted run failed (exit $rc)"; }
+end=$(printf 'step-%09d' $((epochs * 128)))
+same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$name-whole/checkpoints/$end"
+echo "$name: job ended ${elapsed} s after kill -9; resumed from step $step; result = uninterrupted"
+
+# A second Ctrl-C ends at once, without waiting for a checkpoint.
+timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=twice train.epochs=100000 \
+  >"$tmp/twice.out" 2>"$tmp/twice.err" &
+job=$!
+wait_for_training "$tmp/runs/twice"
+pid=$(rank_pids twice)
+kill -INT "$pid"; sleep 0.05; kill -INT "$pid"
+rc=0
+wait "$job" || rc=$?
+[[ $rc == 130 ]] || { show twice; fail "twice: exit $rc after two SIGINTs, expected 130"; }
+grep -q "second interrupt" "$tmp/twice.err" || { show twice; fail "twice: no word about the second interrupt"; }
+
+# A run directory in use: the second run is refused and names the first.
+timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=busy train.epochs=100000 \
+  >"$tmp/busy1.out" 2>"$tmp/busy1.err" &
+job=$!
+wait_for_training "$tmp/runs/busy"
+holder=$(rank_pids busy)
+run 60 busy2 "$bin" "$cfg" "${common[@]}" run.name=busy
+kill -TERM "$holder"; wait "$job" || true
+[[ $rc != 0 ]] || fail "busy: a second run of a busy run directory started"
+grep -q "in use by another dtrain run (pid $holder" "$tmp/busy2.err" || { show busy2; fail "busy: the error does not name the run holding the directory"; }
+echo "second Ctrl-C and busy run directory: as expected"
