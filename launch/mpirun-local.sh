@@ -5,7 +5,8 @@
 #   launch/mpirun-local.sh 2 configs/fashion_mnist.yaml train.epochs=1
 #
 # It adds what plain `mpirun -np NP dtrain ...` needs here: --allow-run-as-root when run as root,
-# --oversubscribe when NP is more than the cores. Binary: $DTRAIN_BIN, else build/bin/dtrain,
+# --oversubscribe when NP is more than the cores; and Ctrl-C (or SIGTERM) reaches every rank,
+# which saves a checkpoint and exits 75 (a second Ctrl-C ends the job at once). Binary: $DTRAIN_BIN, else build/bin/dtrain,
 # else build-gpu/bin/dtrain. Extra mpirun options: $DTRAIN_MPIRUN_ARGS (split on spaces).
 set -euo pipefail
 
@@ -41,4 +42,25 @@ flags+=("${extra[@]}")
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 echo "+ mpirun ${flags[*]} -np $np $bin $*" >&2
-exec mpirun "${flags[@]}" -np "$np" "$bin" "$@"
+# Ctrl-C and SIGTERM: mpirun would end the ranks at once (Open MPI cannot forward SIGINT or
+# SIGTERM), so mpirun runs in its own session and this script turns the first Ctrl-C or SIGTERM
+# into SIGUSR1, which mpirun forwards to every rank: dtrain saves a checkpoint at the next step
+# boundary and exits 75. A second Ctrl-C ends the job at once.
+setsid mpirun "${flags[@]}" -np "$np" "$bin" "$@" &
+job=$!
+stops=0
+stop() {
+  stops=$((stops + 1))
+  if ((stops == 1)); then
+    echo "mpirun-local.sh: stopping: every rank saves a checkpoint at the next step (Ctrl-C again to end at once)" >&2
+    kill -USR1 "$job" 2>/dev/null || true
+  else
+    kill -INT "$job" 2>/dev/null || true
+  fi
+}
+trap stop INT TERM
+rc=0
+while kill -0 "$job" 2>/dev/null; do
+  wait "$job" && rc=0 || rc=$?
+done
+exit "$rc"

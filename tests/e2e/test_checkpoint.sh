@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e: a dtrain run survives what clusters do to it.
-#   - SIGTERM or SIGUSR1 to one rank, or Ctrl-C to mpirun: every rank saves the same checkpoint,
+#   - SIGTERM or SIGUSR1 to one rank, or Ctrl-C to launch/mpirun-local.sh: every rank saves the
+#     same checkpoint,
 #     prints the summary and exits 75; the same command resumes it, and the result equals an
 #     uninterrupted run's, bit for bit (compared with PyTorch's torch.load);
 #   - kill -9 of one rank of three: the job ends within the bound, the last complete checkpoint
@@ -36,11 +37,11 @@ PY
 
 # wait_for_training DIR: until DIR/metrics.jsonl has a record (the ranks are past set-up).
 wait_for_training() {
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 600); do
     [[ -s $1/metrics.jsonl ]] && return 0
     sleep 0.1
   done
-  fail "no training record in $1/metrics.jsonl after 30 s"
+  fail "no training record in $1/metrics.jsonl after 60 s"
 }
 
 # rank_pids NAME: the dtrain processes of run NAME.
@@ -58,15 +59,23 @@ stopped_step() {
 # resume to a fixed end and compare with an uninterrupted run of that length.
 signal_case() {
   local name=$1 np=$2 sig=$3 who=$4
-  setsid timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
-    run.name="$name" train.epochs=100000 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  if [[ $who == ctrl-c ]]; then
+    # As from a terminal: launch/mpirun-local.sh in a session of its own with SIGINT at its
+    # default (a background job of a script would ignore it), then SIGINT to the whole group.
+    DTRAIN_BIN=$bin "$py" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+      timeout -k 10 120 bash "$src/launch/mpirun-local.sh" "$np" "$cfg" "${common[@]}" \
+      run.name="$name" train.epochs=300 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  else
+    timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
+      run.name="$name" train.epochs=300 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  fi
   local job=$!
   wait_for_training "$tmp/runs/$name"
   sleep 0.5
   case $who in
     rank1) mapfile -t pids < <(rank_pids "$name"); kill -"$sig" "${pids[1]}" ;;
-    mpirun) kill -"$sig" "$(pgrep -f "^$mpiexec .*run.name=$name" | head -1)" ;;
-    group) kill -"$sig" -- -"$job" ;;  # what a terminal's Ctrl-C does: the whole process group
+    ctrl-c) kill -"$sig" -- -"$job" ;;  # what a terminal's Ctrl-C does: the whole process group
   esac
   local rc=0
   wait "$job" || rc=$?
@@ -98,13 +107,13 @@ signal_case() {
 
 signal_case term 2 TERM rank1
 signal_case usr1 2 USR1 rank1
-signal_case ctrlc 2 INT group
+signal_case ctrlc 2 INT ctrl-c
 
 # kill -9 of one rank of three while it saves every 25 steps.
 name=killed
 start=$(date +%s)
 timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" "${common[@]}" run.name=$name \
-  train.epochs=100000 checkpoint.every_steps=25 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  train.epochs=300 checkpoint.every_steps=25 >"$tmp/$name.out" 2>"$tmp/$name.err" &
 job=$!
 wait_for_training "$tmp/runs/$name"
 sleep 1
@@ -132,7 +141,7 @@ same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$name-whole/checkpoints
 echo "$name: job ended ${elapsed} s after kill -9; resumed from step $step; result = uninterrupted"
 
 # A second Ctrl-C ends at once, without waiting for a checkpoint.
-timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=twice train.epochs=100000 \
+timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=twice train.epochs=300 \
   >"$tmp/twice.out" 2>"$tmp/twice.err" &
 job=$!
 wait_for_training "$tmp/runs/twice"
@@ -144,7 +153,7 @@ wait "$job" || rc=$?
 grep -q "second interrupt" "$tmp/twice.err" || { show twice; fail "twice: no word about the second interrupt"; }
 
 # A run directory in use: the second run is refused and names the first.
-timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=busy train.epochs=100000 \
+timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=busy train.epochs=300 \
   >"$tmp/busy1.out" 2>"$tmp/busy1.err" &
 job=$!
 wait_for_training "$tmp/runs/busy"

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
@@ -264,6 +266,32 @@ train: {epochs: 1, max_steps: 12, global_batch: 16, optimizer: adamw, lr: 0.001,
         weight_decay: 0.1, precision: bf16}
 )";
   expect_graph_matches_eager(gpt, {}, 1e-4);
+}
+
+// ---- checkpoints: a bf16 GPT trained with the CUDA graph on, saved and resumed ---------------
+TEST(Gpu, CheckpointOfABf16GptWithCudaGraphsResumesToTheSameResult) {
+  const char* gpt = R"(
+run: {seed: 4, log_every: 0, quiet: true}
+model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 2048, seq_len: 32}
+data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 2048,
+       synthetic_size: 512, synthetic_test_size: 64, workers: 2}
+train: {epochs: 1, max_steps: 14, global_batch: 16, optimizer: adamw, lr: 0.001,
+        weight_decay: 0.1, precision: bf16, eval: false}
+checkpoint: {every_epoch: false}
+)";
+  char tmpl[] = "/tmp/dtrain-gpu-ckpt-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const TrainRun whole = train(gpt, {"run.dir=" + dir, "run.name=whole"}, kGpu);
+  EXPECT_NE(whole.summary.step_mode.find("graph"), std::string::npos) << whole.summary.step_mode;
+  // Saved after step 7 (past the graph's capture), resumed for the remaining 7 steps.
+  const TrainRun first = train(gpt, {"run.dir=" + dir, "run.name=cut", "train.max_steps=7",
+                                     "checkpoint.every_steps=7"}, kGpu);
+  EXPECT_EQ(first.summary.checkpoint_step, 7);
+  const TrainRun rest = train(gpt, {"run.dir=" + dir, "run.name=cut"}, kGpu);
+  EXPECT_EQ(rest.summary.steps, 14);
+  EXPECT_NE(rest.summary.step_mode.find("graph"), std::string::npos) << rest.summary.step_mode;
+  EXPECT_LT(max_rel(rest, whole), 1e-4);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // ---- loader: batches gathered into pinned memory equal ordinary ones ---------------------------
