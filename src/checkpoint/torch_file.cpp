@@ -192,7 +192,8 @@ class Unpickler {
   }
   Ref expect(Ref v, Value::Kind kind, const char* what) {
     if (v->kind != kind)
-      fail(std::string(what) + " is a " + kind_name(v->kind) + ", expected a " + kind_name(kind));
+      fail(std::string(what) + " is of type " + kind_name(v->kind) + ", expected " +
+           kind_name(kind));
     return v;
   }
   Ref tuple(std::vector<Ref> items) {
@@ -247,7 +248,8 @@ class Unpickler {
   // A view of `storage` (flat values) as torch._utils._rebuild_tensor_v2 describes it, checked
   // to lie inside the storage.
   Ref rebuild_tensor(const std::vector<Ref>& args) {
-    if (args.size() < 4) fail("_rebuild_tensor_v2 with " + std::to_string(args.size()) + " arguments");
+    if (args.size() < 4)
+      fail("_rebuild_tensor_v2 with " + std::to_string(args.size()) + " arguments");
     const at::Tensor& flat = expect(args[0], Value::Kind::kStorage, "a tensor's storage")->tensor;
     const int64_t offset = expect(args[1], Value::Kind::kInt, "a tensor's offset")->i;
     const auto sizes = int_tuple(args[2], "a tensor's shape");
@@ -447,11 +449,11 @@ std::string torch_save_bytes(const NamedTensors& tensors) {
   std::vector<at::Tensor> records;  // CPU contiguous, one per storage
   std::vector<const void*> sources;  // the tensor each record was made from
   for (const auto& [name, tensor] : tensors) {
-    const at::Tensor t = tensor.detach();
+    const at::Tensor t = tensor.detach();  // a new TensorImpl: `tensor` is what identifies it
     size_t key = 0;
-    while (key < sources.size() && sources[key] != t.unsafeGetTensorImpl()) ++key;
+    while (key < sources.size() && sources[key] != tensor.unsafeGetTensorImpl()) ++key;
     if (key == sources.size()) {
-      sources.push_back(t.unsafeGetTensorImpl());
+      sources.push_back(tensor.unsafeGetTensorImpl());
       records.push_back(t.to(at::kCPU).contiguous());
     }
     p.string(name);
@@ -555,7 +557,7 @@ NamedTensors torch_load_file(const std::string& path) {
     throw Error("not a torch.save file of tensors: " + first_line_of(e), path);
   }
   if (top->kind != Value::Kind::kDict)
-    throw Error(std::string("holds a ") + kind_name(top->kind) +
+    throw Error(std::string("holds a value of type ") + kind_name(top->kind) +
                     ", not a dict of tensors (save a state_dict)",
                 path);
   NamedTensors out;
@@ -563,11 +565,11 @@ NamedTensors torch_load_file(const std::string& path) {
     const Ref& key = top->items[k];
     const Ref& value = top->items[k + 1];
     if (key->kind != Value::Kind::kString)
-      throw Error(std::string("a dict with a ") + kind_name(key->kind) +
-                      " key: not a state_dict (keys are names)",
+      throw Error(std::string("a dict with a key of type ") + kind_name(key->kind) +
+                      ": not a state_dict (keys are names)",
                   path);
     if (value->kind != Value::Kind::kTensor)
-      throw Error("entry " + key->s + " is a " + kind_name(value->kind) +
+      throw Error("entry " + key->s + " is of type " + kind_name(value->kind) +
                       ", not a tensor: not a state_dict",
                   path);
     out.emplace_back(key->s, value->tensor);

@@ -56,8 +56,10 @@ std::vector<std::pair<std::string, std::string>> tied_names(const std::string& m
 std::vector<Entry> entries(Model& model) {
   const std::string kind = model.name();
   std::vector<Entry> out;
-  for (const auto& p : model.named_parameters()) out.push_back({twin_name(kind, p.key()), p.value()});
-  for (const auto& b : model.named_buffers()) out.push_back({twin_name(kind, b.key()), b.value()});
+  for (const auto& p : model.named_parameters())
+    out.push_back({twin_name(kind, p.key()), p.value(), false, {}});
+  for (const auto& b : model.named_buffers())
+    out.push_back({twin_name(kind, b.key()), b.value(), false, {}});
   for (const auto& [name, target] : tied_names(kind)) {
     for (size_t k = 0; k < out.size(); ++k) {
       if (out[k].name == target) {
