@@ -74,6 +74,9 @@ struct ModelConfig {
   int64_t n_embd = 768;
   int64_t vocab_size = 50304;
   int64_t seq_len = 1024;
+  // a state_dict file (torch.save in Python, or a run's model.pt) loaded into the model before
+  // training; "" = the model's own initialization
+  std::string init_weights;
 };
 
 struct DataConfig {

@@ -23,6 +23,11 @@ struct ModelConfig;
 // A trainable model: inputs (N, ...) -> outputs (N, classes) or (N, target_dim).
 class Model : public torch::nn::Module {
  public:
+  Model() = default;
+  // `name` becomes Module::name(). dtrain's built-in models are named "dtrain.<model>"; the name
+  // selects the PyTorch twin's weight names when weights are saved for Python or loaded from it
+  // (model.pt, model.init_weights).
+  explicit Model(std::string name) : torch::nn::Module(std::move(name)) {}
   virtual at::Tensor forward(const at::Tensor& inputs) = 0;
 };
 

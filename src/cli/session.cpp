@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "checkpoint/weights.h"
 #include "cuda/device.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
@@ -81,6 +82,11 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
   int64_t n_params = 0;
   for (const auto& p : s.model->parameters()) n_params += p.numel();
   log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters");
+  if (!c.model.init_weights.empty() && rt.rank() == 0) {
+    // Rank 0 only: the Trainer broadcasts rank 0's parameters and buffers to every rank.
+    detail::load_weights(*s.model, c.model.init_weights);
+    log::info("model.init_weights: loaded " + c.model.init_weights);
+  }
   s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
                                         s.data.train, s.data.test);
   return s;

@@ -134,6 +134,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)));
     s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)));
     s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
+    s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
     s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
     s.push_back(field("data.path", &C::data, &DataConfig::path, "idx: folder holding the files below"));

@@ -13,6 +13,7 @@
 
 #include "checkpoint/folder.h"
 #include "checkpoint/state.h"
+#include "checkpoint/weights.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -97,12 +98,15 @@ class CheckpointWriter : public Hook {
       if (s.device.is_cuda())
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
       write_file_atomic(join_path(dir, rank_file(s.rank)), encode(mine));
-      if (s.rank == 0) write_file_atomic(join_path(dir, "state.pt"), encode(shared(s)));
+      if (s.rank == 0) {
+        write_file_atomic(join_path(dir, "state.pt"), encode(shared(s)));
+        save_weights(*s.model, join_path(dir, "model.pt"));  // for Python: torch.load
+      }
     });
     int64_t bytes = 0;
     agreed(control, "marker", [&] {
       if (s.rank != 0) return;
-      std::vector<std::string> files = {"state.pt"};
+      std::vector<std::string> files = {"state.pt", "model.pt"};
       for (int r = 0; r < s.world; ++r) files.push_back(rank_file(r));
       for (const auto& f : files) {
         if (!path_exists(join_path(dir, f)))

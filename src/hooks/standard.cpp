@@ -2,7 +2,7 @@
 
 namespace dtrain::detail {
 
-std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg) {
+std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg, Model& model) {
   std::vector<std::shared_ptr<Hook>> hooks;
   if (cfg.run.profile_steps > 0) hooks.push_back(make_profiler_window(cfg.run));
   hooks.push_back(make_signal_stop());
@@ -11,6 +11,7 @@ std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg) {
   hooks.push_back(make_progress());
   hooks.push_back(make_bucket_timeline());
   hooks.push_back(make_report());
+  hooks.push_back(make_model_file(model));
   return hooks;
 }
 

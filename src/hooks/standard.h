@@ -6,6 +6,7 @@
 //   progress         rank 0: the plan, a line every run.log_every steps and after each evaluation
 //   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
 //   report           rank 0, at the end: rates, where the time went, memory, the final result
+//   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python
 #pragma once
 
 #include <memory>
@@ -13,10 +14,11 @@
 
 #include "dtrain/config.h"
 #include "dtrain/hooks.h"
+#include "dtrain/models.h"
 
 namespace dtrain::detail {
 
-std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg);
+std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg, Model& model);
 
 std::shared_ptr<Hook> make_profiler_window(const RunConfig& run);
 std::shared_ptr<Hook> make_signal_stop();
@@ -25,5 +27,6 @@ std::shared_ptr<Hook> make_metrics_file();
 std::shared_ptr<Hook> make_progress();
 std::shared_ptr<Hook> make_bucket_timeline();
 std::shared_ptr<Hook> make_report();
+std::shared_ptr<Hook> make_model_file(Model& model);
 
 }  // namespace dtrain::detail

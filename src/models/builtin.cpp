@@ -28,7 +28,8 @@ int64_t output_size(const DataSpec& data) {
 // One affine map: inputs flattened to (N, F) -> (N, out).
 class LinearModel : public Model {
  public:
-  LinearModel(int64_t in, int64_t out) : fc_(register_module("fc", torch::nn::Linear(in, out))) {}
+  LinearModel(int64_t in, int64_t out)
+      : Model("dtrain.linear"), fc_(register_module("fc", torch::nn::Linear(in, out))) {}
   at::Tensor forward(const at::Tensor& x) override { return fc_->forward(x.flatten(1)); }
 
  private:
@@ -39,7 +40,7 @@ class LinearModel : public Model {
 class Mlp : public Model {
  public:
   Mlp(int64_t in, const std::vector<int64_t>& hidden, int64_t out, double dropout)
-      : dropout_(dropout) {
+      : Model("dtrain.mlp"), dropout_(dropout) {
     int64_t width = in;
     for (size_t i = 0; i < hidden.size(); ++i) {
       layers_.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(width, hidden[i])));
@@ -69,7 +70,7 @@ class Cnn : public Model {
  public:
   Cnn(const std::vector<int64_t>& input_shape, const std::vector<int64_t>& channels, int64_t fc,
       int64_t out, double dropout)
-      : dropout_(dropout) {
+      : Model("dtrain.cnn"), dropout_(dropout) {
     if (input_shape.size() != 3)
       throw Error("cnn needs image inputs (C, H, W); this dataset gives " +
                       std::to_string(input_shape.size()) + "-d samples",

@@ -130,7 +130,7 @@ class Block : public torch::nn::Module {
 
 class Gpt : public Model {
  public:
-  Gpt(const ModelConfig& c) : seq_len_(c.seq_len), dropout_(c.dropout) {
+  Gpt(const ModelConfig& c) : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));

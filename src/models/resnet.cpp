@@ -100,9 +100,9 @@ class Bottleneck : public Block {
 class ResNet : public Model {
  public:
   template <typename B>
-  static std::shared_ptr<ResNet> build(const std::vector<int64_t>& layers, int64_t in_channels,
-                                       int64_t classes, bool channels_last) {
-    auto net = std::shared_ptr<ResNet>(new ResNet(in_channels, channels_last));
+  static std::shared_ptr<ResNet> build(const std::string& name, const std::vector<int64_t>& layers,
+                                       int64_t in_channels, int64_t classes, bool channels_last) {
+    auto net = std::shared_ptr<ResNet>(new ResNet(name, in_channels, channels_last));
     int64_t in = 64;
     const int64_t planes[4] = {64, 128, 256, 512};
     for (int s = 0; s < 4; ++s) {
@@ -137,7 +137,8 @@ class ResNet : public Model {
   }
 
  private:
-  ResNet(int64_t in_channels, bool channels_last) : channels_last_(channels_last) {
+  ResNet(const std::string& name, int64_t in_channels, bool channels_last)
+      : Model("dtrain." + name), channels_last_(channels_last) {
     conv1_ = register_module("conv1", conv(in_channels, 64, 7, 2, 3));
     bn1_ = register_module("bn1", bn(64));
   }
@@ -185,7 +186,7 @@ std::shared_ptr<Model> make_resnet(const char* name, const std::vector<int64_t>&
   if (data.num_classes < 1) {
     throw Error(std::string(name) + " is a classifier; this dataset has no classes", "model.name");
   }
-  return ResNet::build<B>(layers, data.input_shape[0], data.num_classes, c.channels_last);
+  return ResNet::build<B>(name, layers, data.input_shape[0], data.num_classes, c.channels_last);
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
               (precision == Precision::kFp16 ? " (loss scaling still applies)" : ""));
   detail::build_step_context(m.ctx, cfg, comm, control, m.train->size(),
                              m.test ? m.test->size() : -1);
-  for (auto& hook : detail::standard_hooks(cfg)) m.hooks.add(std::move(hook));
+  for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
 }
 
 Trainer::~Trainer() = default;

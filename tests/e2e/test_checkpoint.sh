@@ -62,9 +62,9 @@ signal_case() {
   if [[ $who == ctrl-c ]]; then
     # As from a terminal: launch/mpirun-local.sh in a session of its own with SIGINT at its
     # default (a background job of a script would ignore it), then SIGINT to the whole group.
-    DTRAIN_BIN=$bin "$py" -c 'import os, signal, sys
+    DTRAIN_BIN=$bin timeout -k 10 120 "$py" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
-      timeout -k 10 120 bash "$src/launch/mpirun-local.sh" "$np" "$cfg" "${common[@]}" \
+      bash "$src/launch/mpirun-local.sh" "$np" "$cfg" "${common[@]}" \
       run.name="$name" train.epochs=300 >"$tmp/$name.out" 2>"$tmp/$name.err" &
   else
     timeout -k 10 120 "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
@@ -75,7 +75,8 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   sleep 0.5
   case $who in
     rank1) mapfile -t pids < <(rank_pids "$name"); kill -"$sig" "${pids[1]}" ;;
-    ctrl-c) kill -"$sig" -- -"$job" ;;  # what a terminal's Ctrl-C does: the whole process group
+    # What a terminal's Ctrl-C does: the signal to the script's whole process group.
+    ctrl-c) kill -"$sig" -- -"$(pgrep -P "$job" | head -1)" ;;
   esac
   local rc=0
   wait "$job" || rc=$?

@@ -1,0 +1,198 @@
+// torch.save's file format for a dict of tensors: the zip archive, the pickle writer, and the
+// records the reader (pickle_reader.cpp) asks for. torch_file.h says why dtrain does not use
+// torch::pickle_save / pickle_load. Numbers in the pickle and the tensor records are
+// little-endian, as on every machine dtrain runs on.
+#include "checkpoint/torch_file.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "checkpoint/pickle_reader.h"
+#include "dtrain/error.h"
+#include "util/format.h"
+#include "util/fs.h"
+
+namespace dtrain::detail {
+namespace {
+
+// ---- writer ---------------------------------------------------------------------------------
+
+class PickleWriter {
+ public:
+  std::string& bytes() { return out_; }
+  void op(char c) { out_.push_back(c); }
+  template <typename T>
+  void raw(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void string(const std::string& s) {
+    op('X');  // BINUNICODE
+    raw<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  void integer(int64_t v) {
+    if (v >= 0 && v < 256) {
+      op('K'), raw<uint8_t>(static_cast<uint8_t>(v));  // BININT1
+    } else if (v >= 0 && v < 65536) {
+      op('M'), raw<uint16_t>(static_cast<uint16_t>(v));  // BININT2
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      op('J'), raw<int32_t>(static_cast<int32_t>(v));  // BININT
+    } else {
+      op('\x8a'), raw<uint8_t>(8), raw<int64_t>(v);  // LONG1
+    }
+  }
+  void global(const std::string& module, const std::string& name) {
+    op('c');
+    out_ += module + "\n" + name + "\n";
+  }
+  void int_tuple(at::IntArrayRef values) {
+    if (values.empty()) return op(')');  // EMPTY_TUPLE
+    op('(');
+    for (int64_t v : values) integer(v);
+    op('t');
+  }
+  void empty_ordered_dict() {
+    global("collections", "OrderedDict");
+    op(')');
+    op('R');
+  }
+
+ private:
+  std::string out_;
+};
+
+const std::string& storage_class(at::ScalarType dtype) {
+  for (const auto& c : storage_classes()) {
+    if (c.first == dtype) return c.second;
+  }
+  throw Error(std::string("cannot save a tensor of dtype ") + at::toString(dtype));
+}
+
+std::string first_line_of(const c10::Error& e) { return first_line(e.what_without_backtrace()); }
+
+}  // namespace
+
+std::string torch_save_bytes(const NamedTensors& tensors) {
+  PickleWriter p;
+  p.op('\x80'), p.raw<uint8_t>(2);  // PROTO 2
+  p.empty_ordered_dict();
+  p.op('(');  // MARK
+  std::vector<at::Tensor> records;  // CPU contiguous, one per storage
+  std::vector<const void*> sources;  // the tensor each record was made from
+  for (const auto& [name, tensor] : tensors) {
+    const at::Tensor t = tensor.detach();  // a new TensorImpl: `tensor` is what identifies it
+    size_t key = 0;
+    while (key < sources.size() && sources[key] != tensor.unsafeGetTensorImpl()) ++key;
+    if (key == sources.size()) {
+      sources.push_back(tensor.unsafeGetTensorImpl());
+      records.push_back(t.to(at::kCPU).contiguous());
+    }
+    p.string(name);
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    p.op('(');
+    p.op('(');
+    p.string("storage");
+    p.global("torch", storage_class(t.scalar_type()));
+    p.string(std::to_string(key));
+    p.string("cpu");
+    p.integer(t.numel());
+    p.op('t');
+    p.op('Q');  // BINPERSID
+    p.integer(0);
+    p.int_tuple(t.sizes());
+    p.int_tuple(records[key].strides());
+    p.op('\x89');  // NEWFALSE: requires_grad
+    p.empty_ordered_dict();  // backward hooks
+    p.op('t');
+    p.op('R');
+  }
+  p.op('u');  // SETITEMS
+  p.op('.');  // STOP
+
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, size_t n) {
+    out.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  writer.writeRecord("data.pkl", p.bytes().data(), p.bytes().size());
+  writer.writeRecord("byteorder", "little", 6);
+  for (size_t k = 0; k < records.size(); ++k) {
+    writer.writeRecord("data/" + std::to_string(k), records[k].data_ptr(), records[k].nbytes());
+  }
+  writer.writeEndOfFile();
+  return out;
+}
+
+NamedTensors torch_load_file(const std::string& path) {
+  if (!path_exists(path)) throw Error("no such file", path);
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> zip;
+  std::string pickle;
+  try {
+    zip = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    if (!zip->hasRecord("data.pkl"))
+      throw Error("a zip archive without data.pkl: not a file of torch.save", path);
+    if (zip->hasRecord("byteorder")) {
+      auto [ptr, n] = zip->getRecord("byteorder");
+      if (std::string(static_cast<const char*>(ptr.get()), n) != "little")
+        throw Error("a big-endian torch.save file, which dtrain does not read", path);
+    }
+    auto [ptr, n] = zip->getRecord("data.pkl");
+    pickle.assign(static_cast<const char*>(ptr.get()), n);
+  } catch (const c10::Error& e) {
+    std::ifstream f(path, std::ios::binary);
+    char head[2] = {0, 0};
+    f.read(head, 2);
+    if (static_cast<unsigned char>(head[0]) == 0x80)
+      throw Error("a file in the format of torch.save before PyTorch 1.6, which dtrain does not "
+                  "read: save it again with torch.save in PyTorch 1.6 or later",
+                  path);
+    throw Error("not a file written by torch.save (truncated, or not a zip archive: " +
+                    first_line_of(e) + ")",
+                path);
+  }
+
+  std::map<std::string, at::Tensor> storages;
+  auto load_storage = [&](const std::string& key, at::ScalarType dtype, int64_t numel) {
+    auto it = storages.find(key);
+    if (it != storages.end()) {
+      if (it->second.scalar_type() != dtype || it->second.numel() != numel)
+        throw Error("not a torch.save file of tensors: storage " + key +
+                        " is used with two types or sizes",
+                    path);
+      return it->second;
+    }
+    const std::string record = "data/" + key;
+    at::Tensor flat = at::empty({numel}, at::TensorOptions().dtype(dtype));
+    try {
+      if (!zip->hasRecord(record))
+        throw Error("not a torch.save file of tensors: no record " + record, path);
+      auto [ptr, n] = zip->getRecord(record);
+      if (n != flat.nbytes())
+        throw Error("not a torch.save file of tensors: record " + record + " has " +
+                        std::to_string(n) + " bytes, its storage needs " +
+                        std::to_string(flat.nbytes()),
+                    path);
+      if (n > 0) std::memcpy(flat.data_ptr(), ptr.get(), n);
+    } catch (const c10::Error& e) {
+      throw Error("not a torch.save file of tensors: record " + record + ": " + first_line_of(e),
+                  path);
+    }
+    storages.emplace(key, flat);
+    return flat;
+  };
+
+  try {
+    return read_state_dict_pickle(pickle, path, load_storage);
+  } catch (const c10::Error& e) {
+    throw Error("not a torch.save file of tensors: " + first_line_of(e), path);
+  }
+}
+
+}  // namespace dtrain::detail
