@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ std::string help_footer() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
+    // Before anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
+    rt.check_launcher(launcher_env);
     Session s = build_session(rt, Config::from_file(config_path, overrides), config_path,
                               /*config_only=*/print_config);
     if (s.trainer) s.trainer->fit();
