@@ -38,8 +38,10 @@ struct Trainer::Impl {
         model(std::move(model_)),
         train(std::move(train_)),
         test(std::move(test_)),
-        watchdog(c.run.timeout_s, comm_.rank()),
+        watchdog(c.run.timeout_s, comm_.rank(), control_.mpi_handle()),
         hooks(watchdog) {
+    // When the watchdog fires, no thread may stay inside a collective (NCCL) as the job ends.
+    watchdog.on_fire([this] { comm.abort(); });
     ctx.model = model.get();
     ctx.device = device;
     ctx.watchdog = &watchdog;
@@ -58,6 +60,7 @@ struct Trainer::Impl {
 
   // The mean training loss since the last read, over all ranks (a collective).
   double read_loss(detail::EagerStep& eager, int64_t window_steps) {
+    watchdog.beat("reading the loss (control all-reduce)");
     at::Tensor l = at::tensor({eager.take_window_loss(), static_cast<double>(window_steps)}, at::kDouble);
     control.all_reduce(l, ReduceOp::kSum);
     return l[0].item<double>() / l[1].item<double>();
@@ -169,7 +172,7 @@ TrainSummary Trainer::fit() {
     m.model->train();
     const auto epoch_start = Clock::now();
     for (int64_t s = 0; s < plan.steps_per_epoch && m.step < plan.total_steps; ++s) {
-      m.watchdog.beat("waiting for data");
+      m.watchdog.beat("waiting for data", m.step + 1);
       const auto t0 = Clock::now();
       std::optional<Batch> batch = loader.next();
       m.phases.data += seconds_since(t0);
