@@ -117,7 +117,16 @@ Communicator& Runtime::cpu_comm() {
   return *cpu_comm_;
 }
 
+void Runtime::abort_collectives() const noexcept {
+  try {
+    if (comm_backend_) comm_backend_->abort();
+    if (cpu_comm_) cpu_comm_->abort();
+  } catch (...) {
+  }
+}
+
 void Runtime::abort(int code) const {
+  abort_collectives();
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
