@@ -4,10 +4,11 @@
 // allocator does not reuse them early.
 //
 // No rank waits in a collective forever (Note [NCCL never hangs the host]): the communicator is
-// created non-blocking, every NCCL call is completed by polling ncclCommGetAsyncError (run()), and the
-// host's own waits (barrier) poll the stream and the communicator's error state too. So a peer
-// that fails surfaces here as a dtrain::Error (NCCL's remote or system error), and abort() (the
-// watchdog, the error policy) unblocks whoever is still waiting: ncclCommAbort, then Errors.
+// created non-blocking, every NCCL call is completed by polling ncclCommGetAsyncError (run()),
+// and the host's own waits (barrier) poll the stream and the communicator's error state too. So
+// a peer that fails surfaces here as a dtrain::Error (NCCL's remote or system error), and
+// abort() (the watchdog, the error policy) unblocks whoever still waits: ncclCommAbort, then
+// Errors.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>

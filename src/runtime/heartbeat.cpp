@@ -43,7 +43,8 @@ std::string describe_stall(const std::vector<std::optional<Heartbeat>>& beats, i
   }
   if (silent.empty() && lo && *lo < *hi)
     for (size_t r = 0; r < beats.size(); ++r)
-      if (std::make_pair(beats[r]->step, beats[r]->seq) == *lo) behind.push_back(static_cast<int>(r));
+      if (std::make_pair(beats[r]->step, beats[r]->seq) == *lo)
+        behind.push_back(static_cast<int>(r));
 
   std::vector<std::string> parts;
   for (int r : silent)
@@ -113,7 +114,9 @@ void HeartbeatChannel::serve(const std::function<Heartbeat()>& now) {
   if (comm_ == MPI_COMM_NULL || world_ < 2) return;
   for (auto it = replies_.begin(); it != replies_.end();) {
     int done = 0;
-    if (it->req == MPI_REQUEST_NULL || MPI_Test(&it->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done)
+    const bool over = it->req == MPI_REQUEST_NULL ||
+                      MPI_Test(&it->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;
+    if (over)
       it = replies_.erase(it);
     else
       ++it;

@@ -49,7 +49,8 @@ struct Facts {
 };
 
 bool agrees(const Facts& launcher, int rank, int world, int local) {
-  return (!launcher.rank || *launcher.rank == rank) && (!launcher.world || *launcher.world == world) &&
+  return (!launcher.rank || *launcher.rank == rank) &&
+         (!launcher.world || *launcher.world == world) &&
          (!launcher.local || *launcher.local == local);
 }
 

@@ -25,7 +25,9 @@ class Staller : public dtrain::Hook {
  public:
   explicit Staller(bool freeze) : freeze_(freeze) {}
   std::string name() const override { return "staller"; }
-  void on_start(const dtrain::RunInfo& run, dtrain::LoopControl&) override { mine_ = run.rank == 1; }
+  void on_start(const dtrain::RunInfo& run, dtrain::LoopControl&) override {
+    mine_ = run.rank == 1;
+  }
   void on_step(const dtrain::StepRecord& r, dtrain::LoopControl&) override {
     if (!mine_ || r.step != 3) return;
     if (freeze_) {

@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup watchdog
 stalls=${DTRAIN_HOOK_STALLS:?"DTRAIN_HOOK_STALLS (build/tests/dtrain_e2e_hook_stalls) is not set"}
 [[ -x $stalls ]] || fail "not built: $stalls"
-stray() { pgrep -f "$(basename "$stalls") $1" || true; }
+stray() { pgrep -f "^$stalls $1" || true; }  # this build's processes only
 
 for mode in sleep freeze; do
   start=$(date +%s)

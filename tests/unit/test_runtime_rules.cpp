@@ -114,11 +114,13 @@ TEST(StallReport, NamesTheRankBehindAndWhereTheOthersWait) {
       beat(42, 3, 61, "gradient all-reduce"), beat(42, 3, 61.2, "gradient all-reduce"),
       beat(41, 6, 63, "hooks: on_step"), beat(42, 3, 60.7, "gradient all-reduce")};
   const std::string s = detail::describe_stall(beats, 0, 5);
-  EXPECT_TRUE(contains(s, "rank 2 has not beaten for 63 s (last phase: hooks: on_step at step 41)"));
+  EXPECT_TRUE(
+      contains(s, "rank 2 has not beaten for 63 s (last phase: hooks: on_step at step 41)"));
   EXPECT_TRUE(contains(s, "ranks 0,1,3 wait in gradient all-reduce at step 42 (for 61 s)"));
   // Within one step, the rank fewer beats in is the one behind, whoever beat last.
   beats = {beat(7, 4, 10, "gradient all-reduce"), beat(7, 1, 9, "hooks: on_step_begin")};
-  EXPECT_TRUE(contains(detail::describe_stall(beats, 0, 5), "rank 1 has not beaten for 9 s (last phase: hooks: on_step_begin at step 7)"));
+  EXPECT_TRUE(contains(detail::describe_stall(beats, 0, 5),
+                       "rank 1 has not beaten for 9 s (last phase: hooks: on_step_begin at step 7)"));
 }
 
 TEST(StallReport, ARankThatDoesNotAnswerIsNamed) {
