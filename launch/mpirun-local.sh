@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Run dtrain on this machine under mpirun, one rank per GPU (or CPU slot):
+# Run dtrain on this machine under mpirun: one rank per GPU when there are GPUs, else NP CPU ranks.
 #
-#   launch/mpirun-local.sh NP CONFIG [section.key=value ...]
-#   launch/mpirun-local.sh 2 configs/fashion_mnist.yaml train.epochs=1
+#   launch/mpirun-local.sh CONFIG [section.key=value ...]
+#   NP=4 launch/mpirun-local.sh configs/fashion_mnist.yaml train.epochs=1
+#   launch/mpirun-local.sh NP CONFIG [section.key=value ...]      (the older form: NP first)
 #
-# It adds what plain `mpirun -np NP dtrain ...` needs here: --allow-run-as-root when run as root,
-# --oversubscribe when NP is more than the cores; and Ctrl-C (or SIGTERM) reaches every rank,
-# which saves a checkpoint and exits 75 (a second Ctrl-C ends the job at once). Binary: $DTRAIN_BIN, else build/bin/dtrain,
-# else build-gpu/bin/dtrain. Extra mpirun options: $DTRAIN_MPIRUN_ARGS (split on spaces).
+# Ranks: the GPUs `nvidia-smi -L` lists (one rank each), else $NP, else 2 CPU ranks (1 on a
+# one-core machine). Each rank is bound to its own share of this process's CPUs (mpirun
+# --map-by slot:PE=<cpus/ranks> --bind-to hwthread), so dtrain's default run.threads gives each
+# rank exactly those CPUs; with more ranks than CPUs it adds --oversubscribe and binds nothing.
+# Env: NP (CPU ranks), DTRAIN_BIN (else build/bin/dtrain, else build-gpu/bin/dtrain),
+# DTRAIN_BIND=none (no binding), DTRAIN_MPIRUN_ARGS (extra mpirun options, split on spaces),
+# DTRAIN_DRY_RUN=1 (print the mpirun command, run nothing). Adds --allow-run-as-root as root.
+# Ctrl-C (or SIGTERM) reaches every rank, which saves a checkpoint and exits 75; a second Ctrl-C
+# ends the job at once.
 set -euo pipefail
 
 usage() {
-  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
-[[ $# -ge 2 ]] || usage
-np=$1
-shift
-[[ $np =~ ^[1-9][0-9]*$ ]] || { echo "mpirun-local.sh: NP must be a positive integer, got '$np'" >&2; usage; }
+np=${NP:-}
+if [[ $# -ge 2 && $1 =~ ^[0-9]+$ ]]; then np=$1; shift; fi
+[[ $# -ge 1 && $1 != -* ]] || usage
+[[ -z $np || $np =~ ^[1-9][0-9]*$ ]] || { echo "mpirun-local.sh: NP must be a positive integer, got '$np'" >&2; usage; }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${DTRAIN_BIN:-}
@@ -32,9 +38,25 @@ fi
 }
 command -v mpirun >/dev/null || { echo "mpirun-local.sh: mpirun not found (Debian: apt-get install openmpi-bin)" >&2; exit 1; }
 
+gpus=0
+if command -v nvidia-smi >/dev/null; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true); fi
+cpus=$(nproc)
+if ((gpus > 0)); then
+  [[ -z ${NP:-} ]] || echo "mpirun-local.sh: $gpus GPU(s): one rank per GPU (NP=$NP ignored)" >&2
+  np=$gpus
+elif [[ -z $np ]]; then
+  np=$((cpus >= 2 ? 2 : 1))
+fi
+
 flags=()
 if [[ $(id -u) == 0 ]]; then flags+=(--allow-run-as-root); fi
-if ((np > $(nproc))); then flags+=(--oversubscribe); fi
+if ((np > cpus)); then
+  flags+=(--oversubscribe --bind-to none)
+elif [[ ${DTRAIN_BIND:-} == none ]]; then
+  flags+=(--bind-to none)
+else
+  flags+=(--use-hwthread-cpus --map-by "slot:PE=$((cpus / np))" --bind-to hwthread)
+fi
 read -r -a extra <<<"${DTRAIN_MPIRUN_ARGS:-}"
 flags+=("${extra[@]}")
 
@@ -42,6 +64,7 @@ flags+=("${extra[@]}")
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 echo "+ mpirun ${flags[*]} -np $np $bin $*" >&2
+[[ ${DTRAIN_DRY_RUN:-0} == 1 ]] && exit 0
 # Ctrl-C and SIGTERM: mpirun would end the ranks at once (Open MPI cannot forward SIGINT or
 # SIGTERM), so mpirun runs in its own session and this script turns the first Ctrl-C or SIGTERM
 # into SIGUSR1, which mpirun forwards to every rank: dtrain saves a checkpoint at the next step

@@ -39,6 +39,14 @@ class Communicator {
   // Returns a tensor of shape (world, *t.shape) holding every rank's `t`, in rank order.
   virtual at::Tensor all_gather(const at::Tensor& t) = 0;
   virtual void barrier() = 0;
+
+  // Abandons the work in flight so that no thread stays blocked in it (NCCL: ncclCommAbort);
+  // afterwards every collective is a dtrain::Error. Safe from another thread (the watchdog
+  // calls it before ending the job). MPI: nothing to do, MPI_Abort ends the job.
+  virtual void abort() {}
+  // The MPI communicator this one runs on (MPI backend), else MPI_COMM_NULL: for side channels
+  // such as the watchdog's, which duplicate it.
+  virtual MPI_Comm mpi_handle() const { return MPI_COMM_NULL; }
 };
 
 // MPI backend on `comm` (MPI_COMM_WORLD, MPI_COMM_SELF, or a split). The communicator is

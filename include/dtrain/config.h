@@ -48,7 +48,7 @@ struct RunConfig {
   std::string dir = "runs";  // the run directory is dir/name
   int64_t seed = 0;
   DeviceKind device = DeviceKind::kAuto;
-  int64_t threads = 0;          // intra-op threads per rank; 0 = cores / ranks on this node
+  int64_t threads = 0;          // intra-op threads per rank; 0 = affinity CPUs / ranks sharing them
   int64_t log_every = 50;       // steps between progress lines; 0 = once per epoch
   double timeout_s = 600;       // a rank stuck this long in one step aborts the job
   bool quiet = false;

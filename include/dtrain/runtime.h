@@ -11,8 +11,10 @@
 #include <ATen/ATen.h>
 #include <mpi.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtrain/comm.h"
 
@@ -50,7 +52,20 @@ class Runtime {
   // Always MPI, on CPU tensors: metrics, control messages, agreement checks.
   Communicator& cpu_comm();
 
-  // Terminate every rank of the job. Never returns.
+  // Checks the launcher's view of this process against MPI's: under mpirun OMPI_COMM_WORLD_SIZE,
+  // _RANK and _LOCAL_RANK, else, in a task of an srun step, SLURM_NTASKS (or
+  // SLURM_STEP_NUM_TASKS), SLURM_PROCID and SLURM_LOCALID must equal world(), rank() and
+  // local_rank(). Throws dtrain::Error (both sets of numbers, and the fix) when they differ: a
+  // broken MPI/PMI setup that would otherwise start N one-rank runs. `env` holds the values of
+  // launcher_variables() that are set, read before MPI started (the `dtrain` program does so).
+  void check_launcher(const std::map<std::string, std::string>& env) const;
+  static std::vector<std::string> launcher_variables();
+
+  // Abandons the collectives in flight on this rank (NCCL: ncclCommAbort) so that it can end
+  // without waiting in one; the communicators are unusable afterwards. The error policy
+  // (run_guarded) calls it before ending the job.
+  void abort_collectives() const noexcept;
+  // Terminate every rank of the job (after abort_collectives()). Never returns.
   [[noreturn]] void abort(int code) const;
 
  private:

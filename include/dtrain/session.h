@@ -52,7 +52,8 @@ std::string version_text();
 
 // dtrain's error policy: starts the Runtime (MPI) and runs `body`. An exception from it, on any
 // rank, prints one line "[rank R] error: <where>: <what>" on stderr and ends the whole job
-// (MPI_Abort when there are other ranks), so no rank is left waiting; the exit code is then 1.
+// (MPI_Abort when there are other ranks, after ncclCommAbort on this rank's NCCL communicator),
+// so no rank is left waiting; the exit code is then 1.
 // Otherwise returns body's result.
 int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& body);
 

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ std::string help_footer() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
   }
   if (!print_config) install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
+    // Before anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
+    rt.check_launcher(launcher_env);
     Session s = build_session(rt, Config::from_file(config_path, overrides), config_path,
                               /*config_only=*/print_config);
     return s.trainer ? exit_code(s.trainer->fit()) : 0;

@@ -2,6 +2,11 @@
 // rank, then the whole job is aborted so that no rank waits forever).
 #pragma once
 
+#include <map>
+#include <string>
+
 namespace dtrain::cli {
-int main(int argc, char** argv);
+// `launcher_env`: the values of Runtime::launcher_variables() that are set, read by the program
+// before MPI starts (the library itself reads no environment).
+int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
 }

@@ -1,4 +1,16 @@
 // The dtrain command line: dtrain CONFIG.yaml [section.key=value ...]
-#include "cli/cli.h"
+// The program, not the library, reads the launcher's variables (mpirun's OMPI_*, srun's SLURM_*),
+// before MPI_Init can add any of its own; Runtime::check_launcher compares them with MPI's view.
+#include <cstdlib>
+#include <map>
+#include <string>
 
-int main(int argc, char** argv) { return dtrain::cli::main(argc, argv); }
+#include "cli/cli.h"
+#include "dtrain/runtime.h"
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> launcher_env;
+  for (const auto& name : dtrain::Runtime::launcher_variables())
+    if (const char* v = std::getenv(name.c_str())) launcher_env[name] = v;
+  return dtrain::cli::main(argc, argv, launcher_env);
+}

@@ -33,12 +33,15 @@ std::pair<int, int> mpi_place() {
   return {rank, world};
 }
 
-// Prints one line for this rank and ends the job: MPI_Abort when other ranks may wait for us.
-[[noreturn]] void fail(const std::string& cause, int code) {
+// Prints one line for this rank and ends the job: MPI_Abort when other ranks may wait for us,
+// after abandoning this rank's collectives in flight (NCCL: ncclCommAbort), so that no thread
+// stays in one.
+[[noreturn]] void fail(const std::string& cause, int code, const Runtime* rt) {
   const auto [rank, world] = mpi_place();
   std::fprintf(stderr, "[rank %d] error: %s\n", rank, cause.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
+  if (rt) rt->abort_collectives();
   if (world > 1) MPI_Abort(MPI_COMM_WORLD, code);
   int init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -112,11 +115,11 @@ int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& bod
     rt = std::make_unique<Runtime>(argc, argv);
     return body(*rt);
   } catch (const Error& e) {
-    fail(e.what(), 1);
+    fail(e.what(), 1, rt.get());
   } catch (const c10::Error& e) {
-    fail(detail::first_line(e.what_without_backtrace()), 1);
+    fail(detail::first_line(e.what_without_backtrace()), 1, rt.get());
   } catch (const std::exception& e) {
-    fail(detail::first_line(e.what()), 1);
+    fail(detail::first_line(e.what()), 1, rt.get());
   }
 }
 

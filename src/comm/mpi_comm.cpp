@@ -146,6 +146,7 @@ class MpiCommunicator : public Communicator {
   }
 
   std::string backend() const override { return "mpi"; }
+  MPI_Comm mpi_handle() const override { return comm_; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
 

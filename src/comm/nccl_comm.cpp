@@ -2,6 +2,13 @@
 // high-priority CUDA stream; ordering with the compute stream is by events, never a device-wide
 // synchronization. Tensors used on the communication stream are recorded on it so the caching
 // allocator does not reuse them early.
+//
+// No rank waits in a collective forever (Note [NCCL never hangs the host]): the communicator is
+// created non-blocking, every NCCL call is completed by polling ncclCommGetAsyncError (run()),
+// and the host's own waits (barrier) poll the stream and the communicator's error state too. So
+// a peer that fails surfaces here as a dtrain::Error (NCCL's remote or system error), and
+// abort() (the watchdog, the error policy) unblocks whoever still waits: ncclCommAbort, then
+// Errors.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -10,6 +17,11 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "cuda/check.h"
 #include "dtrain/comm.h"
@@ -77,14 +89,33 @@ class NcclCommunicator : public Communicator {
     if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm) != MPI_SUCCESS)
       throw Error("could not broadcast the NCCL unique id over MPI");
     c10::cuda::CUDAGuard guard(dev_);
-    DTRAIN_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // calls return at once; run() polls for the result
+    run("ncclCommInitRankConfig",
+        [&] { return ncclCommInitRankConfig(&comm_, world_, id, rank_, &config); });
   }
   ~NcclCommunicator() override {
-    if (comm_) {
-      // Abort (not destroy) when work may still be pending after an error: never blocks.
-      if (std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
-      else ncclCommDestroy(comm_);
+    if (!comm_ || aborted_.load()) return;
+    // Abort (not destroy) when work may still be pending after an error: never blocks.
+    if (std::uncaught_exceptions() > 0) {
+      abort();
+      return;
     }
+    try {
+      run("ncclCommFinalize", [&] { return ncclCommFinalize(comm_); }, /*limit_s=*/60);
+      std::lock_guard<std::mutex> lock(calls_);
+      ncclCommDestroy(comm_);
+    } catch (const Error&) {
+      abort();
+    }
+  }
+
+  // From any thread: the calls in progress are each one short non-blocking NCCL call (calls_),
+  // and every wait checks aborted_ between its polls.
+  void abort() override {
+    if (aborted_.exchange(true)) return;
+    std::lock_guard<std::mutex> lock(calls_);
+    if (comm_) ncclCommAbort(comm_);
   }
 
   std::string backend() const override { return "nccl"; }
@@ -96,16 +127,20 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
     auto stream = enter(t);
-    DTRAIN_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
-                                    nccl_type(t.scalar_type()), nccl_op(op), comm_, stream));
+    run("ncclAllReduce", [&] {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
+                           nccl_op(op), comm_, stream);
+    });
     return leave();
   }
 
   void broadcast(at::Tensor& t, int root) override {
     check(t, "broadcast");
     auto stream = enter(t);
-    DTRAIN_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(),
-                                    nccl_type(t.scalar_type()), root, comm_, stream));
+    run("ncclBroadcast", [&] {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root,
+                           comm_, stream);
+    });
     leave()->wait();
   }
 
@@ -116,8 +151,10 @@ class NcclCommunicator : public Communicator {
     at::Tensor out = at::empty(shape, t.options());
     auto stream = enter(t);
     c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), stream_);
-    DTRAIN_NCCL_CHECK(ncclAllGather(t.data_ptr(), out.data_ptr(), t.numel(),
-                                    nccl_type(t.scalar_type()), comm_, stream));
+    run("ncclAllGather", [&] {
+      return ncclAllGather(t.data_ptr(), out.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
+                           comm_, stream);
+    });
     leave()->wait();
     return out;
   }
@@ -125,11 +162,62 @@ class NcclCommunicator : public Communicator {
   void barrier() override {
     at::Tensor one = at::ones({1}, at::TensorOptions().device(at::kCUDA, dev_));
     all_reduce(one, ReduceOp::kSum);
-    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(dev_).stream()));
+    wait_host(c10::cuda::getCurrentCUDAStream(dev_).stream(), "barrier");
   }
 
  private:
+  // Note [NCCL never hangs the host]: a non-blocking communicator answers ncclInProgress until
+  // the call (or an earlier one) is done; an error, a peer's included, is then the async error.
+  // Polling also watches abort(), so the wait ends when the watchdog gives up.
+  template <class F>
+  void run(const char* call, F f, double limit_s = -1) {
+    ncclResult_t rc;
+    {
+      std::lock_guard<std::mutex> lock(calls_);
+      if (aborted_.load()) throw_aborted(call);
+      rc = f();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    while (rc == ncclInProgress) {
+      if (limit_s >= 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s)
+        throw Error(std::string("NCCL call did not finish within ") +
+                    std::to_string(static_cast<int>(limit_s)) + " s: " + call);
+      std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(calls_);
+      if (aborted_.load()) throw_aborted(call);
+      if (ncclCommGetAsyncError(comm_, &rc) != ncclSuccess) break;
+    }
+    if (rc != ncclSuccess)
+      throw Error(std::string("NCCL call failed: ") + call + ": " + ncclGetErrorString(rc) +
+                  (rc == ncclRemoteError ? " (a peer rank failed or left)" : ""));
+  }
+  // The host waits for `stream` while checking the communicator: a collective that cannot finish
+  // because a peer failed is an Error, not a hang.
+  void wait_host(cudaStream_t stream, const char* what) {
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) DTRAIN_CUDA_CHECK(q);
+      ncclResult_t rc = ncclSuccess;
+      {
+        std::lock_guard<std::mutex> lock(calls_);
+        if (aborted_.load()) throw_aborted(what);
+        ncclCommGetAsyncError(comm_, &rc);
+      }
+      if (rc != ncclSuccess && rc != ncclInProgress)
+        throw Error(std::string("NCCL ") + what + " failed: " + ncclGetErrorString(rc) +
+                    (rc == ncclRemoteError ? " (a peer rank failed or left)" : ""));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  [[noreturn]] void throw_aborted(const char* what) const {
+    throw Error(std::string("NCCL ") + what + ": the communicator was aborted (a rank failed or " +
+                "the watchdog gave up); no further collectives on it");
+  }
+
   void check(const at::Tensor& t, const char* what) const {
+    if (aborted_.load()) throw_aborted(what);
     if (!t.defined() || !t.is_cuda() || t.device().index() != dev_)
       throw Error(std::string(what) + ": NCCL needs a tensor on cuda:" + std::to_string(dev_));
     if (!t.is_contiguous()) throw Error(std::string(what) + ": tensor must be contiguous");
@@ -151,6 +239,8 @@ class NcclCommunicator : public Communicator {
   c10::DeviceIndex dev_;
   c10::cuda::CUDAStream stream_;
   ncclComm_t comm_ = nullptr;
+  std::atomic<bool> aborted_{false};
+  std::mutex calls_;  // one NCCL call at a time on comm_, so abort() never races a call
   int rank_ = 0, world_ = 1;
 };
 

@@ -1,4 +1,6 @@
-// CPU build: there is no NCCL backend; asking for it is a clear error.
+// CPU build: there is no NCCL backend; asking for it is a clear error. (What the CUDA build's
+// NcclCommunicator adds to the interface, abort() and its Errors afterwards, is Communicator's
+// default here: no NCCL communicator can exist.)
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 

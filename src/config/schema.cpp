@@ -114,7 +114,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("run.dir", &C::run, &RunConfig::dir, "parent folder of run directories"));
     s.push_back(field("run.seed", &C::run, &RunConfig::seed, "seed for initialization, shuffling and synthetic data", at_least(0)));
     s.push_back(choice("run.device", &C::run, &RunConfig::device, "where each rank computes; auto = GPU local_rank if CUDA is present"));
-    s.push_back(field("run.threads", &C::run, &RunConfig::threads, "intra-op CPU threads per rank; 0 = cores / ranks on the node", at_least(0)));
+    s.push_back(field("run.threads", &C::run, &RunConfig::threads, "intra-op CPU threads per rank; 0 = the CPUs this process may use (its affinity mask) / the ranks of the node sharing them; more than those CPUs is capped, with a warning", at_least(0)));
     s.push_back(field("run.log_every", &C::run, &RunConfig::log_every, "steps between progress lines; 0 = once per epoch", at_least(0)));
     s.push_back(field("run.timeout_s", &C::run, &RunConfig::timeout_s, "abort the whole job if one step or collective takes longer than this", positive()));
     s.push_back(field("run.tf32", &C::run, &RunConfig::tf32, "let fp32 matrix products use TF32 tensor cores (faster, ~1e-3 relative error)"));

@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include "cuda/device.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "runtime/threads.h"
 
 namespace dtrain {
 
@@ -83,12 +83,18 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
     device_ = at::Device(at::kCPU);
   }
 
-  int threads = static_cast<int>(run.threads);
-  if (threads <= 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, local_world_));
-  }
-  at::set_num_threads(threads);
+  // Intra-op threads: from the CPUs this process may use, shared with the ranks of this node
+  // that may use the same CPUs (runtime/threads.h).
+  MPI_Comm node;
+  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  const int sharing = detail::ranks_sharing_cpus(node);
+  MPI_Comm_free(&node);
+  const detail::ThreadChoice threads =
+      detail::choose_threads(detail::affinity_cpus(), sharing, run.threads);
+  if (!threads.warning.empty()) log::warn(threads.warning);
+  at::set_num_threads(threads.threads);
+  log::detail("intra-op threads per rank: " + std::to_string(threads.threads) + " (" +
+              threads.reason + ")");
 
   Backend backend = dist.backend;
   if (backend == Backend::kAuto) backend = device_.is_cuda() ? Backend::kNccl : Backend::kMpi;
@@ -111,7 +117,16 @@ Communicator& Runtime::cpu_comm() {
   return *cpu_comm_;
 }
 
+void Runtime::abort_collectives() const noexcept {
+  try {
+    if (comm_backend_) comm_backend_->abort();
+    if (cpu_comm_) cpu_comm_->abort();
+  } catch (...) {
+  }
+}
+
 void Runtime::abort(int code) const {
+  abort_collectives();
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

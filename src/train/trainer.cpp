@@ -3,7 +3,6 @@
 // does is in eager_step.cpp and graph_step.cpp; everything around the loop is a hook.
 #include "dtrain/trainer.h"
 
-#include <cmath>
 #include <optional>
 
 #include "cuda/memory.h"
@@ -17,6 +16,7 @@
 #include "train/eager_step.h"
 #include "train/evaluator.h"
 #include "train/graph_step.h"
+#include "train/loss_window.h"
 #include "train/plan.h"
 #include "train/recovery.h"
 #include "train/requests.h"
@@ -41,8 +41,10 @@ struct Trainer::Impl {
         model(std::move(model_)),
         train(std::move(train_)),
         test(std::move(test_)),
-        watchdog(c.run.timeout_s, comm_.rank()),
+        watchdog(c.run.timeout_s, comm_.rank(), control_.mpi_handle()),
         hooks(watchdog) {
+    // When the watchdog fires, no thread may stay inside a collective (NCCL) as the job ends.
+    watchdog.on_fire([this] { comm.abort(); });
     ctx.model = model.get();
     ctx.device = device;
     ctx.watchdog = &watchdog;
@@ -57,29 +59,6 @@ struct Trainer::Impl {
     lo.pin_memory = cfg.data.pin_memory;
     lo.device = ctx.device;
     return lo;
-  }
-
-  // The mean training loss over the window since the last read, over all ranks (a collective
-  // on the control plane); `take` starts a new window. A non-finite loss on any rank is an
-  // Error naming the first step where it appeared (`window_first`: the step before the window).
-  double read_loss(detail::EagerStep& eager, int64_t window_steps, int64_t window_first,
-                   bool take, double* total = nullptr) {
-    const detail::EagerStep::Window w = take ? eager.take_window() : eager.peek_window();
-    at::Tensor l = at::tensor({w.sum, static_cast<double>(window_steps - w.left_out)}, at::kDouble);
-    control.all_reduce(l, ReduceOp::kSum);
-    const double sum = l[0].item<double>(), count = l[1].item<double>();
-    if (!std::isfinite(sum)) {
-      at::Tensor first = at::tensor({w.finite_steps}, at::kLong);
-      control.all_reduce(first, ReduceOp::kMin);
-      throw Error("the training loss is " + std::string(std::isnan(sum) ? "nan" : "infinite") +
-                      " at step " + std::to_string(window_first + first.item<int64_t>() + 1) +
-                      " (" + to_string(cfg.train.precision) +
-                      "): the run stops rather than train on; lower train.lr, set "
-                      "train.clip_grad_norm, or skip such steps with train.skip_nonfinite=true",
-                  "train.skip_nonfinite");
-    }
-    if (total) *total = sum;
-    return count > 0 ? sum / count : std::nan("");
   }
 
   const Config cfg;
@@ -188,9 +167,8 @@ TrainSummary Trainer::fit() {
   // evaluation had not run yet, with that end.
   int64_t epoch = m.step / plan.steps_per_epoch, first_s = m.step % plan.steps_per_epoch;
   if (from && first_s == 0 && m.step > 0 && !start.epoch_end_done) --epoch, first_s = plan.steps_per_epoch;
-  int64_t window_steps = start.window_steps, window_first = m.step - start.window_steps;
-  if (from) eager.restore_window(rank == 0 ? start.window_loss * world / from->saved_world : 0.0,
-                                 start.window_steps);
+  detail::LossWindow window(eager, m.control, m.watchdog, t.precision, m.step);
+  if (from) window.restore(start, from->saved_world);
   bool epoch_end_done = start.epoch_end_done;
   int64_t saved_step = from ? m.step : -1;
   auto save = [&](int asked_by, const std::string& reason) {
@@ -201,8 +179,8 @@ TrainSummary Trainer::fit() {
     st.steps_per_epoch = plan.steps_per_epoch;
     st.epoch_end_done = epoch_end_done;
     st.micro_batch = micro.size();
-    m.read_loss(eager, window_steps, window_first, /*take=*/false, &st.window_loss);
-    st.window_steps = window_steps;
+    st.window_loss = window.total();  // also: no checkpoint of a diverged model
+    st.window_steps = window.steps();
     st.last_loss = summary.last_loss;
     st.model = m.model.get();
     st.optimizer = m.ctx.optimizer.get();
@@ -237,7 +215,7 @@ TrainSummary Trainer::fit() {
     m.model->train();
     const auto epoch_start = Clock::now();
     for (int64_t s = first_s; s < plan.steps_per_epoch && m.step < plan.total_steps; ++s) {
-      m.watchdog.beat("waiting for data");
+      m.watchdog.beat("waiting for data", m.step + 1);
       const auto t0 = Clock::now();
       std::optional<Batch> batch = loader.next();
       m.phases.data += seconds_since(t0);
@@ -246,7 +224,7 @@ TrainSummary Trainer::fit() {
       const double step_lr = lr.at(m.step);
       if (!graph.run(*batch, m.step, step_lr)) eager.run(*batch, m.step, step_lr);
       ++m.step;
-      ++window_steps;
+      window.add_step();
       ++rate_steps;
       epoch_end_done = false;
       summary.samples += batch->size() * world;
@@ -259,10 +237,9 @@ TrainSummary Trainer::fit() {
       rec.lr = step_lr;
       rec.micro_batch = micro.size();
       if (m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) {
-        rec.loss = summary.last_loss = m.read_loss(eager, window_steps, window_first, true);
+        rec.loss = summary.last_loss = window.read(m.step);
         rec.samples_per_s = static_cast<double>(rate_steps * t.global_batch) / seconds_since(window_start);
-        window_steps = rate_steps = 0;
-        window_first = m.step;
+        rate_steps = 0;
         window_start = Clock::now();
       }
       rec.phases = m.phases;
@@ -271,11 +248,7 @@ TrainSummary Trainer::fit() {
       if (act(agree.at_step(control))) break;
     }
     train_seconds += seconds_since(epoch_start);
-    if (window_steps > 0) {
-      summary.last_loss = m.read_loss(eager, window_steps, window_first, true);
-      window_steps = 0;
-      window_first = m.step;
-    }
+    if (window.steps() > 0) summary.last_loss = window.read(m.step);
     if (summary.stopped) break;  // at a step boundary: this epoch's end has not come
     epoch_end_done = true;
     if (t.eval && m.test) {

@@ -35,6 +35,7 @@ grep -q "\[rank 1\] error: hook 'thrower' failed in hooks: on_step at step 3: th
   { show throws; fail "the error does not name rank 1, the hook and the step"; }
 (( took < 60 )) || fail "the job took ${took} s to end after the hook threw"
 sleep 1
-if pgrep -f "$(basename "$throws")" >/dev/null; then fail "processes of $throws are still running"; fi
+# This build's processes (the binary's full path first), not a compiler's or another tree's.
+if pgrep -f "^$throws( |\$)" >/dev/null; then fail "processes of $throws are still running"; fi
 echo "ok: a hook throwing on rank 1 ended the job in ${took} s (exit $rc)"
 echo "PASS"

@@ -1,15 +1,18 @@
 // The `gpu` tier: needs a CUDA device. Without one it prints why and exits 77 (ctest: skipped).
-// Covers: training on CUDA matches CPU; the NCCL backend (one rank) and the Reducer over it;
+// Covers: training on CUDA matches CPU; the NCCL backend (one rank), its abort() (an Error, not a
+// hang) and the Reducer over it;
 // mixed precision (bf16 autocast, fp16 loss scaling); out-of-memory recovery with the caching
 // allocator capped so that the GPU behaves like a small card; the whole step captured in a CUDA
 // graph trains exactly like eager steps; the profiler records GPU kernels.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
@@ -103,6 +106,39 @@ TEST(Gpu, NcclOneRankCollectives) {
   // Wrong device is a clear error, not a crash.
   at::Tensor host = at::ones({2});
   EXPECT_THROW(nccl->all_reduce(host), Error);
+}
+
+// The watchdog and the error policy call abort() so that no thread stays in a collective: from
+// another thread while collectives run, it ends them with a dtrain::Error (no hang), and every
+// later collective is an Error too.
+TEST(Gpu, NcclAbortEndsCollectivesWithAnErrorNotAHang) {
+  auto nccl = make_nccl_communicator(MPI_COMM_SELF, 0);
+  at::Tensor t = at::ones({1 << 20}, at::TensorOptions().device(kGpu));
+  nccl->all_reduce(t, ReduceOp::kSum);
+  nccl->barrier();
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    nccl->abort();
+  });
+  bool threw = false;
+  try {
+    while (elapsed() < 30) {
+      nccl->all_reduce(t, ReduceOp::kSum);
+      nccl->barrier();
+    }
+  } catch (const Error&) {
+    threw = true;
+  }
+  aborter.join();
+  EXPECT_TRUE(threw) << "collectives went on for 30 s after abort()";
+  EXPECT_LT(elapsed(), 10.0);
+  EXPECT_THROW(nccl->all_reduce(t, ReduceOp::kSum), Error);
+  EXPECT_THROW(nccl->barrier(), Error);
+  nccl->abort();  // a second abort is harmless
 }
 
 TEST(Gpu, ReducerOverNcclKeepsGradients) {

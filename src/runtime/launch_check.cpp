@@ -1,0 +1,101 @@
+// The launcher's view of this process against MPI's (Runtime::check_launcher, runtime.h).
+//
+// Who sets what: mpirun (Open MPI) gives each process OMPI_COMM_WORLD_SIZE / _RANK / _LOCAL_RANK.
+// srun gives each task SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS (and SLURM_STEP_NUM_TASKS) and
+// the step id; its tasks join one MPI job only through PMI (srun --mpi=pmix or pmi2). Without it
+// every task initializes MPI alone, as rank 0 of 1. Under mpirun inside an allocation the ranks
+// inherit SLURM_* from the srun step that started Open MPI's daemons (SLURM_PROCID is then the
+// daemon's, not the rank), so the OMPI_* variables, when present, win. The environment is read by
+// the `dtrain` program before MPI_Init, so only what the launcher set is seen.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/launch_check.h"
+
+#include "dtrain/error.h"
+#include "dtrain/runtime.h"
+
+namespace dtrain {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::optional<int64_t> number(const Env& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used != it->second.size()) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// A task of an srun step (not the batch script, the external or an interactive step: Slurm gives
+// those ids from 0xfffffff0 up).
+bool in_srun_step(const Env& env) {
+  std::optional<int64_t> step = number(env, "SLURM_STEP_ID");
+  if (!step) step = number(env, "SLURM_STEPID");
+  return step && *step >= 0 && *step < 0xfffffff0LL && number(env, "SLURM_PROCID");
+}
+
+struct Facts {
+  std::optional<int64_t> rank, world, local;
+};
+
+bool agrees(const Facts& launcher, int rank, int world, int local) {
+  return (!launcher.rank || *launcher.rank == rank) &&
+         (!launcher.world || *launcher.world == world) &&
+         (!launcher.local || *launcher.local == local);
+}
+
+std::string show(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
+
+}  // namespace
+
+std::vector<std::string> Runtime::launcher_variables() {
+  return {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+          "SLURM_STEP_ID",        "SLURM_STEPID",         "SLURM_PROCID",
+          "SLURM_LOCALID",        "SLURM_NTASKS",         "SLURM_STEP_NUM_TASKS"};
+}
+
+void Runtime::check_launcher(const std::map<std::string, std::string>& env) const {
+  detail::check_launch(env, rank_, world_, local_rank_);
+}
+
+void detail::check_launch(const std::map<std::string, std::string>& env, int rank_, int world_,
+                          int local_rank_) {
+  const std::string mpi = "MPI sees rank " + std::to_string(rank_) + " of " +
+                          std::to_string(world_) + " (local rank " + std::to_string(local_rank_) +
+                          ")";
+  if (env.count("OMPI_COMM_WORLD_SIZE")) {
+    const Facts f{number(env, "OMPI_COMM_WORLD_RANK"), number(env, "OMPI_COMM_WORLD_SIZE"),
+                  number(env, "OMPI_COMM_WORLD_LOCAL_RANK")};
+    if (agrees(f, rank_, world_, local_rank_)) return;
+    throw Error("the MPI setup is wrong: mpirun started this process as rank " + show(f.rank) +
+                " of " + show(f.world) + " (local rank " + show(f.local) +
+                "; OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) but " + mpi +
+                ": the ranks did not join one MPI job and would each train alone, writing the "
+                "same run directory. Start dtrain with the mpirun of the MPI it was built with "
+                "(compare `mpirun --version` with `ldd dtrain | grep mpi`)");
+  }
+  if (!in_srun_step(env)) return;
+  std::optional<int64_t> ntasks = number(env, "SLURM_STEP_NUM_TASKS");
+  if (!ntasks) ntasks = number(env, "SLURM_NTASKS");
+  const Facts f{number(env, "SLURM_PROCID"), ntasks, number(env, "SLURM_LOCALID")};
+  if (agrees(f, rank_, world_, local_rank_)) return;
+  throw Error("the MPI/PMI setup is wrong: srun started this process as task " + show(f.rank) +
+              " of " + show(f.world) + " (local task " + show(f.local) +
+              "; SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) but " + mpi +
+              ": the tasks did not join one MPI job and would each train alone, writing the same "
+              "run directory. Start dtrain with srun --mpi=pmix (or the PMI your Open MPI "
+              "supports: srun --mpi=list; pmi2 on older setups), or with mpirun inside the "
+              "allocation");
+}
+
+}  // namespace dtrain
