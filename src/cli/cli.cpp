@@ -3,12 +3,18 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "dtrain/config.h"
+#include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "telemetry/log_errors.h"
 
 namespace dtrain::cli {
 namespace {
@@ -24,6 +30,17 @@ std::string help_footer() {
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
   s += Config::schema_help();
   return s;
+}
+
+// Standard output that could not be written (a full disk, a closed pipe) fails the run: the
+// progress lines and the printed config are its output.
+void check_stdout() {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  int err = errno ? errno : log::detail::stdout_errno();
+  if (failed || err != 0)
+    throw Error(std::string("writing standard output failed: ") + std::strerror(err ? err : EIO),
+                "stdout");
 }
 
 }  // namespace
@@ -44,9 +61,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
-    Session s = build_session(rt, Config::from_file(config_path, overrides), config_path,
-                              /*config_only=*/print_config);
-    if (s.trainer) s.trainer->fit();
+    Config cfg = Config::from_file(config_path, overrides);
+    if (print_config) {
+      // stdout holds the config alone, as YAML that loads again; the note goes to stderr.
+      cfg.resolve(rt.world());
+      if (rt.rank() == 0) {
+        std::fputs(cfg.settings_yaml().c_str(), stdout);
+        check_stdout();
+        std::fprintf(stderr, "# %s (%s)\n", cfg.resolved_note().c_str(), config_path.c_str());
+      }
+      return 0;
+    }
+    Session s = build_session(rt, std::move(cfg), config_path);
+    s.trainer->fit();
+    check_stdout();
     return 0;
   });
 }
