@@ -37,7 +37,7 @@ std::string help_footer() {
 void check_stdout() {
   errno = 0;
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
-  int err = errno ? errno : log::detail::stdout_errno();
+  int err = errno ? errno : log::stdout_errno();
   if (failed || err != 0)
     throw Error(std::string("writing standard output failed: ") + std::strerror(err ? err : EIO),
                 "stdout");

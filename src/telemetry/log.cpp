@@ -23,7 +23,7 @@ void emit(FILE* f, const std::string& prefix, const std::string& msg) {
 std::string rank_prefix() { return "[rank " + std::to_string(g_rank) + "] "; }
 }  // namespace
 
-int detail::stdout_errno() {
+int stdout_errno() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_stdout_errno;
 }
