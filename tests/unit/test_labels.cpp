@@ -95,9 +95,9 @@ TEST(Labels, TestLabelBeyondTheTrainLabelsClassesIsAnError) {
   EXPECT_EQ(dtrain::make_datasets(cfg, 0).test->spec().num_classes, 8);
 }
 
-TEST(Labels, TensorDatasetLabelsStayAsGiven) {
-  // The check is in make_datasets: the loader reports the largest label + 1 (200 + 1 here) and
-  // leaves the rule to the caller.
+TEST(Labels, ClassesFromTheTrainLabelsCoverTheLargest) {
+  // With data.num_classes 0 a train label of 200 makes 200 + 1 classes (and a warning that 198
+  // of them have no training sample); data.num_classes is how to bound them.
   TempDir dir;
   auto cfg = write_split(dir, {0, 200}, {0});
   auto splits = dtrain::make_datasets(cfg, 0);
