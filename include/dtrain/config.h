@@ -5,7 +5,8 @@
 //     drift apart; a key's type, range and choices are written once, there;
 //   - an unknown or duplicate key, a wrong type, a value outside its range or an unknown choice
 //     is a dtrain::Error naming the key path and the YAML file:line (or the command-line
-//     argument) it came from;
+//     argument) it came from; so are an empty config, a key without a value, a key given twice
+//     (in the file or on the command line) and a run.name that leaves run.dir;
 //   - past the parser a choice is an enum, never a string;
 //   - resolve() runs once, before training; nothing in dtrain changes a Config after it (the
 //     Trainer holds it const, and the micro-batch that `auto` or out-of-memory recovery picks
@@ -87,6 +88,9 @@ struct DataConfig {
   std::string test_images = "t10k-images-idx3-ubyte.gz";
   std::string test_labels = "t10k-labels-idx1-ubyte.gz";
   bool normalize = true;
+  // classification: the model's classes; 0 = from the train labels (largest + 1). Every train and
+  // test label must lie in [0, num_classes).
+  int64_t num_classes = 0;
   int64_t workers = 2;   // loader threads per rank
   int64_t prefetch = 4;  // batches prepared ahead
   bool pin_memory = true;
@@ -179,8 +183,13 @@ class Config {
   void resolve(int world);
   bool is_resolved() const { return resolved.world > 0; }
 
-  // Every setting as YAML (schema order), with the resolved values in a trailing comment block.
+  // Every setting as YAML (schema order), with the resolved values in a trailing comment line:
+  // settings_yaml() + "# " + resolved_note().
   std::string dump() const;
+  // Every setting as YAML, nothing else: it loads again as the same config.
+  std::string settings_yaml() const;
+  // "resolved: world W, per-rank batch B, micro-batch M, accumulation steps A".
+  std::string resolved_note() const;
   // FNV-1a over dump(): equal on every rank that resolved the same config.
   uint64_t hash() const;
 

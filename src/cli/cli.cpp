@@ -4,12 +4,18 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "dtrain/config.h"
+#include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "telemetry/log_errors.h"
 
 namespace dtrain::cli {
 namespace {
@@ -25,6 +31,17 @@ std::string help_footer() {
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
   s += Config::schema_help();
   return s;
+}
+
+// Standard output that could not be written (a full disk, a closed pipe) fails the run: the
+// progress lines and the printed config are its output.
+void check_stdout() {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  int err = errno ? errno : log::stdout_errno();
+  if (failed || err != 0)
+    throw Error(std::string("writing standard output failed: ") + std::strerror(err ? err : EIO),
+                "stdout");
 }
 
 }  // namespace
@@ -46,11 +63,23 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   }
   if (!print_config) install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
+    Config cfg = Config::from_file(config_path, overrides);
+    if (print_config) {
+      // stdout holds the config alone, as YAML that loads again; the note goes to stderr.
+      cfg.resolve(rt.world());
+      if (rt.rank() == 0) {
+        std::fputs(cfg.settings_yaml().c_str(), stdout);
+        check_stdout();
+        std::fprintf(stderr, "# %s (%s)\n", cfg.resolved_note().c_str(), config_path.c_str());
+      }
+      return 0;
+    }
     // Before anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
     rt.check_launcher(launcher_env);
-    Session s = build_session(rt, Config::from_file(config_path, overrides), config_path,
-                              /*config_only=*/print_config);
-    return s.trainer ? exit_code(s.trainer->fit()) : 0;
+    Session s = build_session(rt, std::move(cfg), config_path);
+    const int code = exit_code(s.trainer->fit());
+    check_stdout();
+    return code;
   });
 }
 

@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "checkpoint/weights.h"
+#include "cli/unused_keys.h"
 #include "cuda/device.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
@@ -16,6 +17,7 @@
 #include "runtime/signals.h"
 #include "util/torch_compat.h"
 #include "util/format.h"
+#include "util/host_memory.h"
 
 namespace dtrain {
 namespace {
@@ -51,6 +53,23 @@ std::pair<int, int> mpi_place() {
 }
 
 
+// The config keys that set how much memory the datasets take.
+std::string data_size_keys(const DataConfig& d) {
+  if (d.format == DataFormat::kIdx) return "data.path, data.train_images, data.test_images";
+  return "data.synthetic_size, data.synthetic_test_size, " +
+         std::string(d.synthetic_task == SyntheticTask::kImages || d.synthetic_task == SyntheticTask::kTokens
+                         ? "data.synthetic_shape"
+                         : "data.synthetic_features");
+}
+
+// The config keys that set a built-in model's size.
+std::string model_size_keys(const ModelConfig& m) {
+  if (m.name == "gpt") return "model.n_layer, model.n_embd, model.vocab_size, model.seq_len";
+  if (m.name == "mlp") return "model.hidden (and the data's sample size)";
+  if (m.name == "cnn") return "model.channels, model.fc (and the data's sample size)";
+  return "model.name " + m.name + " (and the data's sample size)";
+}
+
 }  // namespace
 
 std::string version_text() {
@@ -73,15 +92,20 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
               ": per-rank batch " + std::to_string(r.rank_batch) + ", micro-batch " +
               (r.micro_batch < 0 ? std::string("auto") : std::to_string(r.micro_batch)) + ":\n" +
               cfg.dump());
+  if (rt.rank() == 0)
+    for (const std::string& line : detail::unused_keys(cfg)) log::warn(line);
   s.config = std::move(cfg);
   if (config_only) return s;
 
   const Config& c = s.config;
   at::manual_seed(static_cast<uint64_t>(c.run.seed));
-  s.data = make_datasets(c.data, c.run.seed);
+  detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed); }, "building the datasets",
+                            data_size_keys(c.data), "use smaller data");
   log::detail("data: " + s.data.train->describe() +
               (s.data.test ? "; test: " + s.data.test->describe() : ""));
-  s.model = make_model(c.model.name, c.model, s.data.train->spec());
+  detail::guard_host_memory([&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
+                            "building the model " + c.model.name, model_size_keys(c.model),
+                            "make the model smaller");
   int64_t n_params = 0;
   for (const auto& p : s.model->parameters()) n_params += p.numel();
   log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters");

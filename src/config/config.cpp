@@ -4,7 +4,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -62,11 +66,53 @@ const Field& known_field(const std::string& key, const std::string& where) {
   return *f;
 }
 
+// run.name names a folder inside run.dir: a relative path of plain names ("exp1", "sweep/lr0.1"),
+// never one that leaves run.dir ("..", "a/../../b", "/abs") or an empty one while files are
+// written.
+void check_run_name(const RunConfig& run, const std::string& where) {
+  const std::string& name = run.name;
+  auto bad = [&](const std::string& why) {
+    throw Error("'" + name + "' " + why + " (" + where + "); the run directory is run.dir/run.name " +
+                    "and must stay inside run.dir: use plain names, e.g. exp1 or sweep/lr0.1",
+                "run.name");
+  };
+  if (name.empty()) {
+    if (!run.dir.empty()) bad("is empty while run.dir is set");
+    return;
+  }
+  if (name.front() == '/') bad("is an absolute path");
+  size_t begin = 0;
+  while (begin <= name.size()) {
+    size_t end = name.find('/', begin);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(begin, end - begin);
+    if (part == "..") bad("has a '..' component");
+    if (part == ".") bad("has a '.' component");
+    if (part.empty()) bad("has an empty component ('//' or a trailing '/')");
+    begin = end + 1;
+  }
+  for (char ch : name)
+    if (static_cast<unsigned char>(ch) < 0x20) bad("holds a control character");
+}
+
+// A key of a YAML map as text; a key that is itself a list or a map is an error.
+std::string key_text(const YAML::Node& k, const std::string& where, const std::string& in) {
+  if (!k.IsScalar())
+    throw Error("a key " + in + " must be a plain name, got '" + config::scalar_text(k) + "' (" +
+                    where + ")",
+                where);
+  return k.Scalar();
+}
+
 }  // namespace
 
 struct ConfigAccess {
   static void load_node(Config& c, const YAML::Node& root, const std::string& origin) {
-    if (root.IsNull()) return;  // empty file: all defaults
+    if (root.IsNull())
+      throw Error("the config is empty (no sections, only comments or nothing): write at least "
+                  "one section (" + join(sections(), ", ") + "); an empty config is not taken "
+                  "to mean all defaults",
+                  origin);
     if (!root.IsMap())
       throw Error("the top level must be a map of sections (" + join(sections(), ", ") + ")",
                   mark_of(origin, root));
@@ -79,8 +125,8 @@ struct ConfigAccess {
                     name);
     };
     for (const auto& sec : root) {
-      const std::string name = sec.first.as<std::string>();
       const std::string sec_where = mark_of(origin, sec.first);
+      const std::string name = key_text(sec.first, sec_where, "at the top level");
       if (std::find(sections().begin(), sections().end(), name) == sections().end())
         throw Error("unknown section '" + name + "' (" + sec_where + "); sections are " +
                         join(sections(), ", "),
@@ -90,10 +136,12 @@ struct ConfigAccess {
       if (!sec.second.IsMap())
         throw Error("expected a map of keys under '" + name + "' (" + sec_where + ")", name);
       for (const auto& kv : sec.second) {
-        const std::string key = name + "." + kv.first.as<std::string>();
         const std::string where = mark_of(origin, kv.first);
+        const std::string key = name + "." + key_text(kv.first, where, "under '" + name + "'");
         const Field& f = known_field(key, where);
         once(key, where, "key");
+        if (kv.second.IsNull())
+          throw Error("no value (" + where + "); write a value or remove the key", key);
         f.set(c, kv.second, where);
         c.origin_[key] = where;
       }
@@ -104,25 +152,45 @@ struct ConfigAccess {
 Config Config::from_string(const std::string& yaml, const std::string& origin,
                            const std::vector<std::string>& overrides) {
   Config c;
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(yaml);
+    docs = YAML::LoadAll(yaml);
   } catch (const YAML::Exception& e) {
     std::string where = origin;
     if (e.mark.line >= 0)
       where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     throw Error("malformed YAML: " + e.msg, where);
   }
-  ConfigAccess::load_node(c, root, origin);
-  for (const auto& o : overrides) c.apply_override(o);
+  if (docs.size() > 1)
+    throw Error("the config holds " + std::to_string(docs.size()) +
+                    " YAML documents (separated by '---'; the second at " +
+                    mark_of(origin, docs[1]) + "); write one",
+                origin);
+  ConfigAccess::load_node(c, docs.empty() ? YAML::Node() : docs[0], origin);
+  // The same key twice on the command line is as ambiguous as twice in a file.
+  std::map<std::string, std::string> given;
+  for (const auto& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    auto [it, fresh] = given.emplace(key, o);
+    if (!fresh && o.find('=') != std::string::npos)
+      throw Error("set twice on the command line ('" + it->second + "', then '" + o +
+                      "'): give each key once",
+                  key);
+    c.apply_override(o);
+  }
   return c;
 }
 
 Config Config::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(std::string("cannot open the config file: ") + std::strerror(errno), path);
+  if (S_ISDIR(st.st_mode)) throw Error("is a directory, not a config file", path);
   std::ifstream in(path);
-  if (!in) throw Error("cannot open the config file", path);
+  if (!in) throw Error(std::string("cannot open the config file: ") + std::strerror(errno), path);
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw Error("cannot read the config file", path);
   return from_string(ss.str(), path, overrides);
 }
 
@@ -135,7 +203,15 @@ void Config::apply_override(const std::string& assignment) {
     throw Error("an override must look like section.key=value", where);
   const std::string key = assignment.substr(0, eq);
   const std::string value = assignment.substr(eq + 1);
+  if (std::find(sections().begin(), sections().end(), key) != sections().end())
+    throw Error("'" + key + "' is a section; an override sets one key, section.key=value (" +
+                    where + ")",
+                key);
   const Field& f = known_field(key, where);
+  if (value.find_first_not_of(" \t") == std::string::npos)
+    throw Error("empty value (" + where + "); write " + key + "='' for an empty string or " + key +
+                    "=[] for an empty list",
+                key);
   YAML::Node n;
   try {
     n = YAML::Load(value);
@@ -152,6 +228,7 @@ void Config::resolve(int world) {
   if (is_resolved())
     throw Error("the config was already resolved for world " + std::to_string(resolved.world) +
                 "; resolve a fresh copy for world " + std::to_string(world) + " (internal error)");
+  check_run_name(run, origin_of("run.name"));
   const int64_t g = train.global_batch;
   if (g % world != 0) {
     throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +
@@ -184,7 +261,16 @@ void Config::resolve(int world) {
   resolved = r;
 }
 
-std::string Config::dump() const {
+std::string Config::dump() const { return settings_yaml() + "# " + resolved_note() + "\n"; }
+
+std::string Config::resolved_note() const {
+  return "resolved: world " + std::to_string(resolved.world) + ", per-rank batch " +
+         std::to_string(resolved.rank_batch) + ", micro-batch " +
+         std::to_string(resolved.micro_batch) + ", accumulation steps " +
+         std::to_string(resolved.accum_steps);
+}
+
+std::string Config::settings_yaml() const {
   std::string out;
   std::string section;
   for (const auto& f : schema()) {
@@ -195,10 +281,6 @@ std::string Config::dump() const {
     }
     out += "  " + f.key.substr(f.key.find('.') + 1) + ": " + f.get(*this) + "\n";
   }
-  out += "# resolved: world " + std::to_string(resolved.world) + ", per-rank batch " +
-         std::to_string(resolved.rank_batch) + ", micro-batch " +
-         std::to_string(resolved.micro_batch) + ", accumulation steps " +
-         std::to_string(resolved.accum_steps) + "\n";
   return out;
 }
 

@@ -143,6 +143,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
     s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels"));
     s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std"));
+    s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1); every train and test label must be in [0, num_classes)", at_least(0)));
     s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)));
     s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
     s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "dtrain/error.h"
 #include "util/format.h"
@@ -31,20 +32,29 @@ template <>
 int64_t parse_as<int64_t>(const std::string& key, const YAML::Node& n, const std::string& where) {
   if (!n.IsScalar()) bad_value(key, where, "expected an integer, got '" + scalar_text(n) + "'");
   const std::string& s = n.Scalar();
+  bool too_large = false;
   try {
     size_t pos = 0;
     long long v = std::stoll(s, &pos, 10);
     if (pos == s.size()) return v;
+  } catch (const std::out_of_range&) {
+    too_large = true;
   } catch (const std::exception&) {
   }
   // Allow integral floats written as 1e3 or 256.0.
   try {
     size_t pos = 0;
     double d = std::stod(s, &pos);
-    if (pos == s.size() && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18)
-      return static_cast<int64_t>(d);
+    if (pos == s.size() && std::isfinite(d) && d == std::floor(d)) {
+      if (std::fabs(d) < 9e18) return static_cast<int64_t>(d);
+      too_large = true;
+    }
+  } catch (const std::out_of_range&) {
+    too_large = true;
   } catch (const std::exception&) {
   }
+  if (too_large)
+    bad_value(key, where, "'" + s + "' is out of range for a 64-bit integer (at most about 9e18)");
   bad_value(key, where, "expected an integer, got '" + s + "'");
 }
 
@@ -86,15 +96,26 @@ std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, cons
   if (n.IsSequence()) {
     for (const auto& e : n) out.push_back(parse_as<int64_t>(key, e, where));
   } else if (n.IsScalar()) {
+    // "64,32" or "[64, 32]" (from the command line); "[]" or "" is the empty list. Every entry
+    // must be there: "8,,4", "8,4," and "[8,4" are errors, not [8, 4].
     std::string s = n.Scalar();
-    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '[' || c == ']'; }),
-            s.end());
-    std::stringstream ss(s);
+    auto trim = [](std::string t) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      return t;
+    };
+    s = trim(s);
+    const bool open = !s.empty() && s.front() == '[', close = !s.empty() && s.back() == ']';
+    if (open != close) bad_value(key, where, "unbalanced brackets in '" + n.Scalar() + "'");
+    if (open) s = trim(s.substr(1, s.size() - 2));
+    if (s.empty()) return out;
+    std::stringstream ss(s + ",");
     std::string item;
     while (std::getline(ss, item, ',')) {
-      item.erase(0, item.find_first_not_of(" \t"));
-      item.erase(item.find_last_not_of(" \t") + 1);
-      if (!item.empty()) out.push_back(parse_as<int64_t>(key, YAML::Node(item), where));
+      item = trim(item);
+      if (item.empty())
+        bad_value(key, where, "an empty entry in the list '" + n.Scalar() + "'");
+      out.push_back(parse_as<int64_t>(key, YAML::Node(item), where));
     }
   } else if (!n.IsNull()) {
     bad_value(key, where, "expected a list of integers, got '" + scalar_text(n) + "'");

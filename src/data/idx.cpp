@@ -18,6 +18,7 @@
 
 #include "dtrain/error.h"
 #include "util/format.h"
+#include "util/host_memory.h"
 
 namespace dtrain {
 namespace {
@@ -184,7 +185,10 @@ at::Tensor read_idx(const std::string& path) {
            std::to_string(type.size) + (type.size > 1 ? " bytes)" : " byte)");
   };
 
-  at::Tensor out = at::empty(dims, at::TensorOptions().dtype(type.dtype));
+  at::Tensor out;
+  detail::guard_host_memory([&] { out = at::empty(dims, at::TensorOptions().dtype(type.dtype)); },
+                            "reading " + dims_text(dims) + " " + type.name + " elements", path,
+                            "is the header right?");
   const int64_t got = read_bytes(file.get(), out.data_ptr(), data_bytes, path, gzip);
   if (got < data_bytes) {
     throw Error("IDX data is truncated: expected " + describe_expected() + ", file has " +
@@ -250,13 +254,13 @@ std::shared_ptr<TensorDataset> load_idx_classification(const std::string& images
   DataSpec spec;
   spec.input_shape = {1, h, w};
   const int64_t max_label = n > 0 ? targets.max().item<int64_t>() : -1;
-  spec.num_classes = std::max<int64_t>(10, max_label + 1);
+  spec.num_classes = max_label + 1;
   spec.target_dim = 0;
   spec.input_dtype = at::kFloat;
 
   std::ostringstream d;
-  d << "idx " << images_path << " (" << n << " x 1x" << h << "x" << w << ", "
-    << spec.num_classes << " classes";
+  d << "idx " << images_path << " (" << n << " x 1x" << h << "x" << w << ", labels 0.."
+    << max_label;
   if (normalize) d << ", standardized with mean " << mean << " std " << std;
   d << ")";
   return std::make_shared<TensorDataset>(std::move(inputs), std::move(targets), std::move(spec),

@@ -10,6 +10,7 @@
 #include "dtrain/config.h"
 #include "dtrain/data/idx.h"
 #include "dtrain/error.h"
+#include "dtrain/log.h"
 
 namespace dtrain::detail {
 namespace {
@@ -44,6 +45,20 @@ std::string data_file(const DataConfig& cfg, const std::string& name, const std:
     throw Error((exists ? "not a regular file: " : "file not found: ") + path + hint, key);
   }
   return path;
+}
+
+// Every label of `targets` (N,) int64 must lie in [0, classes); the first that does not is an
+// Error naming the file, the sample index and the value. `rule` says where `classes` came from.
+void check_labels(const at::Tensor& targets, int64_t classes, const std::string& path,
+                  const std::string& rule) {
+  const at::Tensor bad = (targets < 0).logical_or_(targets >= classes).nonzero();
+  if (bad.size(0) == 0) return;
+  const int64_t index = bad[0][0].item<int64_t>();
+  throw Error("label " + std::to_string(targets[index].item<int64_t>()) + " of sample " +
+                  std::to_string(index) + " (" + std::to_string(bad.size(0)) +
+                  " such label(s)) is outside the model's classes [0, " + std::to_string(classes) +
+                  "), " + rule,
+              path);
 }
 
 }  // namespace
@@ -89,6 +104,29 @@ Splits make_idx_splits(const DataConfig& cfg) {
     train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), train->spec(),
                                             d.str());
   }
+  // The label space: data.num_classes, or the train labels' largest + 1; every label inside it.
+  DataSpec spec = train->spec();
+  std::string rule;
+  if (cfg.num_classes > 0) {
+    spec.num_classes = cfg.num_classes;
+    rule = "set by data.num_classes";
+  } else {
+    rule = "taken from the train labels (largest + 1, as data.num_classes is 0); set "
+           "data.num_classes to cover every label";
+  }
+  check_labels(train->targets(), spec.num_classes, train_labels, rule);
+  std::ostringstream desc;
+  desc << train->describe() << "; " << spec.num_classes << " classes ("
+       << (cfg.num_classes > 0 ? "data.num_classes" : "from the train labels") << ")";
+  if (cfg.num_classes == 0 && train->size() > 0) {
+    const at::Tensor counts = at::bincount(train->targets(), {}, spec.num_classes);
+    const int64_t empty = (counts == 0).sum().item<int64_t>();
+    if (empty > 0)
+      log::warn(std::to_string(empty) + " of the " + std::to_string(spec.num_classes) +
+                " classes taken from the train labels (" + train_labels +
+                ") have no training sample; set data.num_classes if that is not meant");
+  }
+  train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), spec, desc.str());
   if (has_test) {
     auto test = load_idx_classification(test_images, test_labels, cfg.normalize, mean, stdev);
     if (test->spec().input_shape != train->spec().input_shape) {
@@ -97,10 +135,7 @@ Splits make_idx_splits(const DataConfig& cfg) {
                   test_images);
     }
     // Both splits share one label space.
-    DataSpec spec = train->spec();
-    spec.num_classes = std::max(spec.num_classes, test->spec().num_classes);
-    train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), spec,
-                                            train->describe());
+    check_labels(test->targets(), spec.num_classes, test_labels, rule);
     out.test = std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec,
                                                test->describe());
   }

@@ -10,6 +10,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "util/format.h"
+#include "util/host_memory.h"
 
 namespace dtrain::detail {
 namespace {
@@ -123,6 +124,40 @@ Splits tokens(const DataConfig& cfg, int64_t seed, at::Generator& gen, at::Gener
   return build_splits(cfg, gen, test_gen, make, spec, d.str());
 }
 
+// The bytes the task's two splits take (inputs, targets and the largest temporaries), in double
+// so that no product of config values overflows; more than the machine has is an Error naming the
+// keys that set the size.
+void check_size(const DataConfig& cfg) {
+  const double n = static_cast<double>(cfg.synthetic_size) + static_cast<double>(cfg.synthetic_test_size);
+  double shape = 1;
+  for (int64_t d : cfg.synthetic_shape) shape *= static_cast<double>(d);
+  const double f = static_cast<double>(cfg.synthetic_features);
+  const double c = static_cast<double>(cfg.synthetic_classes);
+  double per_sample = 0;  // bytes
+  std::string keys = "data.synthetic_size, data.synthetic_test_size", of;
+  switch (cfg.synthetic_task) {
+    case SyntheticTask::kRegression:
+      per_sample = (f + 3) * 4, keys += ", data.synthetic_features", of = format("%.0f features", f);
+      break;
+    case SyntheticTask::kClassification:
+      per_sample = (f + c) * 4 + 8, keys += ", data.synthetic_features, data.synthetic_classes",
+      of = format("%.0f features", f);
+      break;
+    case SyntheticTask::kImages:
+      per_sample = shape * 4 + 8, keys += ", data.synthetic_shape", of = shape_str(cfg.synthetic_shape);
+      break;
+    case SyntheticTask::kTokens:
+      per_sample = (3 * shape + 1) * 8, keys += ", data.synthetic_shape",
+      of = shape_str(cfg.synthetic_shape) + " tokens";
+      break;
+  }
+  check_host_bytes(n * per_sample,
+                   format("synthetic %s data of %lld + %lld samples of %s", to_string(cfg.synthetic_task),
+                          static_cast<long long>(cfg.synthetic_size),
+                          static_cast<long long>(cfg.synthetic_test_size), of.c_str()),
+                   keys, "lower data.synthetic_size (and data.synthetic_test_size) or the sample size");
+}
+
 }  // namespace
 
 Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
@@ -133,6 +168,18 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
   Config::check_value("data.synthetic_classes", static_cast<double>(cfg.synthetic_classes));
   Config::check_value("data.synthetic_noise", cfg.synthetic_noise);
   Config::check_value("data.synthetic_shape", cfg.synthetic_shape);
+  if (cfg.synthetic_task == SyntheticTask::kImages) sample_shape(cfg, 3, "images", "[C, H, W]");
+  if (cfg.synthetic_task == SyntheticTask::kTokens) sample_shape(cfg, 1, "tokens", "[sequence length]");
+  check_size(cfg);
+  if (cfg.num_classes > 0 && (cfg.synthetic_task == SyntheticTask::kRegression ||
+                              cfg.num_classes != cfg.synthetic_classes))
+    throw Error("is " + std::to_string(cfg.num_classes) + ", but synthetic " +
+                    to_string(cfg.synthetic_task) + " data " +
+                    (cfg.synthetic_task == SyntheticTask::kRegression
+                         ? std::string("has no classes")
+                         : "has data.synthetic_classes = " + std::to_string(cfg.synthetic_classes)) +
+                    "; leave data.num_classes at 0 for synthetic data",
+                "data.num_classes");
   // The train generator (seed) draws a task's parameters first, then the train samples; the test
   // samples come from seed + 1 and share the parameters.
   at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));

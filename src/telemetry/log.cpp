@@ -1,7 +1,10 @@
 #include "dtrain/log.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
+
+#include "telemetry/log_errors.h"
 
 namespace dtrain::log {
 namespace {
@@ -9,13 +12,21 @@ std::mutex g_mu;
 int g_rank = 0;
 bool g_quiet = false;
 
+int g_stdout_errno = 0;
+
 void emit(FILE* f, const std::string& prefix, const std::string& msg) {
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(f, "%s%s\n", prefix.c_str(), msg.c_str());
-  std::fflush(f);
+  errno = 0;
+  const bool failed = std::fprintf(f, "%s%s\n", prefix.c_str(), msg.c_str()) < 0 || std::fflush(f) != 0;
+  if (failed && f == stdout && g_stdout_errno == 0) g_stdout_errno = errno ? errno : EIO;
 }
 std::string rank_prefix() { return "[rank " + std::to_string(g_rank) + "] "; }
 }  // namespace
+
+int stdout_errno() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_stdout_errno;
+}
 
 void configure(int rank, bool quiet) {
   std::lock_guard<std::mutex> lock(g_mu);

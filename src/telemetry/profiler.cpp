@@ -106,6 +106,19 @@ bool StepProfiler::stop() {
   std::unique_ptr<kp::ProfilerResult> result = kp::disableProfiler();
   if (!result) throw Error("the profiler returned no result", "run.profile_steps");
   result->save(path_);
+  // The profiler's writer reports no errors of its own: a trace that is not there, or that does
+  // not end like a whole JSON document (a full disk cuts it short), is an Error naming the file.
+  std::ifstream in(path_, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("the profiler could not write its trace", path_);
+  const std::streamoff size = in.tellg();
+  std::string tail(static_cast<size_t>(std::min<std::streamoff>(size, 64)), '\0');
+  in.seekg(size - static_cast<std::streamoff>(tail.size()));
+  in.read(&tail[0], static_cast<std::streamsize>(tail.size()));
+  const size_t last = tail.find_last_not_of(" \t\r\n");
+  if (!in || last == std::string::npos || (tail[last] != '}' && tail[last] != ']'))
+    throw Error("the profiler wrote an incomplete trace (" + std::to_string(size) +
+                    " bytes; disk full?)",
+                path_);
   return true;
 }
 

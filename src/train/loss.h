@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
 
 namespace dtrain::detail {
 
@@ -12,5 +13,10 @@ namespace dtrain::detail {
 // reads the logits in their own precision (cuda/fused_loss.h); elsewhere the logits are cast to
 // fp32 first. Cross-entropy on non-class targets is an Error naming train.loss.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum);
+
+// Before training: cross_entropy needs class ids (spec.num_classes > 0), mse regression targets
+// (spec.target_dim > 0); anything else is an Error naming train.loss and the data (`data`, the
+// dataset's description).
+void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& data);
 
 }  // namespace dtrain::detail

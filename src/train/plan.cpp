@@ -1,10 +1,12 @@
 #include "train/plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
+#include "util/host_memory.h"
 
 namespace dtrain::detail {
 
@@ -22,8 +24,28 @@ StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, 
                     " samples) is smaller than one global batch (" +
                     std::to_string(t.global_batch) + ")",
                 "train.global_batch");
-  plan.total_steps = plan.steps_per_epoch * t.epochs;
+  // epochs x steps per epoch, and the samples of all those steps, must fit in int64.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const bool steps_overflow = t.epochs > kMax / plan.steps_per_epoch;
+  if (steps_overflow && t.max_steps == 0)
+    throw Error("train.epochs " + std::to_string(t.epochs) + " x " +
+                    std::to_string(plan.steps_per_epoch) +
+                    " steps per epoch overflows the step count (int64); use fewer epochs or "
+                    "set train.max_steps",
+                "train.epochs");
+  plan.total_steps = steps_overflow ? t.max_steps : plan.steps_per_epoch * t.epochs;
   if (t.max_steps > 0) plan.total_steps = std::min(plan.total_steps, t.max_steps);
+  const std::string steps_key = plan.total_steps == t.max_steps ? "train.max_steps" : "train.epochs";
+  if (plan.total_steps > kMax / t.global_batch)
+    throw Error(std::to_string(plan.total_steps) + " steps x train.global_batch " +
+                    std::to_string(t.global_batch) +
+                    " samples overflows the sample count (int64); lower " + steps_key,
+                steps_key);
+  // The plan holds every step's sample indices (int64) for this rank.
+  check_host_bytes(static_cast<double>(plan.total_steps) * static_cast<double>(rank_batch) * 8.0,
+                   "the step plan (" + std::to_string(plan.total_steps) + " steps x " +
+                       std::to_string(rank_batch) + " sample indices per rank)",
+                   steps_key, "lower " + steps_key);
   int64_t planned = 0;  // steps planned, the skipped ones included
   for (int64_t epoch = first_step / plan.steps_per_epoch;
        epoch < t.epochs && planned < plan.total_steps; ++epoch) {

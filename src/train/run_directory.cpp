@@ -1,6 +1,7 @@
 #include "train/run_directory.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,12 @@ namespace {
 void agree(Communicator& control, const std::string& failure, const std::string& where) {
   const auto all = gather_strings(control, failure);
   if (!all[0].empty()) throw Error(all[0], where);
+}
+
+// A regular file with something in it: an empty file, or a device, holds nothing to lose.
+bool has_content(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
 std::string host_name() {
@@ -69,7 +76,7 @@ void RunDirectory::check_fresh_start(bool resuming, Communicator& control) const
   if (control.rank() == 0 && !resuming) {
     std::string found;
     for (const char* f : {"metrics.jsonl", "model.pt"})
-      if (path_exists(join_path(dir_, f))) found += std::string(found.empty() ? "" : ", ") + f;
+      if (has_content(join_path(dir_, f))) found += std::string(found.empty() ? "" : ", ") + f;
     if (!checkpoints_.empty() && !CheckpointFolder(checkpoints_).complete().empty())
       found += std::string(found.empty() ? "" : ", ") + "checkpoints in " + checkpoints_;
     if (!found.empty())

@@ -17,6 +17,7 @@
 #include "train/evaluator.h"
 #include "train/graph_step.h"
 #include "train/loss_window.h"
+#include "train/loss.h"
 #include "train/plan.h"
 #include "train/recovery.h"
 #include "train/requests.h"
@@ -84,6 +85,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     throw Error("Trainer: the config is resolved for world " + std::to_string(cfg.resolved.world) +
                 " but the communicator has " + std::to_string(comm.world()) +
                 " rank(s); resolve it for this world first (build_session does)");
+  detail::check_loss_fits(cfg.train.loss, train->spec(), train->describe());
   impl_ = std::make_unique<Impl>(cfg, comm, control, device, std::move(model), std::move(train),
                                  std::move(test));
   Impl& m = *impl_;
@@ -112,6 +114,27 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
   impl_->ctx.faults = impl_->faults.get();
 }
 
+namespace {
+
+// Settings that leave part of themselves unused: the run goes on, and says so.
+void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
+  const TrainConfig& t = cfg.train;
+  if (t.max_steps > plan.total_steps)
+    log::warn("train.max_steps " + std::to_string(t.max_steps) + " is more than train.epochs " +
+              std::to_string(t.epochs) + " x " + std::to_string(plan.steps_per_epoch) +
+              " steps per epoch: training stops after " + std::to_string(plan.total_steps) +
+              " steps (raise train.epochs to train longer)");
+  if (t.warmup_steps >= plan.total_steps && t.warmup_steps > 0)
+    log::warn("train.warmup_steps " + std::to_string(t.warmup_steps) + " is not less than the " +
+              std::to_string(plan.total_steps) + " steps of the run: the learning rate never "
+              "reaches train.lr");
+  if (cfg.run.profile_steps > 0 && cfg.run.profile_start >= plan.total_steps)
+    log::warn("run.profile_start " + std::to_string(cfg.run.profile_start) + " is past the " +
+              std::to_string(plan.total_steps) + " steps of the run: the profiler records nothing");
+}
+
+}  // namespace
+
 TrainSummary Trainer::fit() {
   Impl& m = *impl_;
   const TrainConfig& t = m.cfg.train;
@@ -137,6 +160,7 @@ TrainSummary Trainer::fit() {
     throw Error("an epoch has " + std::to_string(plan.steps_per_epoch) + " steps in this run but " +
                     std::to_string(start.steps_per_epoch) + " in the checkpoint: cannot resume",
                 from->path);
+  if (rank == 0) warn_about_limits(m.cfg, plan);
   const detail::LrSchedule lr(t, plan.total_steps);
   detail::EagerStep eager(m.ctx, micro);
   detail::GraphStep graph(m.ctx, eager, micro, t.cuda_graph, rank_batch);

@@ -37,28 +37,75 @@ void make_dirs(const std::string& path) {
     throw Error("not a directory", path);
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(std::string("cannot write: ") + std::strerror(errno), tmp);
+namespace {
+
+// Writes all of `data` to `fd`; returns 0 or the errno of the failed write.
+int write_all(int fd, const std::string& data) {
   size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(std::string("write failed: ") + std::strerror(err), tmp);
+      return errno;
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  return 0;
+}
+
+[[noreturn]] void os_error(const std::string& what, int err, const std::string& path) {
+  throw Error(what + ": " + std::strerror(err), path);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) os_error("cannot create", errno, tmp);
+  auto fail = [&](const char* what, int err) {
+    if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(std::string("cannot flush: ") + std::strerror(errno), tmp);
+    os_error(what, err, tmp);
+  };
+  if (int err = write_all(fd, content)) fail("write failed", err);
+  if (::fsync(fd) != 0) fail("fsync failed", errno);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) fail("close failed", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    os_error("cannot rename " + tmp + " into place", err, path);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(std::string("cannot rename into place: ") + std::strerror(errno), path);
+}
+
+OutputFile::OutputFile(const std::string& path, bool append) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
+  if (fd_ < 0) os_error("cannot create", errno, path);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::write(const std::string& data) {
+  if (fd_ < 0) throw Error("write to a closed file (internal error)", path_);
+  if (int err = write_all(fd_, data)) os_error("write failed", err, path_);
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  // fsync reports errors of earlier writes that the kernel had buffered; a file that cannot be
+  // synced (a pipe, a terminal) answers EINVAL, which is no loss.
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    const int err = errno;
+    ::close(fd);
+    os_error("fsync failed", err, path_);
+  }
+  if (::close(fd) != 0) os_error("close failed", errno, path_);
 }
 
 }  // namespace dtrain::detail

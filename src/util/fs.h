@@ -12,7 +12,30 @@ void make_dirs(const std::string& path);
 bool path_exists(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);
 // Write `content` to path.tmp, fsync, rename over `path`: readers see the old file or the new
-// one, never a torn one. Throws dtrain::Error naming the path.
+// one, never a torn one. A failed open, write, fsync, close or rename is a dtrain::Error naming
+// the file and the OS reason (strerror); path.tmp is removed then.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// A file written piece by piece (a log of records), with POSIX calls so that every failure is
+// seen: a failed open, write or close is a dtrain::Error naming the file and the OS reason
+// ("No space left on device"). Each write() reaches the kernel before it returns.
+class OutputFile {
+ public:
+  OutputFile() = default;
+  // Creates or truncates the file; with `append`, writes after what it holds.
+  explicit OutputFile(const std::string& path, bool append = false);
+  ~OutputFile();                                 // closes; call close() to see its errors
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void write(const std::string& data);
+  void close();  // fsync and close; throws on failure
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 }  // namespace dtrain::detail

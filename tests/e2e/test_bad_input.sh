@@ -129,6 +129,99 @@ expect_error micro_batch_not_dividing 30 \
   "^\[rank 0\] error: .*train\.micro_batch && valid choices: 1, 2, 4, 8, 16, 32, 64" \
   -- "$bin" "$cfg" train.micro_batch=7
 
+# --- config files that are not one map of sections, once -------------------------------------
+printf 'train:\n  lr: 0.1\n  epochs: 2\n  lr: 0.2\n' >"$tmp/dup_key.yaml"
+expect_error duplicate_key 30 \
+  "^\[rank 0\] error: train\.lr: duplicate key && dup_key\.yaml:4:3 && first at .*dup_key\.yaml:2:3" \
+  -- "$bin" "$tmp/dup_key.yaml"
+
+printf 'train:\n  lr: 0.1\nmodel:\n  name: linear\ntrain:\n  epochs: 2\n' >"$tmp/dup_section.yaml"
+expect_error duplicate_section 30 \
+  "^\[rank 0\] error: train: duplicate section && dup_section\.yaml:5:1 && first at .*dup_section\.yaml:1:1" \
+  -- "$bin" "$tmp/dup_section.yaml"
+
+: >"$tmp/empty.yaml"
+expect_error empty_config 30 "^\[rank 0\] error: .*empty\.yaml: the config is empty" -- "$bin" "$tmp/empty.yaml"
+
+printf '# run:\n#   name: x\n\n' >"$tmp/comments.yaml"
+expect_error comments_only_config 30 "^\[rank 0\] error: .*comments\.yaml: the config is empty" \
+  -- "$bin" "$tmp/comments.yaml"
+
+expect_error directory_as_config 30 "^\[rank 0\] error: $tmp/empty: is a directory" -- "$bin" "$tmp/empty"
+
+printf -- '- run\n- train\n' >"$tmp/list.yaml"
+expect_error config_not_a_map 30 "^\[rank 0\] error: .*list\.yaml:1:1: the top level must be a map" \
+  -- "$bin" "$tmp/list.yaml"
+
+printf 'train:\n  lr: 0.1\n---\ntrain:\n  lr: 0.2\n' >"$tmp/two_docs.yaml"
+expect_error two_yaml_documents 30 "^\[rank 0\] error: .*two_docs\.yaml: the config holds 2 YAML documents" \
+  -- "$bin" "$tmp/two_docs.yaml"
+
+# --- overrides ---------------------------------------------------------------------------------
+expect_error override_of_a_section 30 "^\[rank 0\] error: train: 'train' is a section" -- "$bin" "$cfg" train=1
+expect_error override_empty_value 30 "^\[rank 0\] error: train\.lr: empty value" -- "$bin" "$cfg" train.lr=
+expect_error override_twice 30 "^\[rank 0\] error: train\.lr: set twice on the command line" \
+  -- "$bin" "$cfg" train.lr=0.1 train.lr=0.2
+expect_error list_with_empty_entry 30 "^\[rank 0\] error: model\.hidden: an empty entry && '8,,4'" \
+  -- "$bin" "$cfg" model.hidden=8,,4
+expect_error number_with_junk 30 "^\[rank 0\] error: train\.epochs: .*'3x'" -- "$bin" "$cfg" train.epochs=3x
+
+# --- run.name must stay inside run.dir ------------------------------------------------------------
+for name in .. ../x a/../../b /tmp/x; do
+  expect_error "run_name_${name//[^a-z]/_}" 30 "^\[rank 0\] error: run\.name: '$name' && inside run\.dir" \
+    -- "$bin" "$cfg" run.dir="$tmp/runs" run.name="$name"
+done
+expect_error run_name_empty 30 "^\[rank 0\] error: run\.name: '' is empty while run\.dir is set" \
+  -- "$bin" "$cfg" run.dir="$tmp/runs" run.name="''"
+[[ ! -e $tmp/x && ! -e $tmp/b ]] || { echo "FAIL: a run.name outside run.dir was written" >&2; failures=$((failures + 1)); }
+
+# --- labels outside the classes (small IDX files) ----------------------------------------------
+mkdir -p "$tmp/idx"
+/usr/bin/python3 - "$tmp/idx" <<'PY'
+import gzip, struct, sys
+d = sys.argv[1]
+def write(name, dims, data):
+    with gzip.open(f"{d}/{name}", "wb") as f:
+        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", x) for x in dims) + bytes(data))
+write("tr-img.gz", [8, 2, 2], [i % 256 for i in range(32)])
+write("tr-lab.gz", [8], [0, 1, 2, 3, 0, 1, 2, 3])
+write("tr-lab-200.gz", [8], [0, 1, 2, 3, 0, 200, 2, 3])
+write("te-img.gz", [4, 2, 2], [i % 256 for i in range(16)])
+write("te-lab-9.gz", [4], [0, 1, 9, 3])
+PY
+idx_args=(data.format=idx data.path="$tmp/idx" data.train_images=tr-img.gz data.test_images=te-img.gz
+  model.name=mlp train.loss=cross_entropy train.global_batch=4 run.dir="$tmp/runs")
+expect_error train_label_beyond_num_classes 60 \
+  "^\[rank 0\] error: .*tr-lab-200\.gz: label 200 of sample 5 && \[0, 10\) && data\.num_classes" \
+  -- "$bin" "$cfg" "${idx_args[@]}" data.train_labels=tr-lab-200.gz data.test_labels=tr-lab.gz data.num_classes=10
+expect_error test_label_beyond_train_classes 60 \
+  "^\[rank 0\] error: .*te-lab-9\.gz: label 9 of sample 2 && \[0, 4\) && from the train labels" \
+  -- "$bin" "$cfg" "${idx_args[@]}" data.train_labels=tr-lab.gz data.test_labels=te-lab-9.gz
+
+# --- a loss for the other kind of data -----------------------------------------------------------
+expect_error mse_on_classes 60 "^\[rank 0\] error: train\.loss: mse needs regression targets && classification" \
+  -- "$bin" "$cfg" data.synthetic_task=classification train.loss=mse run.dir="$tmp/runs"
+expect_error cross_entropy_on_regression 60 "^\[rank 0\] error: train\.loss: cross_entropy needs class ids && regression" \
+  -- "$bin" "$cfg" train.loss=cross_entropy run.dir="$tmp/runs"
+
+# --- sizes past the machine or int64 --------------------------------------------------------------
+expect_error synthetic_size_past_memory 60 \
+  "^\[rank 0\] error: data\.synthetic_size, .*data\.synthetic_features: .*of host memory, more than this machine's && lower data\.synthetic_size" \
+  -- "$bin" "$cfg" data.synthetic_size=1e11 run.dir="$tmp/runs"
+expect_error model_past_memory 60 \
+  "^\[rank 0\] error: model\.hidden.*: building the model mlp ran out of host memory && make the model smaller" \
+  -- "$bin" "$cfg" model.name=mlp model.hidden=10000000000000 run.dir="$tmp/runs"
+expect_error epochs_overflow 60 "^\[rank 0\] error: train\.epochs: .*overflows the step count" \
+  -- "$bin" "$cfg" train.epochs=2e18 run.dir="$tmp/runs"
+
+# --- output that cannot be written -------------------------------------------------------------
+mkdir -p "$tmp/full/r"
+ln -s /dev/full "$tmp/full/r/metrics.jsonl"
+expect_error metrics_on_full_disk 60 "^\[rank 0\] error: .*$tmp/full/r/metrics\.jsonl && No space left on device" \
+  -- "$bin" "$cfg" run.dir="$tmp/full" run.name=r run.log_every=1
+expect_error stdout_on_full_disk 60 "^\[rank 0\] error: stdout: writing standard output failed: No space left on device" \
+  -- bash -c '"$0" "$@" >/dev/full' "$bin" "$cfg" run.dir="''"
+
 # --- two ranks: every case ends (MPI_Abort, no hang) and each failing rank says who it is -----
 expect_error np2_global_batch_not_divisible 90 \
   "^\[rank 0\] error: .*train\.global_batch && ^\[rank 1\] error: .*train\.global_batch" \

@@ -34,12 +34,20 @@ want=$(sed -nE 's/^project\(dtrain VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.tx
 [[ -z $want ]] || has version "dtrain $want "
 echo "ok: --version: $(head -n1 "$tmp/version.out")"
 
-# --print-config: resolves for world 1 and exits without training.
-run 60 print "$bin" "$src/configs/synthetic_linear.yaml" --print-config train.global_batch=64
+# --print-config: resolves for world 1 and exits without training. stdout is the config alone, as
+# YAML (the resolved note goes to stderr): loaded again as a config file it prints the same.
+run 60 print "$bin" "$src/configs/synthetic_linear.yaml" --print-config train.global_batch=64 \
+  run.name=yes data.test_images="''" model.hidden=[] data.path="#x: y"
 expect_ok print
-has print "world 1 rank(s)" "format: synthetic" "global_batch: 64" "# resolved: world 1, per-rank batch 64"
+has print "format: synthetic" "global_batch: 64"
+grep -q "# resolved: world 1, per-rank batch 64" "$tmp/print.err" || { show print; fail "--print-config: no resolved note on stderr"; }
+if grep -qvE '^([a-z]+:|  [a-z_0-9]+: .*)$' "$tmp/print.out"; then show print; fail "--print-config: stdout holds more than the YAML"; fi
 if grep -q "^final test" "$tmp/print.out"; then fail "--print-config trained a model"; fi
-echo "ok: --print-config"
+cp "$tmp/print.out" "$tmp/printed.yaml"
+run 60 reprint "$bin" "$tmp/printed.yaml" --print-config
+expect_ok reprint
+cmp "$tmp/print.out" "$tmp/reprint.out" || { diff "$tmp/print.out" "$tmp/reprint.out" >&2; fail "--print-config: its output does not load as the same config"; }
+echo "ok: --print-config prints YAML that loads again as the same config"
 
 # Linear regression on synthetic data: the shipped config, alone.
 run 120 linear "$bin" "$src/configs/synthetic_linear.yaml" run.dir="$tmp/runs"

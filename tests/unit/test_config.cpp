@@ -21,8 +21,8 @@ std::string error_of(F&& f) {
   return {};
 }
 
-TEST(Config, DefaultsWhenEmpty) {
-  Config c = Config::from_string("");
+TEST(Config, DefaultsOfADefaultConfig) {
+  Config c;
   EXPECT_EQ(c.train.global_batch, 256);
   EXPECT_EQ(c.model.name, "cnn");
   EXPECT_EQ(c.train.precision, Precision::kFp32);
@@ -104,9 +104,9 @@ TEST(Config, MissingFileIsAnError) {
 }
 
 TEST(Config, OverrideErrors) {
-  EXPECT_NE(error_of([] { Config::from_string("", "f", {"train.lr"}); }).find("section.key=value"),
+  EXPECT_NE(error_of([] { Config::from_string("run: {}\n", "f", {"train.lr"}); }).find("section.key=value"),
             std::string::npos);
-  std::string msg = error_of([] { Config::from_string("", "f", {"train.lr=abc"}); });
+  std::string msg = error_of([] { Config::from_string("run: {}\n", "f", {"train.lr=abc"}); });
   EXPECT_NE(msg.find("train.lr"), std::string::npos) << msg;
   EXPECT_NE(msg.find("command line 'train.lr=abc'"), std::string::npos) << msg;
 }

@@ -166,7 +166,9 @@ TEST(Datasets, IdxSplitsUseTrainStatistics) {
   const auto& test = tensors(splits.test);
   EXPECT_EQ(train.inputs().sizes().vec(), (std::vector<int64_t>{4, 1, 1, 2}));
   EXPECT_EQ(splits.train->spec().input_shape, (std::vector<int64_t>{1, 1, 2}));
-  EXPECT_EQ(splits.train->spec().num_classes, 10);
+  // data.num_classes 0: the classes come from the train labels, 0..3 -> 3 + 1.
+  EXPECT_EQ(splits.train->spec().num_classes, 4);
+  EXPECT_EQ(splits.test->spec().num_classes, 4);
 
   // Expected statistics from the formula (population std of pixel / 255).
   double mean = 0, sq = 0;

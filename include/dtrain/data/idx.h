@@ -18,7 +18,8 @@ namespace dtrain {
 at::Tensor read_idx(const std::string& path);
 
 // Images (N, H, W) uint8 + labels (N,) uint8 -> inputs (N, 1, H, W) float in [0, 1] (optionally
-// standardized with the training split's mean and std), targets (N,) int64.
+// standardized with the training split's mean and std), targets (N,) int64; spec().num_classes is
+// the largest label + 1 (make_datasets() applies data.num_classes and checks every label).
 std::shared_ptr<TensorDataset> load_idx_classification(const std::string& images_path,
                                                        const std::string& labels_path,
                                                        bool normalize, double mean = 0.0,

@@ -1,0 +1,47 @@
+#include "cli/unused_keys.h"
+
+#include <algorithm>
+
+namespace dtrain::detail {
+namespace {
+
+bool builtin_model(const std::string& name) {
+  for (const char* m : {"linear", "mlp", "cnn", "gpt", "resnet18", "resnet50"})
+    if (name == m) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> unused_keys(const Config& cfg) {
+  std::vector<std::string> out;
+  auto check = [&](const std::string& key, bool used, const std::string& why) {
+    const std::string from = cfg.origin_of(key);
+    if (!used && from != "default")
+      out.push_back(key + " is set (" + from + ") but not used: " + why);
+  };
+  const std::string& model = cfg.model.name;
+  if (builtin_model(model)) {
+    const std::string why = "model.name is " + model;
+    check("model.hidden", model == "mlp", why);
+    for (const char* k : {"model.channels", "model.fc"}) check(k, model == "cnn", why);
+    for (const char* k : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len"})
+      check(k, model == "gpt", why);
+    check("model.dropout", model == "mlp" || model == "cnn" || model == "gpt", why);
+  }
+  const bool idx = cfg.data.format == DataFormat::kIdx;
+  for (const char* k : {"data.path", "data.train_images", "data.train_labels", "data.test_images",
+                        "data.test_labels", "data.normalize"})
+    check(k, idx, "data.format is synthetic");
+  for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
+                        "data.synthetic_test_size", "data.synthetic_features",
+                        "data.synthetic_classes", "data.synthetic_noise"})
+    check(k, !idx, "data.format is idx");
+  const OptimizerKind opt = cfg.train.optimizer;
+  check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
+  for (const char* k : {"train.beta1", "train.beta2", "train.eps"})
+    check(k, opt != OptimizerKind::kSgd, "train.optimizer is sgd");
+  return out;
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,17 @@
+// Keys a config sets that its run will not read: a built-in model's keys under another model,
+// synthetic keys with IDX data and the reverse, one optimizer's keys under another. Such a run
+// can go on, so each is a warning, not an error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+// One line per key set (in the file or on the command line) that the run ignores, naming the
+// key, where it was set and why it is not used.
+std::vector<std::string> unused_keys(const Config& cfg);
+
+}  // namespace dtrain::detail

@@ -1,0 +1,124 @@
+// Settings that do not fit the data or the machine, caught before training: a loss for the
+// other kind of data, step and sample counts past int64, and data or plans larger than the host's
+// memory. Each is an Error naming the keys. Expected limits come from int64's range and the
+// sizes' formulas.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <string>
+
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "test_support.h"
+#include "train/loss.h"
+#include "train/plan.h"
+#include "util/host_memory.h"
+
+namespace {
+
+using dtrain::test::message_of;
+
+void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
+}
+
+TEST(RunLimits, LossMustFitTheKindOfData) {
+  dtrain::DataSpec classes;
+  classes.num_classes = 10;
+  dtrain::DataSpec regression;
+  regression.target_dim = 1;
+  using dtrain::LossKind;
+  using dtrain::detail::check_loss_fits;
+  expect_all(message_of([&] { check_loss_fits(LossKind::kMse, classes, "idx x.gz"); }),
+             {"train.loss", "mse", "classification with 10 classes", "idx x.gz"});
+  expect_all(message_of([&] { check_loss_fits(LossKind::kCrossEntropy, regression, "synthetic regression"); }),
+             {"train.loss", "cross_entropy", "regression with 1 target", "synthetic regression"});
+  EXPECT_NO_THROW(check_loss_fits(LossKind::kCrossEntropy, classes, ""));
+  EXPECT_NO_THROW(check_loss_fits(LossKind::kMse, regression, ""));
+  // At the loss itself too: mse never broadcasts class ids over logits.
+  expect_all(message_of([] {
+               dtrain::detail::compute_loss(LossKind::kMse, at::zeros({4, 3}), at::zeros({4}, at::kLong), false);
+             }),
+             {"train.loss", "class ids"});
+}
+
+// A config resolved for one rank with `epochs` and `max_steps`; 512 samples in batches of 64
+// make 8 steps per epoch.
+dtrain::Config run_of(int64_t epochs, int64_t max_steps) {
+  dtrain::Config c;
+  c.train.global_batch = 64;
+  c.train.epochs = epochs;
+  c.train.max_steps = max_steps;
+  c.resolve(1);
+  return c;
+}
+
+TEST(RunLimits, StepCountPastInt64NamesTrainEpochs) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t too_many = kMax / 8 + 1;  // x 8 steps per epoch overflows
+  expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(too_many, 0), 512, 1, 0); }),
+             {"train.epochs", "overflows the step count"});
+  // Samples: steps x 64 must fit as well.
+  const int64_t epochs = kMax / 64 / 8 + 1;
+  expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(epochs, 0), 512, 1, 0); }),
+             {"train.epochs", "overflows the sample count"});
+  expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(too_many, kMax / 64 + 1), 512, 1, 0); }),
+             {"train.max_steps", "overflows the sample count"});
+  // max_steps bounds a huge epoch count: nothing overflows.
+  auto plan = dtrain::detail::plan_steps(run_of(too_many, 10), 512, 1, 0);
+  EXPECT_EQ(plan.total_steps, 10);
+  EXPECT_EQ(plan.batches.size(), 10u);
+}
+
+TEST(RunLimits, StepPlanLargerThanMemoryNamesTrainEpochs) {
+  // The plan holds steps x 64 int64 indices: ask for twice the machine's memory.
+  const int64_t mem = dtrain::detail::host_memory_bytes();
+  ASSERT_GT(mem, 0);
+  const int64_t epochs = 2 * mem / (8 * 64 * 8) + 1;
+  expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(epochs, 0), 512, 1, 0); }),
+             {"train.epochs", "step plan", "more than this machine's"});
+}
+
+TEST(RunLimits, SyntheticDataLargerThanMemoryNamesTheSizeKeys) {
+  const int64_t mem = dtrain::detail::host_memory_bytes();
+  dtrain::DataConfig cfg;
+  cfg.format = dtrain::DataFormat::kSynthetic;
+  cfg.synthetic_features = 10;
+  cfg.synthetic_test_size = 0;
+  cfg.synthetic_size = mem / (10 * 4) * 2;  // 10 floats a sample: twice the memory, at least
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.synthetic_size", "data.synthetic_features", "of host memory",
+              "more than this machine's", "lower data.synthetic_size"});
+  cfg.synthetic_size = 100000000000;  // 1e11 x 10 features: no overflow in the arithmetic either
+  cfg.synthetic_features = 1000000000;
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.synthetic_size", "e+"});
+  // Images: the shape sets the size.
+  cfg.synthetic_task = dtrain::test::task_of("images");
+  cfg.synthetic_size = 1000;
+  cfg.synthetic_shape = {3, 100000, 100000};
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.synthetic_shape", "more than"});
+}
+
+TEST(RunLimits, HostOutOfMemoryBecomesAnErrorNamingTheKeys) {
+  using dtrain::detail::guard_host_memory;
+  expect_all(message_of([] {
+               guard_host_memory([] { throw std::bad_alloc(); }, "building the model mlp", "model.hidden",
+                                 "make the model smaller");
+             }),
+             {"model.hidden", "building the model mlp ran out of host memory", "make the model smaller"});
+  // LibTorch's CPU allocator: 2^50 bytes is past any x86-64 address space; the bytes asked for
+  // are in the message (1125899906842624 = 1.13e+15).
+  expect_all(message_of([] {
+               guard_host_memory([] { at::empty({int64_t{1} << 50}, at::kByte); }, "building the datasets",
+                                 "data.synthetic_size", "use smaller data");
+             }),
+             {"data.synthetic_size", "ran out of host memory asking for 1.13e+15 bytes", "use smaller data"});
+  // Other errors pass through as they are.
+  EXPECT_THROW(guard_host_memory([] { throw std::runtime_error("x"); }, "", "", ""), std::runtime_error);
+}
+
+}  // namespace
