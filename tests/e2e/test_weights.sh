@@ -27,14 +27,14 @@ with torch.no_grad():
 torch.save(m.state_dict(), sys.argv[2])
 PY
 
-args=(run.dir="$tmp/runs" run.name=w data.format=synthetic data.synthetic_task=classification
+args=(run.dir="$tmp/runs" data.format=synthetic data.synthetic_task=classification
       data.synthetic_features=12 data.synthetic_classes=4 data.synthetic_size=256
       data.synthetic_test_size=64 data.workers=0 model.name=mlp model.hidden=16
       train.loss=cross_entropy train.optimizer=sgd train.lr=1e-12 train.global_batch=64
       train.epochs=1 train.max_steps=2)
 printf 'run:\n  name: w\n' >"$tmp/w.yaml"
 run 180 start "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/w.yaml" "${args[@]}" \
-  model.init_weights="$tmp/init.pt"
+  model.init_weights="$tmp/init.pt" run.name=w
 [[ $rc == 0 ]] || { show start; fail "start: exited with code $rc"; }
 grep -qF "model.init_weights: loaded $tmp/init.pt" "$tmp/start.out" ||
   { show start; fail "start: no 'model.init_weights: loaded' line"; }

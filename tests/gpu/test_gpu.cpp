@@ -392,11 +392,14 @@ TEST(Gpu, ProfilerRecordsKernelsOfTheAskedSteps) {
   char dir[] = "/tmp/dtrain-gpu-prof-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   for (const char* mode : {"off", "on"}) {
-    TrainRun r = train(kMlp, {std::string("run.dir=") + dir, "run.name=p", "run.profile_start=4",
-                              "run.profile_steps=3", std::string("train.cuda_graph=") + mode},
+    // A run directory each: a second run of one would resume the first's final checkpoint.
+    TrainRun r = train(kMlp, {std::string("run.dir=") + dir, std::string("run.name=p_") + mode,
+                              "run.profile_start=4", "run.profile_steps=3",
+                              std::string("train.cuda_graph=") + mode},
                        kGpu);
     EXPECT_NE(r.summary.profile.find("kernels"), std::string::npos) << r.summary.profile;
-    const ProfileSummary ps = summarize_trace(std::string(dir) + "/p/trace.rank0.json");
+    const ProfileSummary ps =
+        summarize_trace(std::string(dir) + "/p_" + mode + "/trace.rank0.json");
     EXPECT_EQ(ps.steps, 3) << mode;
     EXPECT_GT(ps.kernels_per_step, 3) << mode << "\n" << ps.table;
     EXPECT_GT(ps.gpu_busy, 0.0) << mode;
