@@ -111,6 +111,8 @@ class Reader {
 
 }  // namespace
 
+std::string rank_file_name(int rank) { return format("rank-%05d.pt", rank); }
+
 std::map<std::string, std::string> config_values(const Config& cfg) {
   std::map<std::string, std::string> out;
   for (const auto& f : config::schema()) out[f.key] = f.get(cfg);

@@ -53,6 +53,9 @@ struct RankState {
   at::Tensor cuda_rng;  // the default CUDA generator's state of this rank's GPU (undefined: CPU)
 };
 
+// "rank-00003.pt": the file of rank 3's state in a checkpoint.
+std::string rank_file_name(int rank);
+
 // Every key of `cfg` with its value as text (the schema's order, in a map).
 std::map<std::string, std::string> config_values(const Config& cfg);
 

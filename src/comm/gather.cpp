@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "dtrain/comm.h"
+#include "dtrain/error.h"
 
 namespace dtrain {
 
@@ -17,6 +18,13 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& s
     out.emplace_back(p, strnlen(p, static_cast<size_t>(max_len)));
   }
   return out;
+}
+
+void agree_no_failure(Communicator& comm, const std::string& failure, const std::string& what,
+                      const std::string& where) {
+  const auto all = gather_strings(comm, failure);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) throw Error(what + " failed on rank " + std::to_string(r) + ": " + all[r], where);
 }
 
 }  // namespace dtrain

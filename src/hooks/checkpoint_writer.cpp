@@ -33,10 +33,8 @@
 namespace dtrain::detail {
 namespace {
 
-std::string rank_file(int rank) { return format("rank-%05d.pt", rank); }
-
 // Runs `f` on this rank, then agrees with every rank: an Error on any rank becomes an Error on
-// all of them, naming the rank (the first that failed) and its message.
+// all of them, naming the rank and its message.
 template <class F>
 void agreed(Communicator& control, const char* what, F f) {
   std::string failure;
@@ -45,11 +43,7 @@ void agreed(Communicator& control, const char* what, F f) {
   } catch (const std::exception& e) {
     failure = first_line(e.what());
   }
-  const auto all = gather_strings(control, failure);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty())
-      throw Error(std::string("checkpoint ") + what + " failed on rank " + std::to_string(r) +
-                  ": " + all[r]);
+  agree_no_failure(control, failure, std::string("checkpoint ") + what);
 }
 
 at::Tensor generator_state(at::Generator gen) {
@@ -97,7 +91,7 @@ class CheckpointWriter : public Hook {
       mine.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
       if (s.device.is_cuda())
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
-      write_file_atomic(join_path(dir, rank_file(s.rank)), encode(mine));
+      write_file_atomic(join_path(dir, rank_file_name(s.rank)), encode(mine));
       if (s.rank == 0) {
         write_file_atomic(join_path(dir, "state.pt"), encode(shared(s)));
         save_weights(*s.model, join_path(dir, "model.pt"));  // for Python: torch.load
@@ -107,7 +101,7 @@ class CheckpointWriter : public Hook {
     agreed(control, "marker", [&] {
       if (s.rank != 0) return;
       std::vector<std::string> files = {"state.pt", "model.pt"};
-      for (int r = 0; r < s.world; ++r) files.push_back(rank_file(r));
+      for (int r = 0; r < s.world; ++r) files.push_back(rank_file_name(r));
       for (const auto& f : files) {
         if (!path_exists(join_path(dir, f)))
           throw Error("checkpoint file missing on rank 0 (is checkpoint.dir on a file system "

@@ -133,7 +133,7 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
 
   const int rank = control.rank(), world = control.world();
   if (rank < saved.world) {
-    const std::string rf = join_path(path, format("rank-%05d.pt", rank));
+    const std::string rf = join_path(path, rank_file_name(rank));
     const RankState mine = decode_rank(read_file(rf), rf);
     set_generator_state(at::detail::getDefaultCPUGenerator(), mine.cpu_rng);
     if (ctx.device.is_cuda() && mine.cuda_rng.defined())

@@ -16,12 +16,6 @@
 namespace dtrain::detail {
 namespace {
 
-// Every rank learns rank 0's failure, as the same Error.
-void agree(Communicator& control, const std::string& failure, const std::string& where) {
-  const auto all = gather_strings(control, failure);
-  if (!all[0].empty()) throw Error(all[0], where);
-}
-
 // A regular file with something in it: an empty file, or a device, holds nothing to lose.
 bool has_content(const std::string& path) {
   struct stat st;
@@ -63,7 +57,7 @@ RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
       failure = first_line(e.what());
     }
   }
-  agree(control, failure, dir_);
+  agree_no_failure(control, failure, "claiming the run directory", dir_);
 }
 
 RunDirectory::~RunDirectory() {
@@ -84,7 +78,7 @@ void RunDirectory::check_fresh_start(bool resuming, Communicator& control) const
                 ") and this run does not resume it; nothing is overwritten: choose another "
                 "run.name, resume (checkpoint.resume=auto or a path), or remove the directory";
   }
-  agree(control, failure, dir_);
+  agree_no_failure(control, failure, "starting in the run directory", dir_);
 }
 
 }  // namespace dtrain::detail
