@@ -57,6 +57,9 @@ struct RunConfig {
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
   int64_t profile_steps = 0;   // steps recorded by the profiler (0 = off)
   int64_t profile_start = 10;  // first recorded step (after warm-up)
+  double gpu_sample_s = 0.5;   // seconds between NVML samples of each rank's GPU
+  bool tensorboard = true;     // TensorBoard event files in the run directory
+  bool timeline = false;       // a Chrome-trace timeline per rank (phases and buckets per step)
 
   // dir/name, where rank 0 writes the run's files; "" when dir is "" (write nothing).
   std::string run_dir() const;

@@ -29,6 +29,9 @@ class Model : public torch::nn::Module {
   // (model.pt, model.init_weights).
   explicit Model(std::string name) : torch::nn::Module(std::move(name)) {}
   virtual at::Tensor forward(const at::Tensor& inputs) = 0;
+  // FLOPs of one training sample (forward and backward, multiply-adds counted as 2), for MFU;
+  // 0 when unknown. dtrain's GPT and ResNets know theirs.
+  virtual double train_flops_per_sample() const { return 0; }
 };
 
 using ModelFactory =

@@ -36,6 +36,25 @@ struct BucketTiming {
   double launched = 0;
 };
 
+// One GPU's figures from NVML (telemetry/gpu_monitor.h), sampled in the background while
+// training: means over the window since the previous reading (memory and clocks: the last sample).
+struct GpuStats {
+  int index = -1;            // NVML device index
+  int samples = 0;           // samples behind the means
+  double utilization = 0;    // percent of the time a kernel ran
+  double memory_used = 0;    // bytes in use on the device (every process)
+  double memory_total = 0;   // bytes
+  double power_w = 0;
+  double sm_clock_mhz = 0, memory_clock_mhz = 0;
+};
+
+// The caching allocator's figures on this rank's GPU, in bytes (zero on a CPU rank).
+struct DeviceMemory {
+  int64_t allocated = 0;  // held by tensors now
+  int64_t reserved = 0;   // held by the caching allocator
+  int64_t peak = 0;       // peak of allocated since training began
+};
+
 // After every optimizer step.
 struct StepRecord {
   int64_t step = 0;         // optimizer steps done, this one included (1 after the first)
@@ -50,6 +69,17 @@ struct StepRecord {
   std::optional<double> loss;
   double samples_per_s = 0;  // global samples per second over the same window (when loss is set)
   PhaseTimes phases;         // this rank, since training started
+  double wall_time = 0;      // Unix time (seconds) of this record
+  double elapsed = 0;        // seconds since this run's first step began (this rank)
+  // The rest is set when `loss` is, for the same window (the steps since the previous read).
+  int64_t window_steps = 0;
+  PhaseTimes window_phases;          // this rank
+  std::optional<double> loss_scale;  // fp16 (and train.skip_nonfinite): the scaler's scale now
+  std::optional<double> grad_norm;   // global 2-norm of the averaged gradients of this step
+  DeviceMemory memory;               // this rank's GPU
+  std::optional<GpuStats> gpu;       // this rank's GPU, NVML means over the window
+  // This rank's buckets of this step (gradient engine only; valid during on_step, else null).
+  const std::vector<BucketTiming>* buckets = nullptr;
 };
 
 // After every evaluation (at the end of an epoch when train.eval is on).
@@ -84,6 +114,11 @@ struct TrainSummary {
   double backward_end = 0;    // when that step's backward ended (same clock as the buckets)
   // Filled by hooks at the end, in hook order (the profiler window's report).
   std::string profile;
+  double wall_start = 0, wall_end = 0;  // Unix time of the first step's start and of the end
+  DeviceMemory memory;                  // this rank's GPU at the end (peak over the run)
+  std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
+  // Every rank's phase times and training seconds, index = rank (gathered at the end).
+  std::vector<PhaseTimes> rank_phases;
 };
 
 }  // namespace dtrain

@@ -121,6 +121,9 @@ const std::vector<Field>& schema() {
     s.push_back(field("run.gpu_memory_fraction", &C::run, &RunConfig::gpu_memory_fraction, "cap the CUDA caching allocator at this share of the GPU's memory (0 = no cap), e.g. to act like a smaller card", in_range(0.0, 1.0000001)));
     s.push_back(field("run.profile_steps", &C::run, &RunConfig::profile_steps, "record this many training steps with the profiler: a Chrome trace per rank (run directory, trace.rank<R>.json) and a summary of where the time went; 0 = off", at_least(0)));
     s.push_back(field("run.profile_start", &C::run, &RunConfig::profile_start, "first step the profiler records (let warm-up pass first)", at_least(0)));
+    s.push_back(field("run.gpu_sample_s", &C::run, &RunConfig::gpu_sample_s, "seconds between samples of each rank's GPU (NVML: utilization, memory, power, clocks)", in_range(0.01, 60.0)));
+    s.push_back(field("run.tensorboard", &C::run, &RunConfig::tensorboard, "write TensorBoard event files into the run directory (tensorboard --logdir runs/)"));
+    s.push_back(field("run.timeline", &C::run, &RunConfig::timeline, "write a Chrome-trace / Perfetto timeline per rank into the run directory (timeline.rank<R>.json, and timeline.json merged): each step's phases and each bucket's all-reduce"));
     s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary"));
     // model
     s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)"));

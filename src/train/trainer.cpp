@@ -25,6 +25,7 @@
 #include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/step_context.h"
+#include "train/telemetry.h"
 #include "util/clock.h"
 
 namespace dtrain {
@@ -179,6 +180,8 @@ TrainSummary Trainer::fit() {
   info.test_samples = m.test ? m.test->size() : 0;
   for (const auto& p : m.ctx.params) info.parameters += p.numel();
   if (from) info.resumed_from = from->path, info.resumed_step = start.step;
+  detail::describe_throughput(info, *m.model, m.cfg);
+  detail::StepTelemetry telemetry(m.ctx, m.cfg);
   LoopControl control;
   detail::RequestAgreement agree(m.control);
   m.hooks.on_start(info, control);
@@ -260,13 +263,19 @@ TrainSummary Trainer::fit() {
       rec.samples = summary.samples;
       rec.lr = step_lr;
       rec.micro_batch = micro.size();
-      if (m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) {
+      rec.phases = m.phases;
+      // The loss is read every run.log_every steps and at the last step of each epoch and of
+      // the run, so that every run has a record of its end.
+      const bool last = s + 1 == plan.steps_per_epoch || m.step == plan.total_steps;
+      if ((m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) || last) {
         rec.loss = summary.last_loss = window.read(m.step);
         rec.samples_per_s = static_cast<double>(rate_steps * t.global_batch) / seconds_since(window_start);
+        rec.window_steps = rate_steps;
+        telemetry.fill_window(rec);
         rate_steps = 0;
         window_start = Clock::now();
       }
-      rec.phases = m.phases;
+      telemetry.fill_step(rec);
       m.hooks.on_step(rec, control);
       if (every_steps > 0 && m.step % every_steps == 0) save(-1, "checkpoint.every_steps");
       if (act(agree.at_step(control))) break;
@@ -309,6 +318,7 @@ TrainSummary Trainer::fit() {
   summary.oom_retries = micro.retries();
   summary.skipped_steps = eager.skipped_steps();
   summary.micro_batch = micro.size();
+  telemetry.fill_summary(summary, m.control);
   if (m.ctx.reducer) {
     summary.buckets = m.ctx.reducer->last_timeline();
     summary.backward_end = m.ctx.reducer->last_backward_end();

@@ -6,5 +6,7 @@ namespace dtrain::detail {
 
 bool built_with_cuda() { return false; }
 void set_current_device(int) { throw Error("this dtrain was built without CUDA", "run.device"); }
+std::string device_name(int) { return ""; }
+std::string pci_bus_id(int) { return ""; }
 
 }  // namespace dtrain::detail

@@ -1,0 +1,36 @@
+// GpuMonitor: one GPU's NVML figures (utilization, memory in use, power, clocks), sampled on a
+// thread of its own while training, so the training thread never waits for the driver. NVML is
+// opened at run time (libnvidia-ml.so.1): a CPU build needs nothing, and a machine without the
+// driver gives no figures and says why once (telemetry/nvml.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dtrain/records.h"
+
+namespace dtrain::detail {
+
+class GpuMonitor {
+ public:
+  // Samples the GPU with PCI bus id `pci_bus_id` ("0000:19:00.0", as CUDA names it) every
+  // `interval_s` seconds. An empty id (a CPU rank) or no NVML: no figures, no thread.
+  GpuMonitor(const std::string& pci_bus_id, double interval_s);
+  ~GpuMonitor();
+  GpuMonitor(const GpuMonitor&) = delete;
+  GpuMonitor& operator=(const GpuMonitor&) = delete;
+
+  bool active() const;
+  // Means since the previous call (memory and clocks: the last sample); empty when inactive or
+  // when no sample was taken yet (the first sample is taken at construction).
+  std::optional<GpuStats> take_window();
+  // Means over every sample since construction.
+  std::optional<GpuStats> run_mean() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain::detail

@@ -1,0 +1,115 @@
+#include "train/telemetry.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "cuda/device.h"
+#include "cuda/memory.h"
+#include "dtrain/amp.h"
+
+namespace dtrain::detail {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+PhaseTimes minus(const PhaseTimes& a, const PhaseTimes& b) {
+  PhaseTimes d;
+  d.data = a.data - b.data;
+  d.compute = a.compute - b.compute;
+  d.comm = a.comm - b.comm;
+  d.optimizer = a.optimizer - b.optimizer;
+  d.eval = a.eval - b.eval;
+  return d;
+}
+
+// Dense (no sparsity) peak FLOP/s of the GPUs whose figures are published: tensor cores for
+// bf16/fp16, plain fp32 otherwise. Unknown devices give 0 (no MFU).
+double dense_peak_flops(const std::string& name, Precision precision) {
+  struct Peak {
+    const char* name;
+    double half, fp32;
+  };
+  static const Peak peaks[] = {
+      {"H200", 989.4e12, 66.9e12}, {"H100 PCIe", 756.5e12, 51.2e12}, {"H100", 989.4e12, 66.9e12},
+      {"A100", 312e12, 19.5e12},   {"L40S", 362.05e12, 91.6e12},      {"A10", 125e12, 31.2e12},
+      {"V100", 125e12, 15.7e12},
+  };
+  for (const Peak& p : peaks)
+    if (name.find(p.name) != std::string::npos)
+      return precision == Precision::kFp32 ? p.fp32 : p.half;
+  return 0;
+}
+
+}  // namespace
+
+void describe_throughput(RunInfo& info, const Model& model, const Config& cfg) {
+  // Sequence models take token ids (int64, one row of model.seq_len per sample).
+  const DataSpec& d = info.data;
+  info.tokens_per_sample = d.input_dtype == at::kLong && d.input_shape.size() == 1 ? d.input_shape[0] : 0;
+  info.flops_per_sample = model.train_flops_per_sample();
+  if (info.device.is_cuda()) {
+    info.device_name = device_name(info.device.index());
+    info.peak_flops = dense_peak_flops(info.device_name, cfg.train.precision);
+  } else {
+    info.device_name = "cpu";
+  }
+}
+
+StepTelemetry::StepTelemetry(const StepContext& ctx, const Config& cfg)
+    : ctx_(ctx), start_(Clock::now()), wall_start_(unix_now()), window_start_(*ctx.phases) {
+  if (ctx.device.is_cuda()) {
+    reset_peak_memory(ctx.device);
+    gpu_ = std::make_unique<GpuMonitor>(pci_bus_id(ctx.device.index()), cfg.run.gpu_sample_s);
+  }
+}
+
+void StepTelemetry::fill_step(StepRecord& rec) const {
+  rec.wall_time = unix_now();
+  rec.elapsed = seconds_since(start_);
+  if (ctx_.reducer) rec.buckets = &ctx_.reducer->last_timeline();
+}
+
+void StepTelemetry::fill_window(StepRecord& rec) {
+  rec.window_phases = minus(rec.phases, window_start_);
+  window_start_ = rec.phases;
+  if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : ctx_.params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (!grads.empty()) {
+    // One device reduction and one read: the norms of every gradient, then theirs.
+    const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2.0)).to(at::kFloat);
+    rec.grad_norm = norms.norm().item<double>();
+  }
+  if (ctx_.device.is_cuda()) {
+    const MemoryStats m = memory_stats(ctx_.device);
+    rec.memory = {m.allocated, m.reserved, m.peak};
+  }
+  if (gpu_) rec.gpu = gpu_->take_window();
+}
+
+void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) const {
+  summary.wall_start = wall_start_;
+  summary.wall_end = unix_now();
+  if (ctx_.device.is_cuda()) {
+    const MemoryStats m = memory_stats(ctx_.device);
+    summary.memory = {m.allocated, m.reserved, m.peak};
+  }
+  if (gpu_) summary.gpu = gpu_->run_mean();
+  const PhaseTimes& p = *ctx_.phases;
+  at::Tensor mine = at::tensor({p.data, p.compute, p.comm, p.optimizer, p.eval}, at::kDouble);
+  const at::Tensor all = control.all_gather(mine).contiguous();
+  const double* v = all.data_ptr<double>();
+  summary.rank_phases.resize(static_cast<size_t>(control.world()));
+  for (int r = 0; r < control.world(); ++r) {
+    PhaseTimes& q = summary.rank_phases[static_cast<size_t>(r)];
+    q.data = v[5 * r], q.compute = v[5 * r + 1], q.comm = v[5 * r + 2];
+    q.optimizer = v[5 * r + 3], q.eval = v[5 * r + 4];
+  }
+}
+
+}  // namespace dtrain::detail
