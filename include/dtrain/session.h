@@ -47,7 +47,9 @@ int exit_code(const TrainSummary& summary);
 // process at once. The dtrain command calls it; a C++ program may.
 void install_stop_signals();
 
-// "dtrain 0.1.0 (LibTorch 2.11, CUDA + NCCL, built 2026-12-02)".
+// "dtrain 0.1.0 (LibTorch 2.11, CUDA 12.8 + NCCL 2.27.3, driver 570.124.06, built 2026-12-02)"
+// (the CUDA runtime loaded, NCCL, the NVIDIA driver when NVML is there); a CPU build:
+// "dtrain 0.1.0 (LibTorch 1.13, CPU only, MPI, built 2026-12-02)".
 std::string version_text();
 
 // dtrain's error policy: starts the Runtime (MPI) and runs `body`. An exception from it, on any

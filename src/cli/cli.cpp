@@ -1,12 +1,14 @@
 // The `dtrain` command: arguments, --help (the models and every config key), --version, and the
 // run itself through build_session() under dtrain's error policy (run_guarded()).
 #include "cli/cli.h"
+#include "cli/env.h"
 
 #include <CLI/CLI.hpp>
 #include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,12 +28,16 @@ std::string help_footer() {
       "  mpirun -np 4 dtrain configs/fashion_mnist.yaml\n"
       "  srun --ntasks-per-node=8 dtrain configs/x.yaml train.lr=3e-4\n"
       "  dtrain configs/fashion_mnist.yaml            (alone: world size 1)\n"
+      "\nCheck the machine and the job first (versions, GPUs, launcher, each rank's binding):\n"
+      "  dtrain env [CONFIG] [--json]                 (also under mpirun/srun; dtrain env --help)\n"
       "\nModels:\n";
   for (const auto& [name, desc] : registered_models()) s += "  " + name + ": " + desc + "\n";
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
   s += Config::schema_help();
   return s;
 }
+
+}  // namespace
 
 // Standard output that could not be written (a full disk, a closed pipe) fails the run: the
 // progress lines and the printed config are its output.
@@ -44,9 +50,8 @@ void check_stdout() {
                 "stdout");
 }
 
-}  // namespace
-
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
+  if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;
@@ -54,7 +59,7 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   app.add_option("config", config_path, "YAML config file")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("--version", std::function<std::string()>(version_text));
   app.footer([] { return help_footer(); });
   try {
     app.parse(argc, argv);

@@ -4,13 +4,17 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "dtrain/runtime.h"
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> launcher_env;
-  for (const auto& name : dtrain::Runtime::launcher_variables())
+  std::vector<std::string> names = dtrain::Runtime::launcher_variables();
+  for (const auto& name : dtrain::cli::env_variables()) names.push_back(name);  // dtrain env
+  for (const auto& name : names)
     if (const char* v = std::getenv(name.c_str())) launcher_env[name] = v;
   return dtrain::cli::main(argc, argv, launcher_env);
 }

@@ -11,13 +11,16 @@
 #include "checkpoint/weights.h"
 #include "cli/unused_keys.h"
 #include "cuda/device.h"
+#include "cuda/versions.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/version.h"
 #include "runtime/signals.h"
+#include "telemetry/nvml.h"
 #include "util/torch_compat.h"
 #include "util/format.h"
 #include "util/host_memory.h"
+#include "util/versions.h"
 
 namespace dtrain {
 namespace {
@@ -73,9 +76,18 @@ std::string model_size_keys(const ModelConfig& m) {
 }  // namespace
 
 std::string version_text() {
+  std::string stack = "CPU only, MPI";
+  if (detail::built_with_cuda()) {
+    // The runtime loaded (else the one compiled in), NCCL, and the driver when NVML is there.
+    const detail::CudaVersions v = detail::cuda_versions();
+    const std::string cuda = detail::cuda_version_text(v.runtime ? v.runtime : v.runtime_compiled);
+    const std::string nccl = detail::nccl_version_text(v.nccl);
+    const std::string driver = detail::Nvml::system().driver_version();
+    stack = "CUDA" + (cuda.empty() ? "" : " " + cuda) + " + NCCL" + (nccl.empty() ? "" : " " + nccl) +
+            (driver.empty() ? "" : ", driver " + driver);
+  }
   return std::string("dtrain ") + DTRAIN_VERSION + " (LibTorch " + compat::libtorch_version() +
-         ", " + (detail::built_with_cuda() ? "CUDA + NCCL" : "CPU only, MPI") + ", built " +
-         DTRAIN_BUILD_DATE + ")";
+         ", " + stack + ", built " + DTRAIN_BUILD_DATE + ")";
 }
 
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {

@@ -98,4 +98,20 @@ void detail::check_launch(const std::map<std::string, std::string>& env, int ran
               "allocation");
 }
 
+std::string detail::launcher_name(const std::map<std::string, std::string>& env) {
+  if (env.count("OMPI_COMM_WORLD_SIZE")) return "mpirun";
+  if (in_srun_step(env)) return "srun";
+  return "none";
+}
+
+std::string detail::launch_advice(const std::map<std::string, std::string>& env, int world) {
+  if (world != 1 || launcher_name(env) != "none") return "";
+  const std::optional<int64_t> ntasks = number(env, "SLURM_NTASKS");
+  if (!ntasks || *ntasks <= 1) return "";
+  return "Slurm's job has " + std::to_string(*ntasks) +
+         " tasks (SLURM_NTASKS) but this process is not one of an srun step and MPI sees it "
+         "alone: it trains as 1 rank. Inside the allocation start dtrain with srun (see "
+         "launch/dtrain-slurm.sbatch) or mpirun";
+}
+
 }  // namespace dtrain

@@ -1,5 +1,6 @@
 // The check behind Runtime::check_launcher, as a pure function of the launcher's variables and
-// MPI's numbers (unit-tested): throws dtrain::Error when they disagree.
+// MPI's numbers (unit-tested): throws dtrain::Error when they disagree. And what `dtrain env`
+// says about the launcher from the same rules.
 #pragma once
 
 #include <map>
@@ -9,5 +10,14 @@ namespace dtrain::detail {
 
 void check_launch(const std::map<std::string, std::string>& env, int rank, int world,
                   int local_rank);
+
+// Which launcher started this process: "mpirun" (Open MPI's variables), "srun" (a task of an
+// srun step) or "none".
+std::string launcher_name(const std::map<std::string, std::string>& env);
+
+// Advice, not an error: Slurm's job has more than one task (SLURM_NTASKS > 1) but this process
+// is no task of an srun step, no mpirun rank, and alone in MPI (a batch script that started
+// dtrain without srun: it trains as one rank). "" otherwise.
+std::string launch_advice(const std::map<std::string, std::string>& env, int world);
 
 }  // namespace dtrain::detail

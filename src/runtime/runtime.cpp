@@ -10,6 +10,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "runtime/binding.h"
 #include "runtime/threads.h"
 
 namespace dtrain {
@@ -69,8 +70,8 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
     throw Error(std::string("run.device is cuda but no CUDA device is visible") +
                     (detail::built_with_cuda() ? "" : " (this dtrain was built without CUDA)"),
                 "run.device");
-  if (run.device != DeviceKind::kCpu && gpus > 0) {
-    const int index = local_rank_ % gpus;
+  const int index = detail::device_for_rank(run.device, local_rank_, gpus);
+  if (index >= 0) {
     if (local_world_ > gpus && local_rank_ == 0)
       log::warn(std::to_string(local_world_) + " ranks on " + host_ + " share " +
                 std::to_string(gpus) + " GPU(s)");

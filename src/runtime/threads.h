@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtrain::detail {
 
@@ -22,6 +23,11 @@ ThreadChoice choose_threads(int affinity_cpus, int sharing_ranks, int64_t reques
 
 // CPUs in this process's affinity mask (sched_getaffinity); the online CPUs if that fails.
 int affinity_cpus();
+
+// The CPUs in this process's affinity mask, ascending.
+std::vector<int> affinity_cpu_list();
+// CPU numbers as taskset and /proc write them: "0-3,8,10-11" ("" for none).
+std::string cpu_list_text(const std::vector<int>& cpus);
 
 // The ranks of `node` (ranks sharing memory) whose affinity masks overlap this rank's, this
 // one included. A collective over `node`.

@@ -12,16 +12,23 @@
 
 namespace dtrain::detail {
 
+class Nvml;
+
 class GpuMonitor {
  public:
   // Samples the GPU with PCI bus id `pci_bus_id` ("0000:19:00.0", as CUDA names it) every
-  // `interval_s` seconds. An empty id (a CPU rank) or no NVML: no figures, no thread.
+  // `interval_s` seconds. An empty id (a CPU rank) or no NVML: no figures, no thread (without
+  // NVML, or when NVML has no such GPU, a warning says why, once per process).
   GpuMonitor(const std::string& pci_bus_id, double interval_s);
+  // The same through `nvml` (Nvml::system() above), which must outlive the monitor.
+  GpuMonitor(const std::string& pci_bus_id, double interval_s, const Nvml& nvml);
   ~GpuMonitor();
   GpuMonitor(const GpuMonitor&) = delete;
   GpuMonitor& operator=(const GpuMonitor&) = delete;
 
   bool active() const;
+  // Why there are no figures ("" when active).
+  const std::string& inactive_reason() const;
   // Means since the previous call (memory and clocks: the last sample); empty when inactive or
   // when no sample was taken yet (the first sample is taken at construction).
   std::optional<GpuStats> take_window();
