@@ -1,5 +1,6 @@
-// The `dtrain` command: arguments, --help (the models and every config key), --version, and the
-// run itself through build_session() under dtrain's error policy (run_guarded()).
+// The `dtrain` command: arguments, --help (the models and every config key), --version, `dtrain
+// env` (cli/env.h), and the run itself through build_session() under dtrain's error policy
+// (run_guarded()).
 #include "cli/cli.h"
 #include "cli/env.h"
 

@@ -6,8 +6,9 @@
 #include <string>
 
 namespace dtrain::cli {
-// `launcher_env`: the values of Runtime::launcher_variables() that are set, read by the program
-// before MPI starts (the library itself reads no environment).
+// `launcher_env`: the values of Runtime::launcher_variables() and env_variables() (cli/env.h)
+// that are set, read by the program before MPI starts (the library itself reads no
+// environment). `dtrain env ...` goes to env_main().
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
 // Throws dtrain::Error when standard output could not be written (a full disk, a closed pipe):
 // what the command prints is its output.

@@ -1,6 +1,7 @@
 // The dtrain command line: dtrain CONFIG.yaml [section.key=value ...]
 // The program, not the library, reads the launcher's variables (mpirun's OMPI_*, srun's SLURM_*),
-// before MPI_Init can add any of its own; Runtime::check_launcher compares them with MPI's view.
+// before MPI_Init can add any of its own; Runtime::check_launcher compares them with MPI's view,
+// and `dtrain env` shows them with a few more (cli::env_variables(): CUDA_VISIBLE_DEVICES, ...).
 #include <cstdlib>
 #include <map>
 #include <string>

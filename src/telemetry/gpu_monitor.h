@@ -30,7 +30,8 @@ class GpuMonitor {
   // Why there are no figures ("" when active).
   const std::string& inactive_reason() const;
   // Means since the previous call (memory and clocks: the last sample); empty when inactive or
-  // when no sample was taken yet (the first sample is taken at construction).
+  // when no sample was taken yet (the first sample is taken at construction). A window without
+  // a new sample repeats the latest sample's figures with samples = 0.
   std::optional<GpuStats> take_window();
   // Means over every sample since construction.
   std::optional<GpuStats> run_mean() const;

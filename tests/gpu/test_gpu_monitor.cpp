@@ -63,7 +63,9 @@ TEST(GpuVersions, TheCudaStackIsKnown) {
   EXPECT_GT(v.driver, 0);
   EXPECT_GE(v.driver / 1000, v.runtime / 1000) << "the driver's CUDA is older than the runtime";
   EXPECT_GT(v.nccl, 0);
-  EXPECT_EQ(v.driver, Nvml::system().cuda_driver_version());
+  // NVML speaks for the kernel driver; cudaDriverGetVersion for the libcuda loaded, which a CUDA
+  // forward-compatibility package may make newer: the same major version or more.
+  EXPECT_GE(v.driver / 1000, Nvml::system().cuda_driver_version() / 1000);
 }
 
 }  // namespace
