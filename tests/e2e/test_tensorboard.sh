@@ -106,7 +106,7 @@ for r in train:
 print("ok: gpt records tokens/s = 8 x samples/s in %d records, no MFU on a CPU" % len(train))
 PY
 
-run 300 off "$bin" "$tmp/tb.yaml" "${mlp[@]}" run.name=off run.tensorboard=false train.epochs=1
+run 300 off "$bin" "$tmp/tb.yaml" "${mlp[@]}" run.name=off run.tensorboard=false
 expect_ok off
 [[ ! -e $tmp/runs/off/tensorboard ]] || fail "run.tensorboard=false wrote $tmp/runs/off/tensorboard"
 [[ -s $tmp/runs/off/metrics.jsonl ]] || fail "run.tensorboard=false: no metrics.jsonl"
