@@ -143,3 +143,22 @@ TEST(Progress, SequenceModelsShowTokensPerSecondAndMfu) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Progress, TheConfigKeyIsAChoice) {
+  EXPECT_EQ(dtrain::Config().run.progress, dtrain::ProgressMode::kAuto);
+  const auto cfg = dtrain::Config::from_string("run: {progress: lines}\n");
+  EXPECT_EQ(cfg.run.progress, dtrain::ProgressMode::kLines);
+  EXPECT_STREQ(dtrain::to_string(dtrain::ProgressMode::kLive), "live");
+  std::string msg;
+  try {
+    dtrain::Config::from_string("run: {progress: fancy}\n");
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("run.progress"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("auto | live | lines | off"), std::string::npos) << msg;
+}
+
+}  // namespace
