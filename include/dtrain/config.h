@@ -32,6 +32,7 @@ enum class Precision { kFp32, kBf16, kFp16 };                       // train.pre
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
 enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
 enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
+enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
 
 const char* to_string(DeviceKind v);
 const char* to_string(DataFormat v);
@@ -43,6 +44,7 @@ const char* to_string(Precision v);
 const char* to_string(GraphMode v);
 const char* to_string(Backend v);
 const char* to_string(GradDtype v);
+const char* to_string(ProgressMode v);
 
 struct RunConfig {
   std::string name = "run";
@@ -53,6 +55,8 @@ struct RunConfig {
   int64_t log_every = 50;       // steps between progress lines; 0 = once per epoch
   double timeout_s = 600;       // a rank stuck this long in one step aborts the job
   bool quiet = false;
+  // The progress line: live (redrawn in place), lines (timestamped), off; auto = live on a terminal.
+  ProgressMode progress = ProgressMode::kAuto;
   bool tf32 = false;  // fp32 matrix products on tensor cores in TF32 (Ampere and later GPUs)
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
   int64_t profile_steps = 0;   // steps recorded by the profiler (0 = off)

@@ -42,11 +42,13 @@ struct RunInfo {
   // A resumed run: the checkpoint it continues from and its step; "" and 0 for a fresh start.
   std::string resumed_from;
   int64_t resumed_step = 0;
+  int64_t resumed_samples = 0;  // global samples trained before the checkpoint
   // For throughput and MFU: tokens in one sample (model.seq_len for sequence models, else 0),
   // training FLOPs of one sample (forward + backward; Model::train_flops_per_sample(), 0 when
   // unknown), and this device's dense peak FLOP/s at the run's precision (0 when unknown).
   int64_t tokens_per_sample = 0;
   double flops_per_sample = 0;
+  double flops_per_sample_llmc = 0;  // the same by llm.c's count (GPT only; else 0)
   double peak_flops = 0;
   std::string device_name;  // "NVIDIA H200", or "cpu"
 };

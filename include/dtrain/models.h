@@ -32,6 +32,9 @@ class Model : public torch::nn::Module {
   // FLOPs of one training sample (forward and backward, multiply-adds counted as 2), for MFU;
   // 0 when unknown. dtrain's GPT and ResNets know theirs.
   virtual double train_flops_per_sample() const { return 0; }
+  // The same counted as llm.c counts a GPT's (every parameter in N, attention 6·L·C·T per token
+  // instead of PaLM's 12·L·C·T), to compare MFU with llm.c; 0 for models without that count.
+  virtual double train_flops_per_sample_llmc() const { return 0; }
 };
 
 using ModelFactory =

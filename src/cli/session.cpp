@@ -16,6 +16,7 @@
 #include "dtrain/log.h"
 #include "dtrain/version.h"
 #include "runtime/signals.h"
+#include "telemetry/live_line.h"
 #include "telemetry/nvml.h"
 #include "util/torch_compat.h"
 #include "util/format.h"
@@ -43,6 +44,7 @@ std::pair<int, int> mpi_place() {
 // stays in one.
 [[noreturn]] void fail(const std::string& cause, int code, const Runtime* rt) {
   const auto [rank, world] = mpi_place();
+  log::end_live();  // the error on a line of its own, not after the progress line
   std::fprintf(stderr, "[rank %d] error: %s\n", rank, cause.c_str());
   std::fflush(stderr);
   std::fflush(stdout);

@@ -34,6 +34,7 @@ DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
 DTRAIN_CHOICE_NAMES(Backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"mpi", Backend::kMpi}})
 DTRAIN_CHOICE_NAMES(GradDtype, {{"fp32", GradDtype::kFp32}, {"bf16", GradDtype::kBf16}})
+DTRAIN_CHOICE_NAMES(ProgressMode, {{"auto", ProgressMode::kAuto}, {"live", ProgressMode::kLive}, {"lines", ProgressMode::kLines}, {"off", ProgressMode::kOff}})
 #undef DTRAIN_CHOICE_NAMES
 
 template <class E>
@@ -125,6 +126,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("run.tensorboard", &C::run, &RunConfig::tensorboard, "write TensorBoard event files into the run directory (tensorboard --logdir runs/)"));
     s.push_back(field("run.timeline", &C::run, &RunConfig::timeline, "write a Chrome-trace / Perfetto timeline per rank into the run directory (timeline.rank<R>.json, and timeline.json merged): each step's phases and each bucket's all-reduce"));
     s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary"));
+    s.push_back(choice("run.progress", &C::run, &RunConfig::progress, "rank 0's progress: live = one line redrawn in place at every step (epoch, step, loss, samples/s, GPU use, elapsed, ETA); lines = the same as a timestamped line every run.log_every steps (for files and Slurm logs); off = none (the evaluations and the summary still print); auto = live when stdout and stderr are one terminal, else lines (under mpirun stderr is a pipe: lines)"));
     // model
     s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)"));
     s.push_back(field("model.hidden", &C::model, &ModelConfig::hidden, "mlp: hidden layer widths", all_positive(true)));
@@ -240,5 +242,6 @@ const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }
 const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
+const char* to_string(ProgressMode v) { return config::name_of(v); }
 
 }  // namespace dtrain

@@ -1,21 +1,58 @@
 // The run's files on rank 0, when it has a run directory: config.yaml (the resolved config,
-// written atomically; it loads again as a config) and metrics.jsonl, one JSON object per line:
-// {"type": "train", step, epoch, loss, lr, samples_per_s, micro_batch, phase seconds} at every
-// progress line and {"type": "eval", step, epoch, test_loss, test_accuracy, test_count} after
-// every evaluation; a resumed run appends {"type": "resume", step, checkpoint, world} and goes on.
+// written atomically; it loads again as a config) and metrics.jsonl, one JSON object per line,
+// each with "type", "time" (Unix seconds) and "step":
+//   train    at every loss read: epoch, loss, lr, samples_per_s, micro_batch, the cumulative
+//            phase seconds (data_s, compute_s, comm_s, optimizer_s), elapsed_s, the window's
+//            steps and phase seconds (window_data_s, ...), grad_norm, loss_scale (fp16 and
+//            train.skip_nonfinite), tokens_per_s (sequence models), mfu and mfu_llmc (when the
+//            model's FLOPs and the GPU's peak are known), mem_allocated / mem_reserved /
+//            mem_peak (bytes, CUDA), gpu_util / gpu_mem_used / power_w / sm_clock_mhz /
+//            mem_clock_mhz (NVML, when present);
+//   eval     after every evaluation: epoch, test_loss, test_accuracy, test_count, train_loss,
+//            epoch_s;
+//   resume   first in a resumed run: checkpoint, world; the records after it continue the file;
+//   summary  last, at the end of every run: steps, samples, seconds and samples_per_s (of this
+//            run), last_loss, the phase seconds, the last evaluation, tokens_per_s, mfu, the
+//            GPU's mean utilization and peak memory, stopped, checkpoint.
 // A failed write, fsync or close is an Error naming the file and the OS reason; the file is
 // closed (and its close checked) at the end of the run.
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
+#include "hooks/figures.h"
 #include "hooks/standard.h"
 #include "util/fs.h"
 
 namespace dtrain::detail {
 namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void put(nlohmann::json& j, const char* key, const std::optional<double>& v) {
+  if (v) j[key] = *v;
+}
+
+void put_phases(nlohmann::json& j, const std::string& prefix, const PhaseTimes& p) {
+  j[prefix + "data_s"] = p.data;
+  j[prefix + "compute_s"] = p.compute;
+  j[prefix + "comm_s"] = p.comm;
+  j[prefix + "optimizer_s"] = p.optimizer;
+}
+
+void put_gpu(nlohmann::json& j, const GpuStats& g) {
+  j["gpu_util"] = g.utilization;
+  j["gpu_mem_used"] = g.memory_used;
+  j["power_w"] = g.power_w;
+  j["sm_clock_mhz"] = g.sm_clock_mhz;
+  j["mem_clock_mhz"] = g.memory_clock_mhz;
+}
 
 class MetricsFile : public Hook {
  public:
@@ -23,38 +60,84 @@ class MetricsFile : public Hook {
 
   void on_start(const RunInfo& run, LoopControl&) override {
     if (run.rank != 0 || run.run_dir.empty()) return;
+    run_ = run;
     make_dirs(run.run_dir);
     write_file_atomic(run.run_dir + "/config.yaml", run.config->dump());
     // A resumed run appends after a record saying so (the run directory rules:
     // train/run_directory.h); records past the checkpoint's step come again, the same values.
     out_ = std::make_unique<OutputFile>(run.run_dir + "/metrics.jsonl", !run.resumed_from.empty());
     if (!run.resumed_from.empty())
-      write({{"type", "resume"}, {"step", run.resumed_step}, {"checkpoint", run.resumed_from},
-             {"world", run.world}});
+      write({{"type", "resume"}, {"time", unix_now()}, {"step", run.resumed_step},
+             {"checkpoint", run.resumed_from}, {"world", run.world}});
   }
 
   void on_step(const StepRecord& r, LoopControl&) override {
     if (!out_ || !r.loss) return;
-    write({{"type", "train"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", *r.loss},
-           {"lr", r.lr}, {"samples_per_s", r.samples_per_s}, {"micro_batch", r.micro_batch},
-           {"data_s", r.phases.data}, {"compute_s", r.phases.compute},
-           {"comm_s", r.phases.comm}, {"optimizer_s", r.phases.optimizer}});
+    nlohmann::json j = {{"type", "train"},        {"time", r.wall_time}, {"step", r.step},
+                        {"epoch", r.epoch},       {"loss", *r.loss},     {"lr", r.lr},
+                        {"samples_per_s", r.samples_per_s}, {"micro_batch", r.micro_batch}};
+    put_phases(j, "", r.phases);
+    j["elapsed_s"] = r.elapsed;
+    j["window_steps"] = r.window_steps;
+    put_phases(j, "window_", r.window_phases);
+    put(j, "grad_norm", r.grad_norm);
+    put(j, "loss_scale", r.loss_scale);
+    put(j, "tokens_per_s", tokens_per_s(run_, r.samples_per_s));
+    put(j, "mfu", mfu(run_, r.samples_per_s, run_.flops_per_sample));
+    put(j, "mfu_llmc", mfu(run_, r.samples_per_s, run_.flops_per_sample_llmc));
+    if (run_.device.is_cuda()) {
+      j["mem_allocated"] = r.memory.allocated;
+      j["mem_reserved"] = r.memory.reserved;
+      j["mem_peak"] = r.memory.peak;
+    }
+    if (r.gpu) put_gpu(j, *r.gpu);
+    write(j);
   }
 
   void on_eval(const EvalRecord& r, LoopControl&) override {
     if (!out_) return;
-    write({{"type", "eval"}, {"step", r.step}, {"epoch", r.epoch},
+    write({{"type", "eval"}, {"time", unix_now()}, {"step", r.step}, {"epoch", r.epoch},
            {"test_loss", r.result.loss}, {"test_accuracy", r.result.accuracy},
-           {"test_count", r.result.count}});
+           {"test_count", r.result.count}, {"train_loss", r.train_loss},
+           {"epoch_s", r.epoch_seconds}});
   }
 
-  void on_end(TrainSummary&) override {
-    if (out_) out_->close();
+  void on_end(TrainSummary& s) override {
+    if (!out_) return;
+    // Rates over this run's own samples (a resumed run's summary counts the earlier ones too).
+    const double rate =
+        s.seconds > 0 ? static_cast<double>(s.samples - run_.resumed_samples) / s.seconds : 0.0;
+    nlohmann::json j = {{"type", "summary"},  {"time", s.wall_end > 0 ? s.wall_end : unix_now()},
+                        {"step", s.steps},    {"steps", s.steps},
+                        {"samples", s.samples}, {"seconds", s.seconds},
+                        {"samples_per_s", rate}, {"last_loss", s.last_loss},
+                        {"micro_batch", s.micro_batch}, {"oom_retries", s.oom_retries},
+                        {"skipped_steps", s.skipped_steps}, {"stopped", s.stopped},
+                        {"checkpoint", s.checkpoint}, {"checkpoint_step", s.checkpoint_step}};
+    put_phases(j, "", s.phases);
+    j["eval_s"] = s.phases.eval;
+    if (s.stop_signal != 0) j["stop_signal"] = s.stop_signal;
+    if (s.eval.count > 0) {
+      j["test_loss"] = s.eval.loss;
+      j["test_accuracy"] = s.eval.accuracy;
+      j["test_count"] = s.eval.count;
+    }
+    put(j, "tokens_per_s", tokens_per_s(run_, rate));
+    put(j, "mfu", mfu(run_, rate, run_.flops_per_sample));
+    put(j, "mfu_llmc", mfu(run_, rate, run_.flops_per_sample_llmc));
+    if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
+    if (s.gpu) {
+      j["gpu_util"] = s.gpu->utilization;
+      j["power_w"] = s.gpu->power_w;
+    }
+    write(j);
+    out_->close();
   }
 
  private:
   void write(const nlohmann::json& record) { out_->write(record.dump() + "\n"); }
 
+  RunInfo run_;
   std::unique_ptr<OutputFile> out_;
 };
 

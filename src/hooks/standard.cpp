@@ -8,6 +8,7 @@ std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg, Model& mode
   hooks.push_back(make_signal_stop());
   hooks.push_back(make_checkpoint_writer());
   hooks.push_back(make_metrics_file());
+  if (cfg.run.tensorboard) hooks.push_back(make_tensorboard());
   hooks.push_back(make_progress());
   hooks.push_back(make_bucket_timeline());
   hooks.push_back(make_report());

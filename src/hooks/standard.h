@@ -3,7 +3,9 @@
 //   signals          a stop signal on any rank: save and stop on every rank at one boundary
 //   checkpoints      every rank: writes checkpoint.dir/step-<N>/ on every save the loop asks for
 //   metrics file     rank 0 with a run directory: config.yaml and metrics.jsonl
-//   progress         rank 0: the plan, a line every run.log_every steps and after each evaluation
+//   tensorboard      rank 0 with a run directory, run.tensorboard: TensorBoard event files
+//   progress         rank 0: the plan, a live line on a terminal or a timestamped line every
+//                    run.log_every steps (run.progress), and a line after each evaluation
 //   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
 //   report           rank 0, at the end: rates, where the time went, memory, the final result
 //   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python
@@ -24,6 +26,7 @@ std::shared_ptr<Hook> make_profiler_window(const RunConfig& run);
 std::shared_ptr<Hook> make_signal_stop();
 std::shared_ptr<Hook> make_checkpoint_writer();
 std::shared_ptr<Hook> make_metrics_file();
+std::shared_ptr<Hook> make_tensorboard();
 std::shared_ptr<Hook> make_progress();
 std::shared_ptr<Hook> make_bucket_timeline();
 std::shared_ptr<Hook> make_report();

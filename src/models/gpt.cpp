@@ -5,6 +5,9 @@
 // without the "transformer." prefix: wte, wpe, h.{i}.ln_1, h.{i}.attn.c_attn, h.{i}.attn.c_proj,
 // h.{i}.ln_2, h.{i}.mlp.c_fc, h.{i}.mlp.c_proj, ln_f.
 // Inputs (B, T) int64 token ids with T <= model.seq_len; outputs (B, T, V) logits.
+// Training FLOPs per sample (for MFU), T = the data's tokens per sample: nanoGPT's estimate_mfu
+// (PaLM's), (6·N + 12·L·C·T)·T with N every parameter but wpe (wte counts: it is the head too);
+// and llm.c's, (6·N + 6·L·C·T)·T with N every parameter.
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
@@ -130,7 +133,9 @@ class Block : public torch::nn::Module {
 
 class Gpt : public Model {
  public:
-  Gpt(const ModelConfig& c) : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout) {
+  Gpt(const ModelConfig& c, int64_t tokens)
+      : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
+        width_(c.n_embd), tokens_(tokens) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -167,9 +172,28 @@ class Gpt : public Model {
     return at::linear(x, wte_->weight);  // (B, T, V), head tied to wte
   }
 
+  double train_flops_per_sample() const override {
+    return flops_per_sample(parameter_count() - wpe_->weight.numel(), 12);
+  }
+  double train_flops_per_sample_llmc() const override {
+    return flops_per_sample(parameter_count(), 6);
+  }
+
  private:
+  double parameter_count() const {
+    double n = 0;
+    for (const auto& p : parameters()) n += static_cast<double>(p.numel());
+    return n;
+  }
+  // (6·N + attention·L·C·T) FLOPs per token, times T tokens.
+  double flops_per_sample(double n, double attention) const {
+    const double t = static_cast<double>(tokens_);
+    return (6 * n + attention * static_cast<double>(layers_ * width_) * t) * t;
+  }
+
   int64_t seq_len_;
   double dropout_;
+  int64_t layers_, width_, tokens_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
@@ -198,7 +222,7 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
                     std::to_string(data.input_shape[0]) + " tokens",
                 "model.seq_len");
   }
-  return std::make_shared<Gpt>(c);
+  return std::make_shared<Gpt>(c, data.input_shape[0]);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // Inputs (N, C, H, W) with C from the data (1 for MNIST-like, 3 for RGB); outputs (N, classes).
 // With model.channels_last the 4-d weights are stored channels-last and inputs are converted in
 // forward (NHWC convolutions on GPUs).
+// Training FLOPs per sample (for MFU): 3 × 2 × the multiply-adds of every conv and the fc layer
+// for the data's image size (forward, and backward's two products per layer); batch norm,
+// ReLU, pooling and the residual adds are not counted.
 #include <torch/nn/init.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -22,9 +25,22 @@ void register_resnet_models();
 
 namespace {
 
-torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
+// Every conv of a ResNet pads kernel / 2 (7x7: 3, 3x3: 1, 1x1: 0), as torchvision's do.
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// Multiply-adds of `c` on one h×w input; h and w become its output's.
+double conv_macs(const torch::nn::Conv2d& c, int64_t& h, int64_t& w) {
+  const auto& o = c->options;
+  int64_t* size[2] = {&h, &w};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t k = (*o.kernel_size())[d], s = (*o.stride())[d];
+    *size[d] = (*size[d] + 2 * (k / 2) - k) / s + 1;  // padding k / 2 (conv())
+  }
+  // Every output value: in_channels × kernel area multiply-adds (one group).
+  return static_cast<double>(h * w) * static_cast<double>(c->weight.numel());
 }
 
 torch::nn::BatchNorm2d bn(int64_t c) {
@@ -34,22 +50,29 @@ torch::nn::BatchNorm2d bn(int64_t c) {
 // 1x1 conv (stride) + BN on the shortcut when the shape changes; null otherwise.
 torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return torch::nn::Sequential(nullptr);
-  return torch::nn::Sequential(conv(in, out, 1, stride, 0), bn(out));
+  return torch::nn::Sequential(conv(in, out, 1, stride), bn(out));
 }
 
 class Block : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // Multiply-adds on one h×w input; h and w become the output's.
+  virtual double macs(int64_t& h, int64_t& w) const = 0;
 };
+
+// The shortcut's multiply-adds on one h×w input (h, w unchanged: the main path sets them).
+double downsample_macs(const torch::nn::Sequential& d, int64_t h, int64_t w) {
+  return d ? conv_macs(torch::nn::Conv2d(d->ptr<torch::nn::Conv2dImpl>(0)), h, w) : 0.0;
+}
 
 // Two 3x3 convs: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
 class BasicBlock : public Block {
  public:
   static constexpr int64_t kExpansion = 1;
   BasicBlock(int64_t in, int64_t planes, int64_t stride) {
-    conv1_ = register_module("conv1", conv(in, planes, 3, stride, 1));
+    conv1_ = register_module("conv1", conv(in, planes, 3, stride));
     bn1_ = register_module("bn1", bn(planes));
-    conv2_ = register_module("conv2", conv(planes, planes, 3, 1, 1));
+    conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
     bn2_ = register_module("bn2", bn(planes));
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
@@ -59,6 +82,10 @@ class BasicBlock : public Block {
     out = bn2_->forward(conv2_->forward(out));
     out.add_(downsample_ ? downsample_->forward(x) : x);
     return out.relu_();
+  }
+  double macs(int64_t& h, int64_t& w) const override {
+    const double shortcut = downsample_macs(downsample_, h, w);
+    return shortcut + conv_macs(conv1_, h, w) + conv_macs(conv2_, h, w);
   }
 
  private:
@@ -73,11 +100,11 @@ class Bottleneck : public Block {
   static constexpr int64_t kExpansion = 4;
   Bottleneck(int64_t in, int64_t planes, int64_t stride) {
     const int64_t width = planes;  // base width 64, one group
-    conv1_ = register_module("conv1", conv(in, width, 1, 1, 0));
+    conv1_ = register_module("conv1", conv(in, width, 1, 1));
     bn1_ = register_module("bn1", bn(width));
-    conv2_ = register_module("conv2", conv(width, width, 3, stride, 1));
+    conv2_ = register_module("conv2", conv(width, width, 3, stride));
     bn2_ = register_module("bn2", bn(width));
-    conv3_ = register_module("conv3", conv(width, planes * kExpansion, 1, 1, 0));
+    conv3_ = register_module("conv3", conv(width, planes * kExpansion, 1, 1));
     bn3_ = register_module("bn3", bn(planes * kExpansion));
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
@@ -88,6 +115,10 @@ class Bottleneck : public Block {
     out = bn3_->forward(conv3_->forward(out));
     out.add_(downsample_ ? downsample_->forward(x) : x);
     return out.relu_();
+  }
+  double macs(int64_t& h, int64_t& w) const override {
+    const double shortcut = downsample_macs(downsample_, h, w);
+    return shortcut + conv_macs(conv1_, h, w) + conv_macs(conv2_, h, w) + conv_macs(conv3_, h, w);
   }
 
  private:
@@ -101,8 +132,9 @@ class ResNet : public Model {
  public:
   template <typename B>
   static std::shared_ptr<ResNet> build(const std::string& name, const std::vector<int64_t>& layers,
-                                       int64_t in_channels, int64_t classes, bool channels_last) {
-    auto net = std::shared_ptr<ResNet>(new ResNet(name, in_channels, channels_last));
+                                       const std::vector<int64_t>& image, int64_t classes,
+                                       bool channels_last) {
+    auto net = std::shared_ptr<ResNet>(new ResNet(name, image, channels_last));
     int64_t in = 64;
     const int64_t planes[4] = {64, 128, 256, 512};
     for (int s = 0; s < 4; ++s) {
@@ -136,10 +168,13 @@ class ResNet : public Model {
     return fc_->forward(x);                              // (N, classes)
   }
 
+  double train_flops_per_sample() const override { return 3 * 2 * forward_macs(); }
+
  private:
-  ResNet(const std::string& name, int64_t in_channels, bool channels_last)
-      : Model("dtrain." + name), channels_last_(channels_last) {
-    conv1_ = register_module("conv1", conv(in_channels, 64, 7, 2, 3));
+  // image: the samples' (C, H, W).
+  ResNet(const std::string& name, const std::vector<int64_t>& image, bool channels_last)
+      : Model("dtrain." + name), channels_last_(channels_last), height_(image[1]), width_(image[2]) {
+    conv1_ = register_module("conv1", conv(image[0], 64, 7, 2));
     bn1_ = register_module("bn1", bn(64));
   }
 
@@ -156,6 +191,16 @@ class ResNet : public Model {
     }
   }
 
+  // Multiply-adds of one sample's forward pass: the stem, the 3x3/2 max-pool's new size, the
+  // blocks, and the fc layer on the pooled features.
+  double forward_macs() const {
+    int64_t h = height_, w = width_;
+    double macs = conv_macs(conv1_, h, w);
+    h = (h + 2 - 3) / 2 + 1, w = (w + 2 - 3) / 2 + 1;
+    for (const auto& block : blocks_) macs += block->macs(h, w);
+    return macs + static_cast<double>(fc_->weight.numel());
+  }
+
   // As model.to(memory_format=torch.channels_last): every 4-d parameter and buffer.
   void to_channels_last() {
     at::NoGradGuard no_grad;
@@ -168,6 +213,7 @@ class ResNet : public Model {
   }
 
   bool channels_last_;
+  int64_t height_, width_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
@@ -186,7 +232,7 @@ std::shared_ptr<Model> make_resnet(const char* name, const std::vector<int64_t>&
   if (data.num_classes < 1) {
     throw Error(std::string(name) + " is a classifier; this dataset has no classes", "model.name");
   }
-  return ResNet::build<B>(name, layers, data.input_shape[0], data.num_classes, c.channels_last);
+  return ResNet::build<B>(name, layers, data.input_shape, data.num_classes, c.channels_last);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "telemetry/live_line.h"
 #include "telemetry/log_errors.h"
 
 namespace dtrain::log {
@@ -13,12 +14,26 @@ int g_rank = 0;
 bool g_quiet = false;
 
 int g_stdout_errno = 0;
+bool g_live = false;  // a live line is drawn on stdout, not yet ended by a newline
+
+// Writes `text` to f and flushes it; a failure on stdout is remembered (stdout_errno).
+void put(FILE* f, const char* text) {
+  errno = 0;
+  const bool failed = std::fputs(text, f) < 0 || std::fflush(f) != 0;
+  if (failed && f == stdout && g_stdout_errno == 0) g_stdout_errno = errno ? errno : EIO;
+}
+
+// Ends a live line (the caller holds g_mu).
+void end_live_locked() {
+  if (!g_live) return;
+  g_live = false;
+  put(stdout, "\n");
+}
 
 void emit(FILE* f, const std::string& prefix, const std::string& msg) {
   std::lock_guard<std::mutex> lock(g_mu);
-  errno = 0;
-  const bool failed = std::fprintf(f, "%s%s\n", prefix.c_str(), msg.c_str()) < 0 || std::fflush(f) != 0;
-  if (failed && f == stdout && g_stdout_errno == 0) g_stdout_errno = errno ? errno : EIO;
+  end_live_locked();  // a message never lands on, or under, the live line
+  put(f, (prefix + msg + "\n").c_str());
 }
 std::string rank_prefix() { return "[rank " + std::to_string(g_rank) + "] "; }
 }  // namespace
@@ -26,6 +41,18 @@ std::string rank_prefix() { return "[rank " + std::to_string(g_rank) + "] "; }
 int stdout_errno() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_stdout_errno;
+}
+
+void draw_live(const std::string& line) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  // Back to the line's start, the new text, then clear what a longer earlier text left.
+  put(stdout, ("\r" + line + "\033[K").c_str());
+  g_live = true;
+}
+
+void end_live() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  end_live_locked();
 }
 
 void configure(int rank, bool quiet) {

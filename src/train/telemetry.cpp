@@ -51,6 +51,7 @@ void describe_throughput(RunInfo& info, const Model& model, const Config& cfg) {
   const DataSpec& d = info.data;
   info.tokens_per_sample = d.input_dtype == at::kLong && d.input_shape.size() == 1 ? d.input_shape[0] : 0;
   info.flops_per_sample = model.train_flops_per_sample();
+  info.flops_per_sample_llmc = model.train_flops_per_sample_llmc();
   if (info.device.is_cuda()) {
     info.device_name = device_name(info.device.index());
     info.peak_flops = dense_peak_flops(info.device_name, cfg.train.precision);

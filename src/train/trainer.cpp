@@ -179,7 +179,10 @@ TrainSummary Trainer::fit() {
   info.train_samples = m.train->size();
   info.test_samples = m.test ? m.test->size() : 0;
   for (const auto& p : m.ctx.params) info.parameters += p.numel();
-  if (from) info.resumed_from = from->path, info.resumed_step = start.step;
+  if (from) {
+    info.resumed_from = from->path, info.resumed_step = start.step;
+    info.resumed_samples = start.samples;
+  }
   detail::describe_throughput(info, *m.model, m.cfg);
   detail::StepTelemetry telemetry(m.ctx, m.cfg);
   LoopControl control;
