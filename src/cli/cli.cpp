@@ -1,6 +1,7 @@
 // The `dtrain` command: arguments, --help (the models and every config key), --version, and the
 // run itself through build_session() under dtrain's error policy (run_guarded()).
 #include "cli/cli.h"
+#include "cli/bench.h"
 
 #include <CLI/CLI.hpp>
 #include <map>
@@ -47,6 +48,7 @@ void check_stdout() {
 }  // namespace
 
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
+  if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;
