@@ -104,8 +104,10 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom, double t
   else
     rec.text = "recommended: " + setting_name(chosen) + " (" + rate(chosen.samples_per_s) +
                "): within " + format("%.0f%%", tolerance * 100) + " of the fastest, " +
-               setting_name(fastest) + " (" + rate(fastest.samples_per_s) +
-               "), and smaller: diminishing returns";
+               setting_name(fastest) + " (" + rate(fastest.samples_per_s) + "), with " +
+               (chosen.micro_batch < fastest.micro_batch ? "a smaller micro-batch"
+                                                         : "fewer loader workers") +
+               ": diminishing returns";
   if (chosen.memory_total > 0)
     rec.text += format("; it leaves %.0f%% of the GPU's memory free",
                        100.0 * (1.0 - static_cast<double>(chosen.peak_memory) / chosen.memory_total));
@@ -116,7 +118,10 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom, double t
 std::string table_text(const SweepResult& res, const Recommendation& rec) {
   const bool tokens = res.tokens_per_sample > 0;
   bool gpu = false, mfu = false;
-  for (const Row& r : res.rows) gpu |= r.memory_total > 0 || r.gpu_utilization.has_value(), mfu |= r.mfu.has_value();
+  for (const Row& r : res.rows) {
+    gpu = gpu || r.memory_total > 0 || r.gpu_utilization.has_value();
+    mfu = mfu || r.mfu.has_value();
+  }
   std::vector<std::string> head = {"micro", "workers", "global", "accum", "samples/s"};
   if (tokens) head.push_back("tokens/s");
   for (const char* h : {"step ms", "p50 ms", "p90 ms", "data wait"}) head.push_back(h);

@@ -227,6 +227,7 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
 
 SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& origin,
                       const SweepOptions& o, const PrepareTrainer& prepare) {
+  log::configure(rt.rank(), /*quiet=*/true);  // as each setting's session does: rank 0 speaks
   SweepResult result;
   result.config = origin;
   result.world = rt.world();

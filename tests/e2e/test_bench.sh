@@ -59,6 +59,8 @@ for m in 8 16 32; do
   grep -qE "^ *$m +0 +$((2 * m)) +1 +[0-9]+\.[0-9] " "$tmp/sweep.out" || { show sweep; fail "no table row for $m"; }
 done
 grep -q "^recommended: micro-batch " "$tmp/sweep.out" || { show sweep; fail "no recommendation"; }
+[[ $(grep -c "^bench 1/3: " "$tmp/sweep.out") == 1 ]] || { show sweep; fail "rank 1 speaks too"; }
+[[ $(grep -c "^micro  *workers" "$tmp/sweep.out") == 1 ]] || { show sweep; fail "not one table"; }
 check_results "$tmp/sweep" '[[8,0,16,true],[16,0,32,true],[32,0,64,true]]' || fail "sweep results"
 
 # 2. A size that cannot get its memory: does not fit, and the sweep goes on.
@@ -98,7 +100,7 @@ bad() {  # NAME EXPECTED_STDERR ARGS...
 }
 bad zero "error: --micro-batches: must be >= 1, got 0 (in '0,abc')" --micro-batches 0,abc
 bad word "error: --micro-batches: 'abc' is not a whole number (in '8,abc')" --micro-batches 8,abc
-bad workers "error: --workers: an empty entry (in '0,,2')" --workers 0,,2
+bad empty "error: --workers: an empty entry (in '0,,2')" --workers 0,,2
 bad steps "error: train.max_steps: dtrain bench sets this key" --micro-batches 8 train.max_steps=3
 bad divide "error: --micro-batches: micro-batch 48 on 1 rank(s): train.micro_batch" --micro-batches 48 train.global_batch=128
 
@@ -112,4 +114,10 @@ grep -qF "$tmp/sweep.csv: exists; dtrain bench does not write over it" "$tmp/aga
 run 60 force "$bin" bench "$cfg" --micro-batches 8 --steps 5 --out "$tmp/sweep" --force run.threads=1
 [[ $rc == 0 ]] || { show force; fail "--force exited with $rc"; }
 check_results "$tmp/sweep" '[[8,0,8,true]]' || fail "--force results"
+
+# 6. The default output: bench-<config file name> in the current folder.
+mkdir "$tmp/here"
+run 60 default bash -c 'cd "$1" && shift && exec "$@"' cd "$tmp/here" "$bin" bench "$cfg" --steps 2 run.threads=1
+[[ $rc == 0 ]] || { show default; fail "the default output run exited with $rc"; }
+check_results "$tmp/here/bench-synthetic_linear" '[[128,0,128,true]]' || fail "default output"
 echo "PASS"

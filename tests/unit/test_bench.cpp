@@ -183,7 +183,8 @@ TEST(BenchRecommend, SmallestWithinThreePercentOfTheFastest) {
   EXPECT_EQ(rec.fastest, 3);
   EXPECT_EQ(rec.row, 2);
   expect_all(rec.text, {"recommended: micro-batch 32, data.workers 1 (185.0 samples/s)",
-                        "within 3% of the fastest, micro-batch 64", "diminishing returns"});
+                        "within 3% of the fastest, micro-batch 64",
+                        "with a smaller micro-batch: diminishing returns"});
   // The fastest alone when nothing else is close.
   const std::vector<bench::Row> far = {row(8, 1, 100), row(16, 1, 150)};
   EXPECT_EQ(bench::recommend(far).row, 1);
@@ -213,6 +214,7 @@ TEST(BenchRecommend, FewestWorkersAmongEquals) {
   // 102.5 is the fastest; 3% below is 99.425: all three are in; same micro-batch: fewest workers.
   const std::vector<bench::Row> rows = {row(16, 4, 102.5), row(16, 0, 100), row(16, 2, 102)};
   EXPECT_EQ(bench::recommend(rows).row, 1);
+  expect_all(bench::recommend(rows).text, {"with fewer loader workers"});
 }
 
 bench::SweepResult result() {
