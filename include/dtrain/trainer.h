@@ -51,6 +51,10 @@ class Trainer {
   void add_hook(std::shared_ptr<Hook> hook);
   // Tests only: failures to inject into steps (none by default).
   void set_fault_injector(std::shared_ptr<FaultInjector> faults);
+  // On (the default): a step that runs out of memory on any rank is redone with a smaller
+  // micro-batch. Off (`dtrain bench`, which measures exactly the size asked for): fit() throws
+  // a dtrain::Error naming train.micro_batch on every rank alike, at the same step.
+  void set_out_of_memory_recovery(bool on);
 
   // Train for train.epochs (or until train.max_steps, or until a hook asks to stop),
   // evaluating after each epoch if asked. An exception leaves the ranks out of step: the caller

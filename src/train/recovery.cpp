@@ -27,19 +27,30 @@ bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
   if (dynamic_cast<const c10::Error*>(&e)) {
     const char* w = e.what();
-    return std::strstr(w, "out of memory") || std::strstr(w, "not enough memory");
+    // LibTorch's CPU allocator says "can't allocate memory" (older ones "not enough memory").
+    return std::strstr(w, "out of memory") || std::strstr(w, "not enough memory") ||
+           std::strstr(w, "can't allocate memory");
   }
   return false;
 }
 
-MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch)
-    : rank_batch_(rank_batch), micro_(micro), global_batch_(global_batch) {
+MicroBatchDoesNotFit::MicroBatchDoesNotFit(int64_t micro, int64_t step)
+    : Error("out of memory at step " + std::to_string(step) + " with a micro-batch of " +
+                std::to_string(micro) + " samples (on some rank), and out-of-memory recovery "
+                "is off",
+            "train.micro_batch"),
+      micro_(micro),
+      step_(step) {}
+
+MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch, bool recover)
+    : rank_batch_(rank_batch), micro_(micro), global_batch_(global_batch), recover_(recover) {
   if (micro < 1 || rank_batch % micro != 0)
     throw Error("micro-batch " + std::to_string(micro) + " does not divide the rank batch " +
                 std::to_string(rank_batch) + " (internal error)");
 }
 
 void MicroBatch::shrink(int64_t step) {
+  if (!recover_) throw MicroBatchDoesNotFit(micro_, step);
   if (micro_ <= 1)
     throw Error("out of memory even with a micro-batch of 1 sample at step " +
                     std::to_string(step) + "; the model does not fit on this device",

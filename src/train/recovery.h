@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "dtrain/data/dataset.h"
+#include "dtrain/error.h"
 #include "train/step_context.h"
 
 namespace dtrain::detail {
@@ -20,20 +21,37 @@ struct InjectedOutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Out-of-memory recovery is off (Trainer::set_out_of_memory_recovery(false)) and a step ran out
+// of memory on some rank: thrown by MicroBatch::shrink on every rank alike, after the ranks
+// agreed on it, so that none is left inside a collective. `dtrain bench` reports the size as
+// "does not fit".
+class MicroBatchDoesNotFit : public Error {
+ public:
+  MicroBatchDoesNotFit(int64_t micro, int64_t step);
+  int64_t micro_batch() const { return micro_; }
+  int64_t step() const { return step_; }
+
+ private:
+  int64_t micro_, step_;
+};
+
 // The micro-batch of this rank's share of a step. It always divides the rank batch, so every
 // micro-batch of a step has the same size, and it is the same on every rank.
 class MicroBatch {
  public:
-  MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch);
+  // `recover`: whether shrink() may shrink (else it throws MicroBatchDoesNotFit).
+  MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch, bool recover = true);
   int64_t size() const { return micro_; }
   int64_t accum_steps() const { return rank_batch_ / micro_; }
   int64_t retries() const { return retries_; }
   // After a step ran out of memory on some rank (every rank calls it): the next smaller divisor
   // of the rank batch, about half. At 1 there is nothing left: an Error naming train.micro_batch.
+  // Without recovery: MicroBatchDoesNotFit, the size unchanged.
   void shrink(int64_t step);
 
  private:
   int64_t rank_batch_, micro_, global_batch_;
+  bool recover_;
   int64_t retries_ = 0;
 };
 

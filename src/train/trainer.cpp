@@ -75,6 +75,7 @@ struct Trainer::Impl {
   std::shared_ptr<FaultInjector> faults;
   int64_t step = 0;
   int64_t micro = 1;  // the micro-batch in use (evaluation batches too)
+  bool oom_recovery = true;
 };
 
 Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, at::Device device,
@@ -114,6 +115,8 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
   impl_->faults = std::move(faults);
   impl_->ctx.faults = impl_->faults.get();
 }
+
+void Trainer::set_out_of_memory_recovery(bool on) { impl_->oom_recovery = on; }
 
 namespace {
 
@@ -155,7 +158,7 @@ TrainSummary Trainer::fit() {
                               : m.cfg.resolved.micro_batch < 0
                                   ? detail::find_micro_batch(m.ctx, *m.train, rank_batch)
                                   : m.cfg.resolved.micro_batch;
-  detail::MicroBatch micro(rank_batch, first_micro, t.global_batch);
+  detail::MicroBatch micro(rank_batch, first_micro, t.global_batch, m.oom_recovery);
   detail::StepPlan plan = detail::plan_steps(m.cfg, m.train->size(), world, rank, start.step);
   if (from && start.steps_per_epoch != plan.steps_per_epoch)
     throw Error("an epoch has " + std::to_string(plan.steps_per_epoch) + " steps in this run but " +

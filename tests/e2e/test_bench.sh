@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# e2e: `dtrain bench`. A micro-batch sweep on 2 ranks prints its table and writes a CSV and a JSON
+# with one row per size (global batch = micro-batch x 2, samples = timed steps x global batch,
+# positive samples/s); a size whose forward pass cannot get its memory (a real allocation failure:
+# the ranks run under `ulimit -v`, and the size's first activation alone is 4 times that limit) is
+# "does not fit" and the sweep goes on to the next size and exits 0; a loader-workers sweep works;
+# bad arguments fail with a message naming the option; an existing output is not written over
+# (unless --force).
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup bench
+py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
+cfg=$src/configs/synthetic_linear.yaml
+
+# check_results PREFIX EXPECTED_ROWS_JSON: the CSV and the JSON agree with each other and with the
+# rules; EXPECTED_ROWS_JSON lists [micro_batch, workers, global_batch, fits] per row.
+check_results() {
+  "$py" - "$1" "$2" <<'EOF'
+import csv, json, sys
+prefix, expected = sys.argv[1], json.loads(sys.argv[2])
+j = json.load(open(prefix + ".json"))
+rows = list(csv.DictReader(open(prefix + ".csv")))
+assert len(j["rows"]) == len(expected) == len(rows), (len(j["rows"]), len(rows), expected)
+steps = j["steps"]
+for r, c, (micro, workers, global_batch, fits) in zip(j["rows"], rows, expected):
+    assert (r["micro_batch"], r["workers"], r["global_batch"], r["fits"]) == (micro, workers, global_batch, fits), r
+    assert (int(c["micro_batch"]), int(c["workers"]), int(c["global_batch"])) == (micro, workers, global_batch), c
+    assert c["fits"] == ("true" if fits else "false"), c
+    if not fits:
+        assert r["note"].startswith("does not fit: out of memory"), r
+        assert r["samples_per_s"] is None and c["samples_per_s"] == "", (r, c)
+        continue
+    assert r["timed_steps"] == steps, r
+    assert r["timed_samples"] == steps * global_batch, r
+    assert r["samples_per_s"] > 0, r
+    assert abs(r["samples_per_s"] - r["timed_samples"] / r["timed_seconds"]) <= 1e-9 * r["samples_per_s"], r
+    assert abs(r["step_mean_s"] - r["timed_seconds"] / steps) <= 1e-9 * r["step_mean_s"], r
+    assert abs(float(c["samples_per_s"]) - r["samples_per_s"]) <= 1e-8 * r["samples_per_s"], (c, r)
+    assert 0 <= r["data_wait_share"] <= 1, r
+    assert r["peak_memory_bytes"] is None and r["gpu_utilization"] is None, r  # CPU
+rec = j["recommended"]
+assert rec is not None and j["rows"][rec["row"]]["fits"], rec
+assert [c["recommended"] for c in rows].count("true") == 1
+assert rows[rec["row"]]["recommended"] == "true"
+print("ok:", prefix, [(r["micro_batch"], r["workers"], r["samples_per_s"]) for r in j["rows"]])
+EOF
+}
+
+# 1. A micro-batch sweep on 2 ranks.
+run 120 sweep "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" bench "$cfg" --micro-batches 8,16,32 \
+  --out "$tmp/sweep" run.threads=1
+[[ $rc == 0 ]] || { show sweep; fail "the sweep exited with $rc"; }
+grep -q "on 2 rank(s), cpu; 5 warm-up and 20 timed steps per setting" "$tmp/sweep.out" ||
+  { show sweep; fail "no table header"; }
+grep -q "^global batch = micro-batch x 2 rank(s): one micro-batch per rank, no accumulation" "$tmp/sweep.out" ||
+  { show sweep; fail "the table does not say how the global batch was chosen"; }
+for m in 8 16 32; do
+  grep -qE "^ *$m +0 +$((2 * m)) +1 +[0-9]+\.[0-9] " "$tmp/sweep.out" || { show sweep; fail "no table row for $m"; }
+done
+grep -q "^recommended: micro-batch " "$tmp/sweep.out" || { show sweep; fail "no recommendation"; }
+[[ $(grep -c "^bench 1/3: " "$tmp/sweep.out") == 1 ]] || { show sweep; fail "rank 1 speaks too"; }
+[[ $(grep -c "^micro  *workers" "$tmp/sweep.out") == 1 ]] || { show sweep; fail "not one table"; }
+check_results "$tmp/sweep" '[[8,0,16,true],[16,0,32,true],[32,0,64,true]]' || fail "sweep results"
+
+# 2. A size that cannot get its memory: does not fit, and the sweep goes on.
+big=131072  # x 65536 hidden x 4 bytes = 32 GiB for the first layer's output, under an 8 GiB limit
+cat >"$tmp/wide.yaml" <<EOF
+run: {name: wide, threads: 1}
+model: {name: mlp, hidden: [65536]}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: $((2 * big)),
+       synthetic_test_size: 0, synthetic_features: 4, synthetic_classes: 2, workers: 1}
+train: {global_batch: 16, optimizer: sgd, lr: 0.01}
+EOF
+run 180 nofit bash -c 'ulimit -v 8388608 && exec "$@"' limit "$mpiexec" "${mpi_flags[@]}" -np 2 \
+  "$bin" bench "$tmp/wide.yaml" --micro-batches 4,$big,8 --warmup-steps 1 --steps 3 --out "$tmp/nofit"
+[[ $rc == 0 ]] || { show nofit; fail "a size that does not fit ended the sweep (exit $rc)"; }
+grep -qE "^ *$big +1 +$((2 * big)) +1 .*does not fit: out of memory at step 0" "$tmp/nofit.out" ||
+  { show nofit; fail "no 'does not fit' row for $big"; }
+grep -q "bench 3/3: micro-batch 8 per rank" "$tmp/nofit.out" || { show nofit; fail "the sweep did not go on"; }
+grep -q "can't allocate memory" "$tmp/nofit.err" || { show nofit; fail "no allocator failure was reported"; }
+check_results "$tmp/nofit" "[[4,1,8,true],[$big,1,$((2 * big)),false],[8,1,16,true]]" || fail "nofit results"
+
+# 3. A loader-workers sweep: the config's global batch (128).
+run 120 workers "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" bench "$cfg" --workers 0,2 --steps 10 \
+  --out "$tmp/workers" run.threads=1
+[[ $rc == 0 ]] || { show workers; fail "the workers sweep exited with $rc"; }
+grep -q "^global batch and micro-batch: the config's" "$tmp/workers.out" || { show workers; fail "no global batch line"; }
+check_results "$tmp/workers" '[[64,0,128,true],[64,2,128,true]]' || fail "workers results"
+
+# 4. Bad arguments: a clear error naming the option, a non-zero exit, no files.
+bad() {  # NAME EXPECTED_STDERR ARGS...
+  local name=$1 want=$2
+  shift 2
+  run 60 "$name" "$bin" bench "$cfg" --out "$tmp/$name" "$@"
+  [[ $rc != 0 ]] || { show "$name"; fail "$name: exit 0"; }
+  grep -qF -- "$want" "$tmp/$name.err" || { show "$name"; fail "$name: no '$want' on stderr"; }
+  [[ ! -e $tmp/$name.csv && ! -e $tmp/$name.json ]] || fail "$name: wrote files"
+  echo "ok: $name: $want"
+}
+bad zero "error: --micro-batches: must be >= 1, got 0 (in '0,abc')" --micro-batches 0,abc
+bad word "error: --micro-batches: 'abc' is not a whole number (in '8,abc')" --micro-batches 8,abc
+bad empty "error: --workers: an empty entry (in '0,,2')" --workers 0,,2
+bad steps "error: train.max_steps: dtrain bench sets this key" --micro-batches 8 train.max_steps=3
+bad divide "error: --micro-batches: micro-batch 48 on 1 rank(s): train.micro_batch" --micro-batches 48 train.global_batch=128
+
+# 5. An existing output is not written over; --force writes it.
+sums=$(md5sum "$tmp/sweep.csv" "$tmp/sweep.json")
+run 60 again "$bin" bench "$cfg" --micro-batches 8 --out "$tmp/sweep"
+[[ $rc != 0 ]] || { show again; fail "an existing output was accepted"; }
+grep -qF "$tmp/sweep.csv: exists; dtrain bench does not write over it" "$tmp/again.err" ||
+  { show again; fail "the refusal does not name the file"; }
+[[ $(md5sum "$tmp/sweep.csv" "$tmp/sweep.json") == "$sums" ]] || fail "the existing output changed"
+run 60 force "$bin" bench "$cfg" --micro-batches 8 --steps 5 --out "$tmp/sweep" --force run.threads=1
+[[ $rc == 0 ]] || { show force; fail "--force exited with $rc"; }
+check_results "$tmp/sweep" '[[8,0,8,true]]' || fail "--force results"
+
+# 6. The default output: bench-<config file name> in the current folder.
+mkdir "$tmp/here"
+run 60 default bash -c 'cd "$1" && shift && exec "$@"' cd "$tmp/here" "$bin" bench "$cfg" --steps 2 run.threads=1
+[[ $rc == 0 ]] || { show default; fail "the default output run exited with $rc"; }
+check_results "$tmp/here/bench-synthetic_linear" '[[128,0,128,true]]' || fail "default output"
+echo "PASS"
