@@ -6,7 +6,9 @@
 #   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
 #   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile profile
 #                                     # (default: all but profile)
-#   bash launch/gpu.sh all            # all three
+#   bash launch/gpu.sh observe        # dtrain env, dtrain bench (GPT-2 sweep up to out of memory),
+#                                     # a ResNet-50 run with its report, TensorBoard read back
+#   bash launch/gpu.sh all            # build, test, bench
 #
 # Logs and results go to $OUT if set (else ./gpu-out): build.log, test.log, bench.log and
 # results.md (the table for docs/PERFORMANCE.md). Fashion-MNIST is read from
@@ -100,6 +102,25 @@ bench() {
   $PY bench/summarize.py "$OUT" | tee "$OUT/results.md"
 }
 
+# What issue 11's tools say on this GPU: outputs kept in docs/observe/ by whoever runs this.
+observe() {
+  local o=$OUT/observe
+  mkdir -p "$o"
+  $BIN --version >"$o/version.txt" 2>&1
+  $BIN env >"$o/env.txt" 2>&1; echo "env exit $?" >>"$o/env.txt"
+  mpirun -np 2 $BIN env >"$o/env_np2.txt" 2>&1; echo "env exit $?" >>"$o/env_np2.txt"
+  rm -f "$o"/bench-gpt2.*
+  timeout 240 $BIN bench bench/configs/gpt2.yaml --micro-batches 8,16,32,64,128 --warmup-steps 5 --steps 15 \
+    data.synthetic_size=4096 --out "$o/bench-gpt2" >"$o/bench-gpt2.txt" 2>&1; echo "bench exit $?" >>"$o/bench-gpt2.txt"
+  timeout 200 $BIN bench/configs/resnet50.yaml run.dir="$o/runs" run.name=resnet50 train.max_steps=150 \
+    run.log_every=10 run.timeline=true >"$o/resnet50.txt" 2>&1; echo "resnet50 exit $?" >>"$o/resnet50.txt"
+  timeout 200 $BIN bench/configs/gpt2.yaml run.dir="$o/runs" run.name=gpt2 train.max_steps=60 train.epochs=2 \
+    run.log_every=10 >"$o/gpt2.txt" 2>&1; echo "gpt2 exit $?" >>"$o/gpt2.txt"
+  $PY tests/gpu/check_tensorboard.py "$o/runs/gpt2" mfu mfu_llmc tokens_per_s gpu/utilization memory/peak_gib \
+    >"$o/tensorboard_check.txt" 2>&1; echo "check exit $?" >>"$o/tensorboard_check.txt"
+  tail -n 3 "$o/runs/gpt2/metrics.jsonl" >"$o/gpt2_metrics_tail.jsonl" 2>&1
+}
+
 # Everything but results.md and the profiles in one archive (the device runner returns few files).
 pack() {
   (cd "$OUT" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude='*.json' --exclude='*.json.gz' \
@@ -110,6 +131,7 @@ case ${1:-all} in
   build) build ;;
   test) test_tiers ;;
   bench) shift; bench "$@"; pack ;;
+  observe) observe ;;
   all) build && test_tiers; bench; pack ;;
   *) echo "usage: $0 build|test|bench [cases]|all"; exit 2 ;;
 esac
