@@ -5,7 +5,9 @@
 //   metrics file     rank 0 with a run directory: config.yaml and metrics.jsonl
 //   progress         rank 0: the plan, a line every run.log_every steps and after each evaluation
 //   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
-//   report           rank 0, at the end: rates, where the time went, memory, the final result
+//   timeline         run.timeline: every rank's steps and buckets as a Chrome trace, merged on rank 0
+//   report           rank 0, at the end: rates, where the time went, memory, the final result,
+//                    the diagnosis; report.txt and report.html with a run directory
 //   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python
 #pragma once
 
@@ -26,6 +28,7 @@ std::shared_ptr<Hook> make_checkpoint_writer();
 std::shared_ptr<Hook> make_metrics_file();
 std::shared_ptr<Hook> make_progress();
 std::shared_ptr<Hook> make_bucket_timeline();
+std::shared_ptr<Hook> make_timeline();
 std::shared_ptr<Hook> make_report();
 std::shared_ptr<Hook> make_model_file(Model& model);
 

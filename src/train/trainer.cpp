@@ -180,6 +180,7 @@ TrainSummary Trainer::fit() {
   info.test_samples = m.test ? m.test->size() : 0;
   for (const auto& p : m.ctx.params) info.parameters += p.numel();
   if (from) info.resumed_from = from->path, info.resumed_step = start.step;
+  info.control = &m.control;
   detail::describe_throughput(info, *m.model, m.cfg);
   detail::StepTelemetry telemetry(m.ctx, m.cfg);
   LoopControl control;
