@@ -70,10 +70,12 @@ class Report : public Hook {
     for (const std::string& line : lines) log::info(line);
     const std::vector<Finding> findings = diagnose(diagnosis_input(s));
     const std::string diagnosis = diagnosis_text(findings);
+    if (!run_.run_dir.empty()) log::detail("run directory: " + run_.run_dir);
     log::info(diagnosis.substr(0, diagnosis.size() - 1));
     if (run_.run_dir.empty()) return;
     std::string text = "dtrain report: " + run_.config->run.name + "\n";
     for (const std::string& line : lines) text += line + "\n";
+    text += "run directory: " + run_.run_dir + "\n";
     write_file_atomic(join_path(run_.run_dir, "report.txt"), text + diagnosis);
     const std::string title = "dtrain report: " + run_.config->run.name;
     write_file_atomic(join_path(run_.run_dir, "report.html"),
@@ -110,7 +112,6 @@ class Report : public Hook {
         out.push_back(format("final test loss: %.6f (%lld samples)", s.eval.loss,
                              static_cast<long long>(s.eval.count)));
     }
-    if (!run_.run_dir.empty()) out.push_back("run directory: " + run_.run_dir);
     return out;
   }
 
@@ -161,6 +162,11 @@ class Report : public Hook {
                               (run_.resumed_step > 0 ? " (resumed at " + std::to_string(run_.resumed_step) + ")" : "")});
     f.push_back({"training time", format("%.1f s, %.0f samples/s", s.seconds,
                                          s.seconds > 0 ? s.samples / s.seconds : 0.0)});
+    const PhaseTimes& p = s.phases;
+    const double total = std::max(1e-9, p.total());
+    f.push_back({"time split (rank 0)", format("data %.1f%%, compute %.1f%%, comm %.1f%%, optimizer %.1f%%",
+                                               100 * p.data / total, 100 * p.compute / total,
+                                               100 * p.comm / total, 100 * p.optimizer / total)});
     f.push_back({"step mode", s.step_mode.empty() ? std::string("eager") : s.step_mode});
     if (run_.device.is_cuda()) f.push_back({"peak GPU memory", gib(s.memory.peak) + " on rank 0"});
     if (s.eval.count > 0)

@@ -12,8 +12,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string pct(double share) { return format("%.0f%%", 100 * share); }
-std::string secs(double s) { return format("%.1f", s); }
-std::string ms(double s) { return format("%.1f ms", 1e3 * s); }
+// One decimal, or three under a second (short runs).
+std::string secs(double s) { return format(s < 1 ? "%.3f" : "%.1f", s); }
+std::string ms(double s) { return format(s < 1e-3 ? "%.2f ms" : "%.1f ms", 1e3 * s); }
+std::string mib(int64_t bytes) {
+  const double m = static_cast<double>(bytes) / kMiB;
+  return m < 0.1 ? format("%.0f KiB", m * 1024) : format("%.1f MiB", m);
+}
 std::string num(int64_t v) { return std::to_string(v); }
 std::string mb(double v) { return format("%g", v); }
 
@@ -77,7 +82,7 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
       const double e = exposed_wait(b, i, in.backward_end);
       if (e <= 0 || listed == 3) break;
       f.what += std::string(listed++ ? ";" : ":") + " bucket " + std::to_string(b[i].bucket) + " (" +
-                format("%.1f MiB", static_cast<double>(b[i].bytes) / kMiB) + ") ready " + ms(b[i].ready) +
+                mib(b[i].bytes) + ") ready " + ms(b[i].ready) +
                 ", launched " + ms(b[i].launched) + ", done " + ms(b[i].done) + ": " + ms(e) + " exposed";
     }
   }

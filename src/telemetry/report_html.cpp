@@ -20,7 +20,7 @@ body { font: 14px/1.45 -apple-system, "Segoe UI", "DejaVu Sans", Helvetica, Aria
 h1 { font-size: 22px; margin: 0 0 14px; }
 h2 { font-size: 15px; margin: 0 0 8px; color: #444c56; }
 section { background: #fff; border: 1px solid #d8dde3; border-radius: 8px; padding: 12px 14px; }
-.top { display: grid; grid-template-columns: 380px 1fr; gap: 16px; margin-bottom: 16px; }
+.top { display: grid; grid-template-columns: 430px 1fr; gap: 16px; margin-bottom: 16px; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 16px; }
 table { border-collapse: collapse; width: 100%; }
 td { padding: 2px 6px; vertical-align: top; border-bottom: 1px solid #eef0f3; }
@@ -59,7 +59,7 @@ const char* const kScript = R"html(</script>
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
   var NS = "http://www.w3.org/2000/svg";
-  var W = 560, H = 260, M = {l: 58, r: 16, t: 12, b: 36};
+  var W = 560, H = 270, M = {l: 58, r: 16, t: 28, b: 36};
   function svgEl(tag, attrs, parent) {
     var e = document.createElementNS(NS, tag);
     for (var k in attrs) e.setAttribute(k, attrs[k]);
@@ -73,9 +73,9 @@ const char* const kScript = R"html(</script>
   }
   function num(v) { return typeof v === "number" && isFinite(v); }
   function ticks(lo, hi, n) {
-    var step = Math.pow(10, Math.floor(Math.log(Math.max((hi - lo) / n, 1e-12)) / Math.LN10));
-    var per = (hi - lo) / step;
-    if (per > n * 5) step *= 10; else if (per > n * 2) step *= 5; else if (per > n) step *= 2;
+    var rough = Math.max((hi - lo) / n, 1e-12);
+    var base = Math.pow(10, Math.floor(Math.log(rough) / Math.LN10)), r = rough / base;
+    var step = base * (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10);
     var out = [];
     for (var v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
       out.push(+v.toPrecision(12));
@@ -97,14 +97,13 @@ const char* const kScript = R"html(</script>
       return null;
     }
     var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);
+    if (x0 > 0 && x0 <= 0.1 * x1) x0 = 0;  // a run from its start: the axis from step 0
     if (x1 === x0) { x0 -= 1; x1 += 1; }
     var y0 = "ymin" in opt ? opt.ymin : Math.min.apply(null, fin);
     var y1 = "ymax" in opt ? opt.ymax : Math.max.apply(null, fin);
-    if (!("ymin" in opt) && !("ymax" in opt)) {
-      var pad = (y1 - y0) * 0.06 || Math.abs(y0) * 0.1 || 1;
-      y0 = y0 - pad < 0 && y0 >= 0 ? 0 : y0 - pad;
-      y1 += pad;
-    }
+    var pad = (y1 - y0) * 0.06 || Math.abs(y1) * 0.1 || 1;
+    if (!("ymin" in opt)) y0 = y0 - pad < 0 && y0 >= 0 ? 0 : y0 - pad;
+    if (!("ymax" in opt)) y1 += pad;
     var X = function (v) { return M.l + (v - x0) / (x1 - x0) * (W - M.l - M.r); };
     var Y = function (v) { return H - M.b - (v - y0) / (y1 - y0) * (H - M.t - M.b); };
     ticks(y0, y1, 5).forEach(function (v) {
@@ -138,13 +137,14 @@ const char* const kScript = R"html(</script>
       if (num(ys[i]))
         svgEl("circle", {cx: f.X(xs[i]), cy: f.Y(ys[i]), r: 4.5, fill: color, stroke: "#fff", "stroke-width": 1.5}, f.svg);
   }
+  // Above the plot, right-aligned: a swatch and a name per series.
   function legend(f, items) {
-    var x = W - M.r - 8, y = M.t + 12;
+    var x = W - M.r, y = M.t - 10;
     for (var i = items.length - 1; i >= 0; --i) {
       var t = label(f.svg, x, y, items[i][0], "legend", "end");
-      var w = items[i][0].length * 6 + 16;
-      svgEl("rect", {x: x - w, y: y - 9, width: 10, height: 10, rx: 2, fill: items[i][1]}, f.svg);
-      x -= w + 12;
+      var w = (t.getComputedTextLength ? t.getComputedTextLength() : 0) || items[i][0].length * 7;
+      svgEl("rect", {x: x - w - 14, y: y - 9, width: 10, height: 10, rx: 2, fill: items[i][1]}, f.svg);
+      x -= w + 30;
     }
   }
   var T = D.train, E = D.eval;
@@ -179,7 +179,7 @@ const char* const kScript = R"html(</script>
     dots(f, E.step, E.loss, "#e16f24");
     legend(f, E.step.length ? [["train", "#1f6feb"], ["test", "#e16f24"]] : [["train", "#1f6feb"]]);
   }
-  f = frame("rate", T.step, T.samples_per_s, {});
+  f = frame("rate", T.step, T.samples_per_s, {ymin: 0});
   if (f) line(f, T.step, T.samples_per_s, "#8250df");
   f = frame("gpu", T.step, T.gpu_util, {ymin: 0, ymax: 100, empty: "no GPU figures (a CPU run, or NVML not available)"});
   if (f) line(f, T.step, T.gpu_util, "#1a7f37");

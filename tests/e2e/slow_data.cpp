@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
     dtrain::Config cfg = dtrain::Config::from_string(R"(
 run: {name: slow_data, log_every: 5, timeout_s: 300}
-model: {name: mlp, hidden: [512, 512]}
-data: {format: synthetic, synthetic_task: classification, synthetic_size: 4096,
-       synthetic_test_size: 0, synthetic_features: 256, synthetic_classes: 4, workers: 1,
+model: {name: mlp, hidden: [256]}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: 8192,
+       synthetic_test_size: 0, synthetic_features: 128, synthetic_classes: 4, workers: 1,
        prefetch: 4}
 train: {epochs: 1, max_steps: 24, global_batch: 256, optimizer: sgd, lr: 0.05}
 )", "slow_data", overrides);

@@ -94,10 +94,10 @@ EOF
 echo "ok: report.txt, report.html and the timeline of a 2-rank run"
 
 # A loader slowed on purpose is data-bound; the same run with a fast loader is not.
-run 300 slowed "$mpiexec" "${mpi_flags[@]}" -np 2 "$slow" 40 run.dir="$tmp/slow"
+run 300 slowed "$mpiexec" "${mpi_flags[@]}" -np 2 "$slow" 50 run.dir="$tmp/slow"
 [[ $rc == 0 ]] || { show slowed; fail "the slowed run exited with $rc"; }
 grep -qE "^  data-bound: [0-9]+% of step time waiting for data" "$tmp/slowed.out" ||
-  { show slowed; fail "a loader slowed to 40 ms per batch was not reported data-bound"; }
+  { show slowed; fail "a loader slowed to 50 ms per batch was not reported data-bound"; }
 grep -q "fix: raise data.workers from 1" "$tmp/slowed.out" || { show slowed; fail "the fix does not name data.workers"; }
 grep -q "data-bound" "$tmp/slow/slow_data/report.txt" || fail "report.txt lacks the data-bound finding"
 echo "ok: $(grep -E '^  data-bound' "$tmp/slowed.out")"
