@@ -1,7 +1,8 @@
 // For tests/e2e/test_report.sh: a run whose training data takes DELAY_MS milliseconds per batch
 // (a Dataset of the public API that sleeps in get()), with enough compute per step that a loader
 // without delay keeps up. The report's diagnosis must call the slow run data-bound and name
-// data.workers, and must not call the fast one data-bound.
+// data.workers, and must not call the fast one data-bound. CPU ranks on any machine: the step's
+// compute must be slow enough for a loader without delay to keep up.
 //
 //   mpirun -np 2 dtrain_e2e_slow_data DELAY_MS [section.key=value ...]
 #include <chrono>
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> overrides(argv + 2, argv + argc);
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
     dtrain::Config cfg = dtrain::Config::from_string(R"(
-run: {name: slow_data, log_every: 5, timeout_s: 300}
+run: {name: slow_data, log_every: 5, timeout_s: 300, device: cpu}
 model: {name: mlp, hidden: [256]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 8192,
        synthetic_test_size: 0, synthetic_features: 128, synthetic_classes: 4, workers: 1,
