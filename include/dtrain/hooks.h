@@ -51,6 +51,9 @@ struct RunInfo {
   double flops_per_sample_llmc = 0;  // the same by llm.c's count (GPT only; else 0)
   double peak_flops = 0;
   std::string device_name;  // "NVIDIA H200", or "cpu"
+  // The CPU control plane, for hooks that gather from every rank (a collective: every rank's
+  // hook must call it alike); null outside a Trainer.
+  Communicator* control = nullptr;
 };
 
 // The training state a save writes, given to on_save() on every rank at the same step.

@@ -26,14 +26,17 @@ struct EvalResult {
   int64_t count = 0;      // samples evaluated over all ranks
 };
 
-// One gradient bucket of the last synchronized step: when it was ready and when its all-reduce
-// was handed to the communicator, in seconds since that step's first backward began (host
-// clock, this rank).
+// One gradient bucket of the last synchronized step: when it was ready, when its all-reduce
+// was handed to the communicator, and when the wait for that all-reduce returned after backward,
+// in seconds since that step's synchronized backward began (host clock, this rank). With MPI
+// the host blocks in that wait; with NCCL it does not (the training stream is made to wait), so
+// `done` then marks when the step could go on enqueueing work.
 struct BucketTiming {
   int bucket = 0;
   int64_t bytes = 0;
   double ready = 0;
   double launched = 0;
+  double done = 0;
 };
 
 // One GPU's figures from NVML (telemetry/gpu_monitor.h), sampled in the background while
@@ -78,8 +81,12 @@ struct StepRecord {
   std::optional<double> grad_norm;   // global 2-norm of the averaged gradients of this step
   DeviceMemory memory;               // this rank's GPU
   std::optional<GpuStats> gpu;       // this rank's GPU, NVML means over the window
-  // This rank's buckets of this step (gradient engine only; valid during on_step, else null).
+  // This rank's buckets of this step (gradient engine only; valid during on_step, else null),
+  // and when that step's synchronized backward began, their times' origin: seconds on this
+  // rank's std::chrono::steady_clock (its time_since_epoch), to line them up with a hook's own
+  // readings of that clock.
   const std::vector<BucketTiming>* buckets = nullptr;
+  double buckets_start = 0;
 };
 
 // After every evaluation (at the end of an epoch when train.eval is on).

@@ -170,6 +170,7 @@ void Reducer::finish(bool abandon) {
   if (next_bucket_ != buckets_.size()) throw Error("Reducer: buckets left unlaunched (internal error)");
   for (size_t b = 0; b < buckets_.size(); ++b) {
     works_[b]->wait();
+    timeline_[b].done = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     for (size_t i : buckets_[b]) {
       at::Tensor slot = flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel());
       at::Tensor& g = params_[i].mutable_grad();

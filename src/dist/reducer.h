@@ -52,6 +52,8 @@ class Reducer {
   // its backward ended.
   const std::vector<BucketTiming>& last_timeline() const { return timeline_; }
   double last_backward_end() const { return backward_end_; }
+  // When the last synchronized step's backward began: the origin of last_timeline()'s times.
+  std::chrono::steady_clock::time_point last_start() const { return step_start_; }
   int64_t rebuilds() const { return rebuilds_; }
 
  private:

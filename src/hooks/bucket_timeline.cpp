@@ -9,9 +9,10 @@
 namespace dtrain::detail {
 namespace {
 
-// The gradient engine's last synchronized step: when each bucket was ready and when it was
-// handed to the communicator, against the end of backward (ms since that step's first backward
-// began, host clock, rank 0).
+// The gradient engine's last synchronized step: when each bucket was ready, when it was handed
+// to the communicator and when the wait for it returned, against the end of backward (ms since
+// that step's synchronized backward began, host clock, rank 0). The report's diagnosis
+// (telemetry/diagnosis.h) turns the same numbers into the exposed waits and a fix.
 class BucketTimeline : public Hook {
  public:
   std::string name() const override { return "bucket timeline"; }
@@ -23,7 +24,7 @@ class BucketTimeline : public Hook {
                      "backward ended at " + ms(s.backward_end) + "):";
     for (const auto& b : s.buckets)
       tl += "\n  bucket " + std::to_string(b.bucket) + ": " + std::to_string(b.bytes / 1024) +
-            " KiB, ready " + ms(b.ready) + ", launched " + ms(b.launched) +
+            " KiB, ready " + ms(b.ready) + ", launched " + ms(b.launched) + ", done " + ms(b.done) +
             (b.launched < s.backward_end ? "  (during backward)" : "");
     log::detail(tl);
   }

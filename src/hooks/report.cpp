@@ -1,56 +1,184 @@
 // The end-of-run report on rank 0: steps, samples and rate; where rank 0's time went (data wait,
 // compute, communication not hidden behind backward, optimizer); peak GPU memory; recoveries
-// and skipped steps; an early stop; the final evaluation; the run directory.
+// and skipped steps; an early stop; the final evaluation; then the diagnosis in plain words
+// (telemetry/diagnosis.h: each finding with its numbers and the fix). With a run directory,
+// rank 0 also writes the same text to report.txt and the page report.html
+// (telemetry/report_html.h: the charts of the records that read the loss, the findings, the
+// run's facts). Every rank takes part in one gather of the host names at the start, so that the
+// slowest rank is named with its host.
+#include <algorithm>
+#include <ctime>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cuda/memory.h"
+#include "dtrain/comm.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "hooks/standard.h"
+#include "telemetry/diagnosis.h"
+#include "telemetry/report_html.h"
 #include "util/format.h"
+#include "util/fs.h"
 
 namespace dtrain::detail {
 namespace {
+
+std::string utc_time(double unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  char buf[40];
+  if (gmtime_r(&t, &tm) == nullptr || std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    return format("%.0f (Unix time)", unix_seconds);
+  return buf;
+}
 
 class Report : public Hook {
  public:
   std::string name() const override { return "report"; }
 
-  void on_start(const RunInfo& run, LoopControl&) override { run_ = run; }
+  void on_start(const RunInfo& run, LoopControl&) override {
+    run_ = run;
+    hosts_ = {process_host()};
+    if (run.control && run.world > 1) hosts_ = gather_strings(*run.control, process_host());
+  }
+
+  void on_step(const StepRecord& r, LoopControl&) override {
+    if (run_.rank != 0 || !r.loss) return;
+    ReportPoint p;
+    p.step = r.step, p.epoch = r.epoch, p.time = r.elapsed, p.loss = *r.loss;
+    p.samples_per_s = r.samples_per_s;
+    if (r.gpu && r.gpu->samples > 0) p.gpu_util = r.gpu->utilization;
+    p.phases = r.window_phases;
+    series_.add(p);
+  }
+
+  void on_eval(const EvalRecord& r, LoopControl&) override {
+    if (run_.rank != 0) return;
+    EvalPoint e;
+    e.step = r.step, e.epoch = r.epoch, e.loss = r.result.loss;
+    if (run_.data.num_classes > 0) e.accuracy = r.result.accuracy;
+    series_.add_eval(e);
+  }
 
   void on_end(TrainSummary& s) override {
-    const PhaseTimes& p = s.phases;
-    const double total = std::max(1e-9, p.total());
-    log::info(format("done: %lld steps, %lld samples in %.1f s (%.0f samples/s); rank 0 time: "
-                     "data %.1f%%, compute %.1f%%, communication %.1f%%, optimizer %.1f%%",
-                     static_cast<long long>(s.steps), static_cast<long long>(s.samples), s.seconds,
-                     s.seconds > 0 ? s.samples / s.seconds : 0.0, 100 * p.data / total,
-                     100 * p.compute / total, 100 * p.comm / total, 100 * p.optimizer / total));
-    if (run_.device.is_cuda())
-      log::info("peak GPU memory " + gib(memory_stats(run_.device).peak) +
-                " (allocated by tensors) on rank 0");
-    if (s.oom_retries > 0)
-      log::info("out-of-memory recoveries: " + std::to_string(s.oom_retries) +
-                "; micro-batch now " + std::to_string(s.micro_batch));
-    if (s.skipped_steps > 0)
-      log::info("fp16 steps skipped for non-finite gradients: " + std::to_string(s.skipped_steps));
-    if (s.stopped)
-      log::info("stopped after step " + std::to_string(s.steps) + " of " +
-                std::to_string(run_.total_steps) + ": a hook on rank " +
-                std::to_string(s.stopped_by) + " asked to stop");
-    if (s.eval.count > 0) {
-      if (run_.data.num_classes > 0)
-        log::info(format("final test accuracy: %.2f%% (loss %.4f, %lld samples)",
-                         100.0 * s.eval.accuracy, s.eval.loss, static_cast<long long>(s.eval.count)));
-      else
-        log::info(format("final test loss: %.6f (%lld samples)", s.eval.loss,
-                         static_cast<long long>(s.eval.count)));
-    }
+    if (run_.rank != 0) return;
+    const std::vector<std::string> lines = summary_lines(s);
+    for (const std::string& line : lines) log::info(line);
+    const std::vector<Finding> findings = diagnose(diagnosis_input(s));
+    const std::string diagnosis = diagnosis_text(findings);
     if (!run_.run_dir.empty()) log::detail("run directory: " + run_.run_dir);
+    log::info(diagnosis.substr(0, diagnosis.size() - 1));
+    if (run_.run_dir.empty()) return;
+    std::string text = "dtrain report: " + run_.config->run.name + "\n";
+    for (const std::string& line : lines) text += line + "\n";
+    text += "run directory: " + run_.run_dir + "\n";
+    write_file_atomic(join_path(run_.run_dir, "report.txt"), text + diagnosis);
+    const std::string title = "dtrain report: " + run_.config->run.name;
+    write_file_atomic(join_path(run_.run_dir, "report.html"),
+                      report_html(report_data(title, facts(s), findings, series_)));
+    log::detail("report: " + join_path(run_.run_dir, "report.txt") + ", report.html");
   }
 
  private:
+  std::vector<std::string> summary_lines(const TrainSummary& s) const {
+    std::vector<std::string> out;
+    const PhaseTimes& p = s.phases;
+    const double total = std::max(1e-9, p.total());
+    out.push_back(format("done: %lld steps, %lld samples in %.1f s (%.0f samples/s); rank 0 time: "
+                         "data %.1f%%, compute %.1f%%, communication %.1f%%, optimizer %.1f%%",
+                         static_cast<long long>(s.steps), static_cast<long long>(s.samples), s.seconds,
+                         s.seconds > 0 ? s.samples / s.seconds : 0.0, 100 * p.data / total,
+                         100 * p.compute / total, 100 * p.comm / total, 100 * p.optimizer / total));
+    if (run_.device.is_cuda())
+      out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0");
+    if (s.oom_retries > 0)
+      out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
+                    std::to_string(s.micro_batch));
+    if (s.skipped_steps > 0)
+      out.push_back("fp16 steps skipped for non-finite gradients: " + std::to_string(s.skipped_steps));
+    if (s.stopped)
+      out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
+                    std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +
+                    " asked to stop");
+    if (s.eval.count > 0) {
+      if (run_.data.num_classes > 0)
+        out.push_back(format("final test accuracy: %.2f%% (loss %.4f, %lld samples)", 100.0 * s.eval.accuracy,
+                             s.eval.loss, static_cast<long long>(s.eval.count)));
+      else
+        out.push_back(format("final test loss: %.6f (%lld samples)", s.eval.loss,
+                             static_cast<long long>(s.eval.count)));
+    }
+    return out;
+  }
+
+  DiagnosisInput diagnosis_input(const TrainSummary& s) const {
+    const Config& c = *run_.config;
+    DiagnosisInput in;
+    in.on_cuda = run_.device.is_cuda();
+    in.world = run_.world;
+    in.steps = s.steps - run_.resumed_step;  // this run's steps: the phase times are this run's
+    in.phases = s.phases;
+    in.rank_phases = s.rank_phases;
+    in.rank_hosts = hosts_;
+    in.workers = c.data.workers, in.prefetch = c.data.prefetch, in.pin_memory = c.data.pin_memory;
+    in.buckets = s.buckets, in.backward_end = s.backward_end;
+    in.bucket_cap_mb = c.dist.bucket_cap_mb, in.first_bucket_mb = c.dist.first_bucket_mb;
+    in.overlap = c.dist.overlap;
+    in.grad_dtype = to_string(c.dist.grad_dtype);
+    if (s.gpu && s.gpu->samples > 0) in.gpu_busy_percent = s.gpu->utilization;
+    in.step_mode = s.step_mode;
+    in.cuda_graph = to_string(c.train.cuda_graph);
+    in.parameters = run_.parameters;
+    in.first_micro_batch = run_.micro_batch, in.micro_batch = s.micro_batch;
+    in.rank_batch = c.resolved.rank_batch;
+    if (in.on_cuda) in.memory_peak = s.memory.peak, in.memory_total = memory_stats(run_.device).total;
+    in.oom_retries = s.oom_retries, in.skipped_steps = s.skipped_steps;
+    in.precision = to_string(c.train.precision);
+    return in;
+  }
+
+  Facts facts(const TrainSummary& s) const {
+    const Config& c = *run_.config;
+    const std::set<std::string> hosts(hosts_.begin(), hosts_.end());
+    std::string on;
+    for (const std::string& h : hosts) on += (on.empty() ? "" : ", ") + h;
+    Facts f;
+    f.push_back({"run", c.run.name + " (" + run_.run_dir + ")"});
+    f.push_back({"started", utc_time(s.wall_start)});
+    f.push_back({"world", std::to_string(run_.world) + " rank(s) on " + on});
+    f.push_back({"device", run_.device_name.empty() ? run_.device.str() : run_.device_name});
+    f.push_back({"model", c.model.name + ", " + std::to_string(run_.parameters) + " parameters"});
+    f.push_back({"data", std::to_string(run_.train_samples) + " training samples" +
+                             (run_.test_samples > 0 ? ", " + std::to_string(run_.test_samples) + " test" : "")});
+    f.push_back({"global batch", std::to_string(c.train.global_batch) + " (" +
+                                     std::to_string(c.resolved.rank_batch) + " per rank, micro-batch " +
+                                     std::to_string(s.micro_batch) + ")"});
+    f.push_back({"precision", to_string(c.train.precision)});
+    f.push_back({"steps", std::to_string(s.steps) + " of " + std::to_string(run_.total_steps) +
+                              (run_.resumed_step > 0 ? " (resumed at " + std::to_string(run_.resumed_step) + ")" : "")});
+    f.push_back({"training time", format("%.1f s, %.0f samples/s", s.seconds,
+                                         s.seconds > 0 ? s.samples / s.seconds : 0.0)});
+    const PhaseTimes& p = s.phases;
+    const double total = std::max(1e-9, p.total());
+    f.push_back({"time split (rank 0)", format("data %.1f%%, compute %.1f%%, comm %.1f%%, optimizer %.1f%%",
+                                               100 * p.data / total, 100 * p.compute / total,
+                                               100 * p.comm / total, 100 * p.optimizer / total)});
+    f.push_back({"step mode", s.step_mode.empty() ? std::string("eager") : s.step_mode});
+    if (run_.device.is_cuda()) f.push_back({"peak GPU memory", gib(s.memory.peak) + " on rank 0"});
+    if (s.eval.count > 0)
+      f.push_back({"final test", run_.data.num_classes > 0
+                                     ? format("accuracy %.2f%%, loss %.4f", 100.0 * s.eval.accuracy, s.eval.loss)
+                                     : format("loss %.6f", s.eval.loss)});
+    return f;
+  }
+
   RunInfo run_;
+  std::vector<std::string> hosts_;
+  ReportSeries series_;
 };
 
 }  // namespace

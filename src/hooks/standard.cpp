@@ -11,6 +11,7 @@ std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg, Model& mode
   if (cfg.run.tensorboard) hooks.push_back(make_tensorboard());
   hooks.push_back(make_progress());
   hooks.push_back(make_bucket_timeline());
+  if (cfg.run.timeline) hooks.push_back(make_timeline());
   hooks.push_back(make_report());
   hooks.push_back(make_model_file(model));
   return hooks;

@@ -71,7 +71,11 @@ StepTelemetry::StepTelemetry(const StepContext& ctx, const Config& cfg)
 void StepTelemetry::fill_step(StepRecord& rec) const {
   rec.wall_time = unix_now();
   rec.elapsed = seconds_since(start_);
-  if (ctx_.reducer) rec.buckets = &ctx_.reducer->last_timeline();
+  if (ctx_.reducer) {
+    rec.buckets = &ctx_.reducer->last_timeline();
+    rec.buckets_start =
+        std::chrono::duration<double>(ctx_.reducer->last_start().time_since_epoch()).count();
+  }
 }
 
 void StepTelemetry::fill_window(StepRecord& rec) {

@@ -186,6 +186,7 @@ TrainSummary Trainer::fit() {
     info.resumed_from = from->path, info.resumed_step = start.step;
     info.resumed_samples = start.samples;
   }
+  info.control = &m.control;
   detail::describe_throughput(info, *m.model, m.cfg);
   detail::StepTelemetry telemetry(m.ctx, m.cfg);
   LoopControl control;

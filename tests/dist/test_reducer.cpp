@@ -106,6 +106,15 @@ TEST(Reducer, OverlapLaunchesBucketsBeforeBackwardEnds) {
     // The first bucket (last layer) went out while backward was still running.
     EXPECT_LT(tl.front().launched, reducer.last_backward_end());
     for (size_t b = 1; b < tl.size(); ++b) EXPECT_GE(tl[b].launched, tl[b - 1].launched);
+    // Each wait returns after its launch and after backward (the waits run once it has ended),
+    // in plan order.
+    for (size_t b = 0; b < tl.size(); ++b) {
+      EXPECT_GE(tl[b].done, tl[b].launched);
+      EXPECT_GE(tl[b].done, reducer.last_backward_end());
+      if (b > 0) EXPECT_GE(tl[b].done, tl[b - 1].done);
+    }
+    // The origin is when prepare() ran: before now, after the step began.
+    EXPECT_LE(reducer.last_start(), std::chrono::steady_clock::now());
   }
 }
 
