@@ -6,12 +6,17 @@ is_causal), vocabulary 50304, B=16, T=1024, bf16 autocast, fused AdamW (lr 6e-4,
 0.1), random tokens already on the GPU. Warms up, times `--steps` steps between CUDA events, and
 prints one JSON line:
 
-  {"case": "gpt2", "mode": "eager"|"compile", "tokens_per_s": ..., "ms_per_step": ...,
+  {"case": "gpt2", "mode": "eager"|"compile"|..., "tokens_per_s": ..., "ms_per_step": ...,
    "mfu": ..., "peak_mem_gb": ..., ...}
 
 MFU counts 6 * N flops per token for the weights (N excludes the position embedding, as
 nanoGPT does) plus 12 * n_layer * n_embd * T for attention, against the H200's dense bf16 peak
 of 989.5 TFLOP/s.
+
+The loss is computed inside the model's forward, under autocast, as nanoGPT writes it; with
+`--compile` the whole module that returns the loss is compiled (logits and cross-entropy inside
+the compiled region): the strongest PyTorch a user would write. `--loss-outside` keeps the older
+variant (the model returns logits, the loss is taken on `logits.float()` outside), as an extra row.
 
   python3 bench/torch_gpt2.py             # eager
   python3 bench/torch_gpt2.py --compile   # torch.compile
@@ -100,19 +105,24 @@ class GPT(nn.Module):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx):
+    def forward(self, idx, targets=None):
         B, T = idx.size()
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)
-        return self.lm_head(self.ln_f(x))  # (B, T, V)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--loss-outside", action="store_true",
+                    help="the model returns logits; the loss is taken on logits.float() outside")
     ap.add_argument("--fp32", action="store_true", help="no autocast: float32 (TF32 matmuls)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
@@ -148,8 +158,12 @@ def main():
 
     def step():
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=not args.fp32):
-            logits = step_model(x)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
+            if args.loss_outside:
+                logits = step_model(x)
+            else:
+                loss = step_model(x, y)
+        if args.loss_outside:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -159,12 +173,16 @@ def main():
     tokens = args.batch * args.seq * args.steps
     tokens_per_s = tokens / elapsed
     flops_per_token = 6 * n_flop_params + 12 * args.n_layer * args.n_embd * args.seq
+    # llm.c's count: 6 flops per weight (all of them) and 6 * L * C * T for attention.
+    flops_per_token_llmc = 6 * n_params + 6 * args.n_layer * args.n_embd * args.seq
     result = {
         "case": "gpt2",
-        "mode": ("compile" if args.compile else "eager") + ("_fp32" if args.fp32 else ""),
+        "mode": ("compile" if args.compile else "eager") + ("_fp32" if args.fp32 else "")
+                + ("_loss_outside" if args.loss_outside else ""),
         "tokens_per_s": round(tokens_per_s, 1),
         "ms_per_step": round(1e3 * elapsed / args.steps, 3),
         "mfu": round(flops_per_token * tokens_per_s / H200_BF16_DENSE_FLOPS, 4),
+        "mfu_llmc": round(flops_per_token_llmc * tokens_per_s / H200_BF16_DENSE_FLOPS, 4),
         "peak_mem_gb": peak_mem_gb(dev),
         "params": n_params,
         "batch": args.batch, "seq": args.seq, "steps": args.steps, "warmup_s": round(warmup_s, 2),

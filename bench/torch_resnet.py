@@ -3,14 +3,16 @@
 
 torchvision's ResNet-50 (or --arch resnet18), batch 128 of random 3x224x224 images and labels
 already on the GPU, bf16 autocast (--fp32: none), channels-last, SGD with momentum 0.9 (lr 0.05,
-weight decay 1e-4), cuDNN autotuning on as a user would set it. Warms up, times `--steps` steps
+weight decay 1e-4), cuDNN autotuning on as a user would set it; `--compile` wraps the model in
+`torch.compile`. Warms up, times `--steps` steps
 between CUDA events, and prints one JSON line:
 
-  {"case": "resnet50", "precision": "bf16"|"fp32", "images_per_s": ..., "ms_per_step": ...,
+  {"case": "resnet50", "mode": "eager"|"compile", "precision": "bf16"|"fp32", "images_per_s": ..., "ms_per_step": ...,
    "peak_mem_gb": ..., ...}
 
   python3 bench/torch_resnet.py
   python3 bench/torch_resnet.py --fp32
+  python3 bench/torch_resnet.py --compile
   python3 bench/torch_resnet.py --arch resnet18
   python3 bench/torch_resnet.py --profile resnet.json   # and a trace of 5 more steps
 """
@@ -28,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--fp32", action="store_true", help="no autocast: float32 throughout")
     ap.add_argument("--no-channels-last", action="store_true", help="keep NCHW")
     ap.add_argument("--no-cudnn-benchmark", action="store_true")
@@ -50,12 +53,13 @@ def main():
     model = model.to(dev, memory_format=fmt)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    step_model = torch.compile(model) if args.compile else model
     x = torch.randn(args.batch, 3, args.size, args.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, args.classes, (args.batch,), device=dev)
 
     def step():
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=not args.fp32):
-            out = model(x)
+            out = step_model(x)
         loss = F.cross_entropy(out.float(), y)
         loss.backward()
         opt.step()
@@ -66,6 +70,7 @@ def main():
 
     result = {
         "case": args.arch,
+        "mode": "compile" if args.compile else "eager",
         "precision": "fp32" if args.fp32 else "bf16",
         "channels_last": not args.no_channels_last,
         "images_per_s": round(args.batch * args.steps / elapsed, 1),

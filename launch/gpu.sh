@@ -4,8 +4,8 @@
 #
 #   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/
 #   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
-#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile profile
-#                                     # (default: all but profile)
+#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile
+#                                     # resnet50compile profile (default: all but profile)
 #   bash launch/gpu.sh observe        # dtrain env, dtrain bench (GPT-2 sweep up to out of memory),
 #                                     # a ResNet-50 run with its report, TensorBoard read back
 #   bash launch/gpu.sh all            # build, test, bench
@@ -54,7 +54,7 @@ bench_one() {
 }
 
 bench() {
-  local cases=${*:-gpt2 resnet50 tiny cnn gpt2compile}
+  local cases=${*:-gpt2 resnet50 tiny cnn gpt2compile resnet50compile}
   : >"$OUT/bench.log"
   for c in $cases; do
     case $c in
@@ -68,7 +68,10 @@ bench() {
         bench_one dtrain_gpt2_fp32 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" train.precision=fp32 run.tf32=true run.name=gpt2_fp32
         bench_one torch_gpt2_fp32 $PY bench/torch_gpt2.py --fp32 ;;
       gpt2compile)  # separate: compilation takes a minute or more
-        bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile ;;
+        bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile
+        bench_one torch_gpt2_compile_outside $PY bench/torch_gpt2.py --compile --loss-outside ;;
+      resnet50compile)
+        bench_one torch_resnet50_compile $PY bench/torch_resnet.py --compile ;;
       resnet50)
         bench_one dtrain_resnet50 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs"
         bench_one dtrain_resnet50_eager $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs" train.cuda_graph=off run.name=resnet50_eager
