@@ -1,4 +1,5 @@
-// CUDA build: the loader's asynchronous host-to-device copies, each on its thread's own stream.
+// CUDA build: the loader's asynchronous host-to-device copies, each on its thread's own stream,
+// and the mark of the queued work the data wait is judged by.
 #include "cuda/streams.h"
 
 #include <ATen/cuda/CUDAEvent.h>
@@ -28,6 +29,17 @@ void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
   const auto current = c10::cuda::getCurrentCUDAStream(t.device().index());
   static_cast<at::cuda::CUDAEvent*>(ready.get())->block(current);
   t.record_stream(current);
+}
+
+void QueueMark::record(const at::Device& device) {
+  if (!device.is_cuda()) return;
+  if (!event_) event_ = std::make_shared<at::cuda::CUDAEvent>();
+  static_cast<at::cuda::CUDAEvent*>(event_.get())
+      ->record(c10::cuda::getCurrentCUDAStream(device.index()));
+}
+
+bool QueueMark::pending() const {
+  return event_ && !static_cast<at::cuda::CUDAEvent*>(event_.get())->query();
 }
 
 }  // namespace dtrain::detail

@@ -132,4 +132,10 @@ std::optional<GpuStats> GpuMonitor::run_mean() const {
   return impl_->sums->run_mean();
 }
 
+void GpuMonitor::start_steady() {
+  if (!active()) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->sums->start_steady();
+}
+
 }  // namespace dtrain::detail

@@ -33,8 +33,11 @@ class GpuMonitor {
   // when no sample was taken yet (the first sample is taken at construction). A window without
   // a new sample repeats the latest sample's figures with samples = 0.
   std::optional<GpuStats> take_window();
-  // Means over every sample since construction.
+  // Means over every sample since start_steady() (since construction before it, or when no
+  // sample came after it).
   std::optional<GpuStats> run_mean() const;
+  // Called once the run is past its start-up (GpuSampleSums::start_steady).
+  void start_steady();
 
  private:
   struct Impl;

@@ -4,7 +4,7 @@ namespace dtrain::detail {
 
 void GpuSampleSums::add(const NvmlReading& r) {
   if (!r.ok) return;
-  for (Sums* s : {&window_, &run_}) {
+  for (Sums* s : {&window_, &run_, &steady_}) {
     ++s->n;
     s->utilization += r.utilization;
     s->power_w += r.power_w;
@@ -39,7 +39,12 @@ std::optional<GpuStats> GpuSampleSums::take_window() {
 
 std::optional<GpuStats> GpuSampleSums::run_mean() const {
   if (!last_) return std::nullopt;
-  return stats(run_);
+  return stats(steady_started_ && steady_.n > 0 ? steady_ : run_);
+}
+
+void GpuSampleSums::start_steady() {
+  steady_ = Sums{};
+  steady_started_ = true;
 }
 
 }  // namespace dtrain::detail

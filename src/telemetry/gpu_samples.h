@@ -20,8 +20,11 @@ class GpuSampleSums {
   // The samples since the previous call. A window without a new sample gives the latest sample's
   // figures with samples = 0; empty before the first sample.
   std::optional<GpuStats> take_window();
-  // Every sample so far.
+  // Every sample since start_steady(), where at least one came after it; else every sample so far.
   std::optional<GpuStats> run_mean() const;
+  // The run's figures leave out what came before: start-up (cuDNN autotuning, CUDA graph capture,
+  // the first allocations) keeps the GPU idle or busy in ways the steady run is not.
+  void start_steady();
 
  private:
   struct Sums {
@@ -31,7 +34,8 @@ class GpuSampleSums {
   GpuStats stats(const Sums& s) const;
 
   int index_;
-  Sums window_, run_;
+  Sums window_, run_, steady_;
+  bool steady_started_ = false;
   std::optional<NvmlReading> last_;
 };
 

@@ -213,8 +213,8 @@ const char* const kScript = R"html(</script>
   }
   var note = "Points: the " + n + " training records that read the loss";
   if (D.stride > 1) note += " (every " + D.stride + "th of " + D.records + ", and the last)";
-  note += ". Phases are rank 0's host-clock seconds between records: data = waiting for the loader, " +
-          "compute = forward and backward, comm = gradient all-reduce not hidden behind backward, " +
+  note += ". Phases are rank 0's host-clock seconds between records: data = waiting for the loader " +
+          "while the GPU had nothing left to do, compute = forward and backward, comm = gradient all-reduce not hidden behind backward, " +
           "optimizer = clip and step.";
   document.getElementById("note").textContent = note;
 })();

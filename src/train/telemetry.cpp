@@ -94,7 +94,12 @@ void StepTelemetry::fill_window(StepRecord& rec) {
     const MemoryStats m = memory_stats(ctx_.device);
     rec.memory = {m.allocated, m.reserved, m.peak};
   }
-  if (gpu_) rec.gpu = gpu_->take_window();
+  if (gpu_) {
+    rec.gpu = gpu_->take_window();
+    // The run's GPU means start after the first window, which holds the start-up.
+    if (!gpu_steady_) gpu_->start_steady();
+    gpu_steady_ = true;
+  }
 }
 
 void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) const {

@@ -40,6 +40,7 @@ class StepTelemetry {
   double wall_start_ = 0;
   PhaseTimes window_start_;
   std::unique_ptr<GpuMonitor> gpu_;
+  bool gpu_steady_ = false;  // start_steady called
 };
 
 }  // namespace dtrain::detail

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cuda/memory.h"
+#include "cuda/streams.h"
 #include "dtrain/amp.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/error.h"
@@ -240,6 +241,7 @@ TrainSummary Trainer::fit() {
   };
 
   Loader loader(m.train, std::move(plan.batches), m.loader_options());
+  detail::QueueMark queued;  // the end of the last step's GPU work
   int64_t rate_steps = 0;
   auto window_start = Clock::now();
   double train_seconds = 0;
@@ -252,11 +254,13 @@ TrainSummary Trainer::fit() {
       m.watchdog.beat("waiting for data", m.step + 1);
       const auto t0 = Clock::now();
       std::optional<Batch> batch = loader.next();
-      m.phases.data += seconds_since(t0);
+      // Note [data wait]: a wait the GPU did not see (it still had queued steps) is compute.
+      (queued.pending() ? m.phases.compute : m.phases.data) += seconds_since(t0);
       if (!batch) throw Error("the loader ran out of batches (internal error)");
       m.hooks.on_step_begin(m.step);
       const double step_lr = lr.at(m.step);
       if (!graph.run(*batch, m.step, step_lr)) eager.run(*batch, m.step, step_lr);
+      queued.record(m.ctx.device);
       ++m.step;
       window.add_step();
       ++rate_steps;

@@ -75,6 +75,24 @@ TEST(GpuSampleSums, WindowsAreMeansSinceThePreviousTakeAndLevelsAreTheLastSample
   EXPECT_DOUBLE_EQ(run->sm_clock_mhz, 900);
 }
 
+TEST(GpuSampleSums, TheRunMeanLeavesOutTheStartUpOnceASteadySampleCame) {
+  GpuSampleSums s(0);
+  s.add(reading(2, 80, 1, 1000));  // start-up: the GPU mostly idle
+  s.add(reading(4, 90, 1, 1000));
+  s.start_steady();
+  // No sample since start_steady: every sample so far, rather than nothing.
+  ASSERT_TRUE(s.run_mean());
+  EXPECT_EQ(s.run_mean()->samples, 2);
+  EXPECT_DOUBLE_EQ(s.run_mean()->utilization, 3);
+  s.add(reading(96, 600, 5, 1900));
+  s.add(reading(100, 700, 5, 1900));
+  const auto run = s.run_mean();
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->samples, 2);
+  EXPECT_DOUBLE_EQ(run->utilization, 98);
+  EXPECT_DOUBLE_EQ(run->power_w, 650);
+}
+
 TEST(Nvml, PciBusIdsOfCudaAndNvmlAreOneSpelling) {
   EXPECT_EQ(normalize_pci_bus_id("0000:19:00.0"), "0000:19:00.0");
   EXPECT_EQ(normalize_pci_bus_id("00000000:19:00.0"), "0000:19:00.0");

@@ -7,5 +7,7 @@ at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device&, std::
   return host;
 }
 void wait_ready(const std::shared_ptr<void>&, const at::Tensor&) {}
+void QueueMark::record(const at::Device&) {}
+bool QueueMark::pending() const { return false; }
 
 }  // namespace dtrain::detail
