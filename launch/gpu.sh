@@ -67,6 +67,10 @@ bench() {
         bench_one torch_gpt2_eager $PY bench/torch_gpt2.py
         bench_one dtrain_gpt2_fp32 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" train.precision=fp32 run.tf32=true run.name=gpt2_fp32
         bench_one torch_gpt2_fp32 $PY bench/torch_gpt2.py --fp32 ;;
+      gpt2reduce)  # the gradient engine on one rank, graph on, against the plain graph step
+        bench_one dtrain_gpt2 $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs"
+        bench_one dtrain_gpt2_reduce $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true run.name=gpt2_reduce
+        bench_one dtrain_gpt2_reduce_nooverlap $BIN bench/configs/gpt2.yaml run.dir="$OUT/runs" dist.reduce_single_rank=true dist.overlap=false run.name=gpt2_nooverlap ;;
       gpt2compile)  # separate: compilation takes a minute or more
         bench_one torch_gpt2_compile $PY bench/torch_gpt2.py --compile
         bench_one torch_gpt2_compile_outside $PY bench/torch_gpt2.py --compile --loss-outside ;;

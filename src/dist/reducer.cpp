@@ -43,10 +43,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   state_->reducer = this;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].requires_grad()) throw Error("Reducer: parameter '" + names_[i] + "' needs no gradient");
-    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    if (!acc) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
-    acc->add_post_hook(std::make_unique<Hook>(state_, i));
-    accumulators_.push_back(acc);  // autograd holds accumulators weakly
+    if (!params_[i].is_leaf()) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
   }
   // Until the first step shows the real order, expect gradients in reverse registration order
   // (the last layer's gradients are computed first).
@@ -86,7 +83,21 @@ void Reducer::build(const std::vector<size_t>& order) {
   }
 }
 
+void Reducer::attach_hooks() {
+  // Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when it
+  // was made, and the reducer keeps the nodes alive. Made here, at the first backward, they take
+  // the run's stream; made at construction (before a CUDA-graph run switches to its side stream)
+  // they would tie every backward to the legacy default stream, which a capture refuses.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    if (!acc) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
+    acc->add_post_hook(std::make_unique<Hook>(state_, i));
+    accumulators_.push_back(acc);  // autograd holds accumulators weakly
+  }
+}
+
 void Reducer::prepare(bool sync) {
+  if (accumulators_.empty()) attach_hooks();
   std::lock_guard<std::mutex> lock(mu_);
   sync_ = sync;
   if (!sync) return;

@@ -39,7 +39,8 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // Before each backward: `sync` is true for the last micro-batch of a step only.
+  // Before each backward: `sync` is true for the last micro-batch of a step only. The first call
+  // attaches the gradient hooks (Note [reducer in the graph]).
   void prepare(bool sync);
   // After the last backward of a step: launches what is left, waits, and leaves the averaged
   // gradient in every parameter's grad(). `abandon`: this rank failed during the step (out of
@@ -55,10 +56,20 @@ class Reducer {
   // When the last synchronized step's backward began: the origin of last_timeline()'s times.
   std::chrono::steady_clock::time_point last_start() const { return step_start_; }
   int64_t rebuilds() const { return rebuilds_; }
+  // Whether a step through this reducer can be captured in a CUDA graph (Note [reducer in the
+  // graph]): its collectives are NCCL's, on the GPU. MPI's run on the host.
+  bool capturable() const { return comm_.backend() == "nccl"; }
+  // Once the step is a graph, the hooks no longer run (a replay has no host side): the host-clock
+  // bucket timings of the captured step say nothing about the replays, so they are dropped.
+  void forget_timeline() {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeline_.clear();
+  }
 
  private:
   struct Hook;
   struct State;
+  void attach_hooks();  // at the first prepare()
   void on_ready(size_t param);
   void launch_ready_buckets();  // mu_ held
   void launch(size_t b);        // mu_ held

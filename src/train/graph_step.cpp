@@ -12,7 +12,10 @@ namespace dtrain::detail {
 GraphStep::GraphStep(StepContext& ctx, EagerStep& eager, const MicroBatch& micro, GraphMode mode,
                      int64_t rank_batch)
     : ctx_(ctx), eager_(eager), micro_(micro), mode_(mode), rank_batch_(rank_batch) {
-  const std::string why = blocker();
+  std::string why = mode_ == GraphMode::kOff ? "" : blocker();
+  // Every rank uses graphs or none does (their collectives must match; Note [reducer in the graph]).
+  if (mode_ != GraphMode::kOff && ctx_.world > 1 && !all_ranks(why.empty()) && why.empty())
+    why = "another rank cannot capture it";
   if (mode_ == GraphMode::kOn && !why.empty())
     throw Error("cannot capture the training step in a CUDA graph: " + why, "train.cuda_graph");
   wanted_ = mode_ != GraphMode::kOff && why.empty();
@@ -25,8 +28,9 @@ std::string GraphStep::blocker() const {
   if (!ctx_.device.is_cuda()) return "this rank computes on the CPU";
   if (!cuda_graphs_available())
     return "this build of dtrain cannot capture CUDA graphs (needs CUDA and LibTorch 2.x)";
-  if (ctx_.reducer)
-    return "gradients are averaged over ranks by the gradient engine, which runs outside graphs";
+  if (ctx_.reducer && !ctx_.reducer->capturable())
+    return "gradients are averaged by the gradient engine over MPI, on the host (dist.backend: "
+           "nccl captures it)";
   if (ctx_.scaler)
     return "the loss scaler (fp16, or train.skip_nonfinite) decides on the host whether to skip "
            "a step";
@@ -58,6 +62,7 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
   empty_cache(ctx_.device);
   auto graph = std::make_unique<StepGraph>(ctx_.device);
   const int64_t micro = micro_.size();
+  std::string failure;
   try {
     graph->capture([&] {
       static_loss_sum_.zero_();
@@ -65,21 +70,37 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
       eager_.update(static_loss_sum_, lr, step);
     });
   } catch (const std::exception& e) {
+    failure = first_line(e.what());
+  }
+  // Note [reducer in the graph]: every rank replays the same collectives, or none does.
+  if (ctx_.world > 1 && !all_ranks(failure.empty()) && failure.empty())
+    failure = "another rank's capture failed";
+  if (!failure.empty()) {
+    graph.reset();
     clear_gradients(ctx_);
     if (mode_ == GraphMode::kOn)
-      throw Error("capturing the training step in a CUDA graph failed: " + first_line(e.what()),
+      throw Error("capturing the training step in a CUDA graph failed: " + failure,
                   "train.cuda_graph");
-    log::warn("the training step could not be captured in a CUDA graph (" + first_line(e.what()) +
+    log::warn("the training step could not be captured in a CUDA graph (" + failure +
               "); training continues eagerly");
     wanted_ = false;
-    eager_story_ = "eager (CUDA graph capture failed: " + first_line(e.what()) + ")";
+    eager_story_ = "eager (CUDA graph capture failed: " + failure + ")";
     return false;
   }
+  if (ctx_.reducer) ctx_.reducer->forget_timeline();
   graph_ = std::move(graph);
   graph_step_ = step;
   log::detail("training step captured in a CUDA graph at step " + std::to_string(step) +
               "; every full batch from now on is one graph launch");
   return true;
+}
+
+bool GraphStep::all_ranks(bool ok) const {
+  // One flag per rank over the control plane (MPI, host). After a capture, its NCCL calls have
+  // not run yet, so nothing is left half-done on any rank whichever way this goes.
+  at::Tensor failed = at::tensor({ok ? 0 : 1}, at::kInt);
+  ctx_.control->all_reduce(failed, ReduceOp::kSum);
+  return failed.item<int>() == 0;
 }
 
 void GraphStep::replay(const Batch& batch, double lr) {

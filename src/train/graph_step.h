@@ -1,9 +1,20 @@
-// The CUDA-graph step: after kWarmupSteps eager steps, the whole step (forward, backward,
-// clipping, the optimizer, the loss window) is captured once and every later full batch is two
-// input copies plus one graph launch. Decided when training starts: refused with several ranks
-// (the gradient engine runs outside graphs), with fp16 loss scaling (a host decision per step),
-// without a capturable optimizer, off the GPU, and with a fault injector; `on` turns a refusal
-// into an Error naming train.cuda_graph. A capture that fails falls back to eager steps (`auto`).
+// The CUDA-graph step: after kWarmupSteps eager steps, the whole step (forward, backward, the
+// gradient engine's bucketed NCCL all-reduce, clipping, the optimizer, the loss window) is
+// captured once and every later full batch is two input copies plus one graph launch. Decided
+// when training starts: refused with a gradient engine over MPI (host collectives), with fp16
+// loss scaling (a host decision per step), without a capturable optimizer, off the GPU, and with
+// a fault injector; `on` turns a refusal into an Error naming train.cuda_graph. A capture that
+// fails on any rank falls back to eager steps on every rank (`auto`).
+//
+// Note [reducer in the graph]: the gradient engine's hooks fire during the captured backward,
+// so the bucket copies, the event that orders the communication stream after them, each
+// ncclAllReduce and the copies back are all captured (NCCL supports stream capture since 2.9;
+// the communication stream joins the capture through the event it waits on). Replays run that
+// sequence with no host side at all. Every rank captures at the same step (warm-up is a fixed
+// number of full batches, and the batch per rank is the same), so the ranks' graphs hold the
+// same collectives in the same order; a capture that fails on one rank is agreed on over the
+// control plane before anyone replays. The bucket plan is re-made after the first step, during
+// warm-up, so the graph holds the final buckets.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +59,8 @@ class GraphStep {
  private:
   std::string blocker() const;  // why graphs cannot be used ("" = they can)
   bool capture(const Batch& batch, int64_t step, double lr);
+  // With several ranks: whether `ok` holds on every rank (a collective: all ranks call it).
+  bool all_ranks(bool ok) const;
   void replay(const Batch& batch, double lr);
 
   StepContext& ctx_;

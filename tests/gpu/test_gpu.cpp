@@ -175,6 +175,28 @@ TEST(Gpu, TrainingThroughNcclGradientEngineMatchesCpu) {
   EXPECT_LT(max_rel(gpu, cpu), 1e-4);
 }
 
+TEST(Gpu, CudaGraphWithTheNcclGradientEngineMatchesEager) {
+  // Note [reducer in the graph]: the bucket copies and every bucket's NCCL all-reduce captured
+  // in the step's graph give the parameters of eager steps through the same engine.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
+  const std::vector<std::string> o = {"dist.reduce_single_rank=true", "dist.bucket_cap_mb=0.002",
+                                      "dist.first_bucket_mb=0.001", "train.micro_batch=16",
+                                      "train.weight_decay=0.1", "train.clip_grad_norm=0.5"};
+  std::vector<std::string> on = o, off = o;
+  on.push_back("train.cuda_graph=on");
+  off.push_back("train.cuda_graph=off");
+  TrainRun graph = train(kMlp, on, kGpu, nccl.get());
+  TrainRun eager = train(kMlp, off, kGpu, nccl.get());
+  EXPECT_EQ(graph.summary.step_mode.rfind("CUDA graph", 0), 0u) << graph.summary.step_mode;
+  EXPECT_EQ(eager.summary.step_mode, "eager");
+  TrainRun init = train(kMlp, {"train.max_steps=1", "train.lr=1e-12", "train.cuda_graph=off"}, kGpu);
+  ASSERT_GT(max_rel(eager, init), 1e-2);
+  EXPECT_LT(max_rel(graph, eager), 1e-5);
+  EXPECT_NEAR(graph.summary.last_loss, eager.summary.last_loss,
+              1e-5 * std::max(1.0, std::fabs(eager.summary.last_loss)));
+}
+
 TEST(Gpu, Bf16TrainsCloseToFp32) {
   TrainRun fp32 = train(kMlp, {}, kGpu);
   TrainRun bf16 = train(kMlp, {"train.precision=bf16"}, kGpu);
@@ -233,8 +255,10 @@ train: {epochs: 1, max_steps: 3, global_batch: 16384, optimizer: sgd, lr: 0.01, 
   std::printf("uncapped peak %.2f GiB; capping the allocator at %.4f of %.1f GiB\n",
               stats.peak / 1073741824.0, fraction, stats.total / 1073741824.0);
   detail::empty_cache(kGpu);
+  struct Uncap {  // the cap must not outlive this test, whatever happens in it
+    ~Uncap() { detail::set_memory_fraction(kGpu, 1.0); }
+  } uncap;
   TrainRun capped = train(big, {"run.gpu_memory_fraction=" + std::to_string(fraction)}, kGpu);
-  detail::set_memory_fraction(kGpu, 1.0);
   EXPECT_GE(capped.summary.oom_retries, 1);
   EXPECT_LT(capped.summary.micro_batch, free_run.summary.micro_batch);
   EXPECT_LT(max_rel(capped, free_run), 1e-4);
