@@ -117,9 +117,9 @@ observe() {
   $BIN env >"$o/env.txt" 2>&1; echo "env exit $?" >>"$o/env.txt"
   mpirun -np 2 $BIN env >"$o/env_np2.txt" 2>&1; echo "env exit $?" >>"$o/env_np2.txt"
   rm -f "$o"/bench-gpt2.*
-  timeout 240 $BIN bench bench/configs/gpt2.yaml --micro-batches 8,16,32,64,128 --warmup-steps 5 --steps 15 \
+  timeout 240 $BIN bench bench/configs/gpt2.yaml --micro-batches 8,16,32,64,128,512 --warmup-steps 5 --steps 15 \
     data.synthetic_size=4096 --out "$o/bench-gpt2" >"$o/bench-gpt2.txt" 2>&1; echo "bench exit $?" >>"$o/bench-gpt2.txt"
-  timeout 200 $BIN bench/configs/resnet50.yaml run.dir="$o/runs" run.name=resnet50 train.max_steps=150 \
+  timeout 200 $BIN bench/configs/resnet50.yaml run.dir="$o/runs" run.name=resnet50 train.epochs=15 \
     run.log_every=10 run.timeline=true >"$o/resnet50.txt" 2>&1; echo "resnet50 exit $?" >>"$o/resnet50.txt"
   timeout 200 $BIN bench/configs/gpt2.yaml run.dir="$o/runs" run.name=gpt2 train.max_steps=60 train.epochs=2 \
     run.log_every=10 >"$o/gpt2.txt" 2>&1; echo "gpt2 exit $?" >>"$o/gpt2.txt"
@@ -130,7 +130,9 @@ observe() {
 
 # Everything but results.md and the profiles in one archive (the device runner returns few files).
 pack() {
+  # Run directories hold weights, checkpoints and traces (gigabytes): only their text comes back.
   (cd "$OUT" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude='*.json' --exclude='*.json.gz' \
+     --exclude='*.pt' --exclude='checkpoint*' --exclude='*.tfevents*' \
      --exclude=results.md --exclude='profile_*.md' . 2>/dev/null)
 }
 

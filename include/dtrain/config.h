@@ -33,6 +33,7 @@ enum class GraphMode { kAuto, kOn, kOff };                          // train.cud
 enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
 enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
+enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
 
 const char* to_string(DeviceKind v);
 const char* to_string(DataFormat v);
@@ -45,6 +46,7 @@ const char* to_string(GraphMode v);
 const char* to_string(Backend v);
 const char* to_string(GradDtype v);
 const char* to_string(ProgressMode v);
+const char* to_string(Attention v);
 
 struct RunConfig {
   std::string name = "run";
@@ -82,6 +84,12 @@ struct ModelConfig {
   int64_t n_embd = 768;
   int64_t vocab_size = 50304;
   int64_t seq_len = 1024;
+  // gpt on CUDA: each residual add and the LayerNorm after it in one kernel (Note [fused residual
+  // LayerNorm]); false = LibTorch's separate ops (the same values; for comparisons)
+  bool fused_norm = true;
+  // gpt on CUDA: the scaled-dot-product-attention kernel (LibTorch's backends); auto = LibTorch's
+  // choice. Any other keeps the math kernel as the fallback for shapes the backend cannot take.
+  Attention attention = Attention::kAuto;
   // a state_dict file (torch.save in Python, or a run's model.pt) loaded into the model before
   // training; "" = the model's own initialization
   std::string init_weights;
@@ -109,6 +117,8 @@ struct DataConfig {
   int64_t synthetic_features = 10;
   int64_t synthetic_classes = 10;
   double synthetic_noise = 0.01;
+  // images: pixels held as uint8 0..255 and standardized on the device (Note [uint8 pixels])
+  bool synthetic_uint8 = false;
   // images: one sample's shape, e.g. {3, 224, 224}; tokens: {sequence length}
   std::vector<int64_t> synthetic_shape = {};
 };

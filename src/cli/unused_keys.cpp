@@ -25,7 +25,8 @@ std::vector<std::string> unused_keys(const Config& cfg) {
     const std::string why = "model.name is " + model;
     check("model.hidden", model == "mlp", why);
     for (const char* k : {"model.channels", "model.fc"}) check(k, model == "cnn", why);
-    for (const char* k : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len"})
+    for (const char* k : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",
+                        "model.fused_norm", "model.attention"})
       check(k, model == "gpt", why);
     check("model.dropout", model == "mlp" || model == "cnn" || model == "gpt", why);
   }
@@ -35,7 +36,7 @@ std::vector<std::string> unused_keys(const Config& cfg) {
     check(k, idx, "data.format is synthetic");
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
-                        "data.synthetic_classes", "data.synthetic_noise"})
+                        "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})
     check(k, !idx, "data.format is idx");
   const OptimizerKind opt = cfg.train.optimizer;
   check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));

@@ -35,6 +35,8 @@ DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kO
 DTRAIN_CHOICE_NAMES(Backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"mpi", Backend::kMpi}})
 DTRAIN_CHOICE_NAMES(GradDtype, {{"fp32", GradDtype::kFp32}, {"bf16", GradDtype::kBf16}})
 DTRAIN_CHOICE_NAMES(ProgressMode, {{"auto", ProgressMode::kAuto}, {"live", ProgressMode::kLive}, {"lines", ProgressMode::kLines}, {"off", ProgressMode::kOff}})
+DTRAIN_CHOICE_NAMES(Attention, {{"auto", Attention::kAuto}, {"flash", Attention::kFlash}, {"cudnn", Attention::kCudnn},
+                                {"efficient", Attention::kEfficient}, {"math", Attention::kMath}})
 #undef DTRAIN_CHOICE_NAMES
 
 template <class E>
@@ -139,6 +141,8 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)));
     s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)));
     s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
+    s.push_back(choice("model.attention", &C::model, &ModelConfig::attention, "gpt on CUDA: the attention kernel (LibTorch's scaled-dot-product backends; auto = LibTorch's choice; the others fall back to math where they cannot run)"));
+    s.push_back(field("model.fused_norm", &C::model, &ModelConfig::fused_norm, "gpt on CUDA: each residual add and the LayerNorm after it in one fused kernel; false = LibTorch's separate ops (same values)"));
     s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
     s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
@@ -160,6 +164,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.synthetic_features", &C::data, &DataConfig::synthetic_features, "synthetic: input features", at_least(1)));
     s.push_back(field("data.synthetic_classes", &C::data, &DataConfig::synthetic_classes, "synthetic: classes (classification)", at_least(2)));
     s.push_back(field("data.synthetic_noise", &C::data, &DataConfig::synthetic_noise, "synthetic: noise on regression targets", non_negative()));
+    s.push_back(field("data.synthetic_uint8", &C::data, &DataConfig::synthetic_uint8, "synthetic images: hold pixels as uint8 0..255, standardized on the device (a quarter of the host memory and of the copy to the GPU)"));
     // train
     s.push_back(field("train.epochs", &C::train, &TrainConfig::epochs, "passes over the training set", at_least(1)));
     s.push_back(field("train.max_steps", &C::train, &TrainConfig::max_steps, "stop after this many optimizer steps (0 = no limit)", at_least(0)));
@@ -242,6 +247,7 @@ const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }
 const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
+const char* to_string(Attention v) { return config::name_of(v); }
 const char* to_string(ProgressMode v) { return config::name_of(v); }
 
 }  // namespace dtrain

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <sstream>
 #include <utility>
 
@@ -83,22 +84,31 @@ Splits classification(const DataConfig& cfg, int64_t seed, at::Generator& gen,
 }
 
 // Random images: inputs (N, C, H, W) standard normal, labels uniform in [0, classes). Nothing to
-// learn; for measuring throughput of image models without a dataset on disk.
+// learn; for measuring throughput of image models without a dataset on disk. With
+// data.synthetic_uint8 the pixels are uniform in 0..255 instead, standardized on the device
+// (Note [uint8 pixels]) with the uniform distribution's mean 1/2 and std 1/sqrt(12) (of 1).
 Splits images(const DataConfig& cfg, int64_t seed, at::Generator& gen, at::Generator& test_gen) {
   const auto& shape = sample_shape(cfg, 3, "images", "[C, H, W]");
   const int64_t c = cfg.synthetic_classes;
+  const bool bytes = cfg.synthetic_uint8;
   auto make = [&](int64_t n, at::Generator& g) {
     std::vector<int64_t> dims = {n};
     dims.insert(dims.end(), shape.begin(), shape.end());
-    at::Tensor x = at::randn(dims, g, at::TensorOptions().dtype(at::kFloat));      // (N, C, H, W)
+    at::Tensor x = bytes ? at::randint(0, 256, dims, g, at::TensorOptions().dtype(at::kByte))
+                         : at::randn(dims, g, at::TensorOptions().dtype(at::kFloat));  // (N, C, H, W)
     at::Tensor y = at::randint(0, c, {n}, g, at::TensorOptions().dtype(at::kLong));  // (N,)
     return Samples(x, y);
   };
   DataSpec spec;
   spec.input_shape = shape;
   spec.num_classes = c;
+  if (bytes) {
+    spec.pixel_mean.assign(static_cast<size_t>(shape[0]), 0.5);
+    spec.pixel_std.assign(static_cast<size_t>(shape[0]), 1.0 / std::sqrt(12.0));
+  }
   std::ostringstream d;
-  d << "synthetic images (" << shape_str(shape) << ", " << c << " classes, seed " << seed << ")";
+  d << "synthetic images (" << shape_str(shape) << (bytes ? " uint8" : "") << ", " << c
+    << " classes, seed " << seed << ")";
   return build_splits(cfg, gen, test_gen, make, spec, d.str());
 }
 
@@ -144,7 +154,8 @@ void check_size(const DataConfig& cfg) {
       of = format("%.0f features", f);
       break;
     case SyntheticTask::kImages:
-      per_sample = shape * 4 + 8, keys += ", data.synthetic_shape", of = shape_str(cfg.synthetic_shape);
+      per_sample = shape * (cfg.synthetic_uint8 ? 1 : 4) + 8, keys += ", data.synthetic_shape",
+      of = shape_str(cfg.synthetic_shape);
       break;
     case SyntheticTask::kTokens:
       per_sample = (3 * shape + 1) * 8, keys += ", data.synthetic_shape",
@@ -170,6 +181,10 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
   Config::check_value("data.synthetic_shape", cfg.synthetic_shape);
   if (cfg.synthetic_task == SyntheticTask::kImages) sample_shape(cfg, 3, "images", "[C, H, W]");
   if (cfg.synthetic_task == SyntheticTask::kTokens) sample_shape(cfg, 1, "tokens", "[sequence length]");
+  if (cfg.synthetic_uint8 && cfg.synthetic_task != SyntheticTask::kImages)
+    throw Error(std::string("is for data.synthetic_task images, but the task is ") +
+                    to_string(cfg.synthetic_task),
+                "data.synthetic_uint8");
   check_size(cfg);
   if (cfg.num_classes > 0 && (cfg.synthetic_task == SyntheticTask::kRegression ||
                               cfg.num_classes != cfg.synthetic_classes))

@@ -16,10 +16,14 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
+#include "cuda/fused_norm.h"
 #include "dtrain/config.h"
 #include "util/torch_compat.h"
 #include "dtrain/error.h"
+#include "dtrain/log.h"
 #include "dtrain/models.h"
 
 namespace dtrain {
@@ -109,7 +113,8 @@ class Mlp : public torch::nn::Module {
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };
 
-// x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+// x + attn(ln_1(x)), then x + mlp(ln_2(x)); Gpt::forward runs the pieces so that each residual
+// add is fused with the LayerNorm after it (add_norm).
 class Block : public torch::nn::Module {
  public:
   Block(int64_t n_embd, int64_t n_head, double dropout, double proj_std) {
@@ -119,11 +124,10 @@ class Block : public torch::nn::Module {
     ln_2_ = register_module("ln_2", make_layer_norm(n_embd));
     mlp_ = register_module("mlp", std::make_shared<Mlp>(n_embd, dropout, proj_std));
   }
-  at::Tensor forward(at::Tensor x) {  // (B, T, C)
-    x = x + attn_->forward(ln_1_->forward(x));
-    x = x + mlp_->forward(ln_2_->forward(x));
-    return x;
-  }
+  torch::nn::LayerNorm ln_1() const { return ln_1_; }
+  torch::nn::LayerNorm ln_2() const { return ln_2_; }
+  at::Tensor attn(const at::Tensor& x) { return attn_->forward(x); }
+  at::Tensor mlp(const at::Tensor& x) { return mlp_->forward(x); }
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
@@ -131,11 +135,21 @@ class Block : public torch::nn::Module {
   std::shared_ptr<Mlp> mlp_;
 };
 
+// (s, ln(s)) with s = x + r (x when r is undefined): one fused kernel on CUDA (Note [fused
+// residual LayerNorm]), LibTorch's add and layer_norm elsewhere.
+std::pair<at::Tensor, at::Tensor> add_norm(const at::Tensor& x, const at::Tensor& r,
+                                           torch::nn::LayerNorm ln, bool fused) {
+  if (fused && detail::fused_layer_norm_applies(x, r, ln->weight, ln->bias))
+    return detail::fused_residual_layer_norm(x, r, ln->weight, ln->bias, ln->options.eps());
+  at::Tensor s = r.defined() ? x + r : x;
+  return {s, ln->forward(s)};
+}
+
 class Gpt : public Model {
  public:
   Gpt(const ModelConfig& c, int64_t tokens)
       : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
-        width_(c.n_embd), tokens_(tokens) {
+        width_(c.n_embd), tokens_(tokens), fused_(c.fused_norm) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -167,9 +181,16 @@ class Gpt : public Model {
     const at::Tensor pos = at::arange(t, idx.options().dtype(at::kLong));  // (T,)
     at::Tensor x = wte_->forward(idx) + wpe_->forward(pos);                 // (B, T, C)
     if (dropout_ > 0) x = at::dropout(x, dropout_, is_training());
-    for (auto& block : blocks_) x = block->forward(x);
-    x = ln_f_->forward(x);
-    return at::linear(x, wte_->weight);  // (B, T, V), head tied to wte
+    // y: the normalized input of the next sub-layer; x: the residual stream.
+    at::Tensor y;
+    std::tie(x, y) = add_norm(x, at::Tensor(), blocks_.empty() ? ln_f_ : blocks_[0]->ln_1(), fused_);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      Block& block = *blocks_[i];
+      std::tie(x, y) = add_norm(x, block.attn(y), block.ln_2(), fused_);
+      std::tie(x, y) =
+          add_norm(x, block.mlp(y), i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_, fused_);
+    }
+    return at::linear(y, wte_->weight);  // (B, T, V), head tied to wte
   }
 
   double train_flops_per_sample() const override {
@@ -194,6 +215,7 @@ class Gpt : public Model {
   int64_t seq_len_;
   double dropout_;
   int64_t layers_, width_, tokens_;
+  bool fused_;  // model.fused_norm
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
@@ -222,6 +244,14 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
                     std::to_string(data.input_shape[0]) + " tokens",
                 "model.seq_len");
   }
+  const compat::SdpBackend sdp = c.attention == Attention::kFlash       ? compat::SdpBackend::kFlash
+                                 : c.attention == Attention::kCudnn     ? compat::SdpBackend::kCudnn
+                                 : c.attention == Attention::kEfficient ? compat::SdpBackend::kEfficient
+                                 : c.attention == Attention::kMath      ? compat::SdpBackend::kMath
+                                                                        : compat::SdpBackend::kAll;
+  if (!compat::set_sdp_backend(sdp))
+    log::warn(std::string("model.attention ") + to_string(c.attention) + " needs LibTorch 2.4 or later (this is " +
+              compat::libtorch_version() + "): LibTorch chooses the attention kernel");
   return std::make_shared<Gpt>(c, data.input_shape[0]);
 }
 

@@ -62,7 +62,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
       at::Tensor loss;
       {
         AutocastGuard autocast(ctx_.device, ctx_.precision);
-        at::Tensor out = ctx_.model->forward(inputs);
+        at::Tensor out = ctx_.model->forward(ctx_.pixels(inputs));
         // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
         // accumulated gradient is the mean over the rank's share of the global batch.
         loss = compute_loss(ctx_.loss, out, targets, /*sum=*/false) * (static_cast<double>(len) / n);

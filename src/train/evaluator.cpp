@@ -29,7 +29,7 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
   double predictions = 0;  // class predictions scored: samples, or tokens of sequence models
   while (auto b = loader.next()) {
     ctx.watchdog->beat("evaluation");
-    at::Tensor out = ctx.model->forward(b->inputs);
+    at::Tensor out = ctx.model->forward(ctx.pixels(b->inputs));
     loss_sum += compute_loss(ctx.loss, out, b->targets, /*sum=*/true).to(at::kDouble);
     if (classify) {
       // (N, C) logits score N samples; (N, T, V) logits of a sequence model score N * T tokens.

@@ -17,6 +17,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/records.h"
 #include "dtrain/trainer.h"
+#include "data/pixels.h"
 #include "dist/reducer.h"
 #include "runtime/watchdog.h"
 
@@ -40,6 +41,7 @@ struct StepContext {
   Precision precision = Precision::kFp32;
   double clip_grad_norm = 0;  // 0: off
   at::Device device = at::kCPU;
+  PixelNormalizer pixels;  // uint8 batches to the model's inputs (Note [uint8 pixels])
   int world = 1;
   Communicator* control = nullptr;  // Note [control and data planes]
   Watchdog* watchdog = nullptr;

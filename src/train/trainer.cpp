@@ -105,6 +105,11 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
               (precision == Precision::kFp16 ? " (loss scaling still applies)" : ""));
   detail::build_step_context(m.ctx, cfg, comm, control, m.train->size(),
                              m.test ? m.test->size() : -1);
+  if (m.test && (m.test->spec().pixel_mean != m.train->spec().pixel_mean ||
+                 m.test->spec().pixel_std != m.train->spec().pixel_std))
+    throw Error("the test split's pixel statistics differ from the training split's (" +
+                m.test->describe() + ", " + m.train->describe() + "); both are standardized alike");
+  m.ctx.pixels = detail::PixelNormalizer(m.train->spec(), device);
   for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
 }
 

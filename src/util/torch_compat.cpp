@@ -33,11 +33,34 @@ bool autocast_enabled(c10::DeviceType device) {
 #endif
 }
 
+at::ScalarType autocast_dtype(c10::DeviceType device) {
+#if DTRAIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
 void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
 #if DTRAIN_TORCH_AT_LEAST(2, 1)
   at::_foreach_mul_(tensors, factor);
 #else
   for (const auto& t : tensors) t.mul_(factor);
+#endif
+}
+
+bool set_sdp_backend(SdpBackend backend) {
+#if DTRAIN_TORCH_AT_LEAST(2, 4)
+  auto& ctx = at::globalContext();
+  const bool all = backend == SdpBackend::kAll;
+  ctx.setSDPUseFlash(all || backend == SdpBackend::kFlash);
+  ctx.setSDPUseCuDNN(all || backend == SdpBackend::kCudnn);
+  ctx.setSDPUseMemEfficient(all || backend == SdpBackend::kEfficient);
+  ctx.setSDPUseMath(true);
+  return true;
+#else
+  return backend == SdpBackend::kAll;
 #endif
 }
 

@@ -22,6 +22,8 @@ std::string libtorch_version();
 // 1.13: set_enabled + set_autocast_gpu_dtype (CUDA), set_cpu_enabled + set_autocast_cpu_dtype.
 void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype);
 bool autocast_enabled(c10::DeviceType device);
+// The dtype autocast computes in on `device` (meaningful while autocast_enabled(device)).
+at::ScalarType autocast_dtype(c10::DeviceType device);
 // CPU autocast to fp16 (bf16 exists in every version).
 constexpr bool kHasCpuFp16Autocast = DTRAIN_TORCH_AT_LEAST(2, 4);
 // Whether the scaler ops (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) have
@@ -36,6 +38,12 @@ void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& fact
 // tuple-returning one in 1.13. q, k, v: (B, H, T, D).
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v, bool is_causal);
+
+// Restricts CUDA's scaled-dot-product attention to one backend (flash, cudnn, efficient) with
+// math as the fallback, or back to all of them (auto); process-wide (at::globalContext()'s
+// SDP flags, whose cuDNN flag exists from 2.4). False when this LibTorch cannot: nothing changed.
+enum class SdpBackend { kAll, kFlash, kCudnn, kEfficient, kMath };
+bool set_sdp_backend(SdpBackend backend);
 
 // CUDA graph capture with a capture mode (at::cuda::CUDAGraph::capture_begin(pool, mode)).
 constexpr bool kHasCudaGraphs = DTRAIN_TORCH_AT_LEAST(2, 0);

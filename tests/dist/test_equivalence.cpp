@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
+
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
@@ -125,6 +127,42 @@ TEST(Equivalence, GlobalBatch64AsOneByWholeFourBy16AndRanksBy16) {
   Result ranks = train_with(MPI_COMM_WORLD, with({"train.micro_batch=16"}));
   EXPECT_LT(max_relative_difference(four, whole), 1e-5);
   EXPECT_LT(max_relative_difference(ranks, whole), 1e-5);
+}
+
+TEST(Equivalence, Uint8PixelsTrainLikeTheirStandardizedFloats) {
+  // Note [uint8 pixels]: N ranks fed uint8 images standardized by the step must reach the
+  // parameters of one rank fed the same images standardized beforehand by the formula
+  // (x / 255 - 1/2) * sqrt(12) (in double, then float).
+  const std::vector<std::string> o = {"data.synthetic_task=images", "data.synthetic_shape=3,4,4",
+                                      "data.synthetic_uint8=true", "train.epochs=1"};
+  test::RunSetup bytes = test::setup_run(kBase, "uint8", o, MPI_COMM_WORLD);
+  Trainer trainer(bytes.cfg, *bytes.comm, *bytes.comm, at::kCPU, bytes.model, bytes.data.train,
+                  bytes.data.test);
+  trainer.fit();
+
+  test::RunSetup floats = test::setup_run(kBase, "uint8", o, MPI_COMM_SELF);
+  auto standardized = [](const std::shared_ptr<Dataset>& d) -> std::shared_ptr<Dataset> {
+    const auto& t = dynamic_cast<const TensorDataset&>(*d);
+    EXPECT_EQ(t.inputs().scalar_type(), at::kByte);
+    DataSpec spec = t.spec();
+    spec.pixel_mean.clear();
+    spec.pixel_std.clear();
+    at::Tensor x = t.inputs().to(at::kDouble).div(255.0).sub(0.5).mul(std::sqrt(12.0));
+    return std::make_shared<TensorDataset>(x.to(at::kFloat), t.targets(), spec, "standardized");
+  };
+  Trainer ref(floats.cfg, *floats.comm, *floats.comm, at::kCPU, floats.model,
+              standardized(floats.data.train), standardized(floats.data.test));
+  const TrainSummary summary = ref.fit();
+  ASSERT_GT(summary.steps, 0);
+  Result a, b;
+  for (const auto& p : bytes.model->parameters()) a.params.push_back(p.detach().clone());
+  for (const auto& p : floats.model->parameters()) b.params.push_back(p.detach().clone());
+  Result init;
+  at::manual_seed(3);
+  auto fresh = make_model(floats.cfg.model.name, floats.cfg.model, floats.data.train->spec());
+  for (const auto& p : fresh->parameters()) init.params.push_back(p.detach().clone());
+  ASSERT_GT(max_relative_difference(b, init), 1e-2);  // training moved them
+  EXPECT_LT(max_relative_difference(a, b), 1e-5);
 }
 
 TEST(Equivalence, ParameterMismatchNamesTheParameterOnBothRanks) {

@@ -314,6 +314,8 @@ train: {epochs: 1, max_steps: 12, global_batch: 32, optimizer: sgd, lr: 0.02, mo
         precision: bf16}
 )";
   expect_graph_matches_eager(cnn, {}, 1e-4);
+  // Note [uint8 pixels]: uint8 batches standardized inside the captured step, as eagerly.
+  expect_graph_matches_eager(cnn, {"data.synthetic_uint8=true"}, 1e-4);
 }
 
 TEST(Gpu, CudaGraphGptBf16MatchesEager) {
@@ -326,6 +328,25 @@ train: {epochs: 1, max_steps: 12, global_batch: 16, optimizer: adamw, lr: 0.001,
         weight_decay: 0.1, precision: bf16}
 )";
   expect_graph_matches_eager(gpt, {}, 1e-4);
+}
+
+TEST(Gpu, GptOnCudaMatchesCpuThroughTheFusedLayerNorm) {
+  // fp32 on both sides: the GPU's residual adds and LayerNorms run in the fused kernels (Note
+  // [fused residual LayerNorm]), the CPU's in LibTorch's ops.
+  const char* gpt = R"(
+run: {dir: "", seed: 4, log_every: 0, quiet: true}
+model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 512, seq_len: 32}
+data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 512,
+       synthetic_size: 256, synthetic_test_size: 0, workers: 1}
+train: {epochs: 1, max_steps: 8, global_batch: 16, optimizer: sgd, lr: 0.5, momentum: 0.9,
+        eval: false, cuda_graph: off}
+)";
+  at::globalContext().setAllowTF32CuBLAS(false);
+  TrainRun gpu = train(gpt, {}, kGpu);
+  TrainRun cpu = train(gpt, {}, at::kCPU);
+  TrainRun init = train(gpt, {"train.max_steps=1", "train.lr=1e-12"}, at::kCPU);
+  ASSERT_GT(max_rel(cpu, init), 1e-3);
+  EXPECT_LT(max_rel(gpu, cpu), 1e-4);
 }
 
 // ---- checkpoints: a bf16 GPT trained with the CUDA graph on, saved and resumed ---------------

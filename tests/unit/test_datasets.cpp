@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/pixels.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/idx.h"
@@ -303,6 +304,56 @@ TEST(SyntheticImages, ShapesLabelsAndErrors) {
         message_of([&] { dtrain::make_datasets(synthetic("images", shape, 5, 8, 0), 0); });
     EXPECT_NE(msg.find("data.synthetic_shape"), std::string::npos) << msg;
   }
+}
+
+TEST(SyntheticImages, Uint8PixelsAreStandardizedOnTheDevice) {
+  // Note [uint8 pixels]: uint8 0..255 in memory, (x / 255 - 1/2) * sqrt(12) for the model.
+  auto cfg = synthetic("images", {3, 8, 8}, 5, 256, 0);
+  cfg.synthetic_uint8 = true;
+  const auto a = dtrain::make_datasets(cfg, 1);
+  const auto& t = tensors(a.train);
+  EXPECT_EQ(t.inputs().scalar_type(), at::kByte);
+  EXPECT_EQ(t.inputs().min().item<int64_t>(), 0);
+  EXPECT_EQ(t.inputs().max().item<int64_t>(), 255);
+  const auto spec = a.train->spec();
+  EXPECT_EQ(spec.input_dtype, at::kFloat);  // what the model receives
+  ASSERT_EQ(spec.pixel_mean.size(), 3u);
+  ASSERT_EQ(spec.pixel_std.size(), 3u);
+  const dtrain::detail::PixelNormalizer pixels(spec, at::kCPU);
+  ASSERT_TRUE(pixels.active());
+  const at::Tensor x = pixels(t.inputs());
+  EXPECT_EQ(x.scalar_type(), at::kFloat);
+  EXPECT_NEAR(x.mean().item<double>(), 0.0, 0.02);
+  EXPECT_NEAR(x.std().item<double>(), 1.0, 0.02);
+  const at::Tensor want = t.inputs().to(at::kDouble).div(255.0).sub(0.5).mul(std::sqrt(12.0));
+  EXPECT_LT((x.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
+  // channels-last batches stay channels-last; float batches pass through untouched.
+  const at::Tensor cl = t.inputs().contiguous(at::MemoryFormat::ChannelsLast);
+  EXPECT_TRUE(pixels(cl).is_contiguous(at::MemoryFormat::ChannelsLast));
+  const at::Tensor f = at::randn({2, 3, 8, 8});
+  EXPECT_TRUE(pixels(f).is_same(f));
+  EXPECT_FALSE(dtrain::detail::PixelNormalizer(dtrain::DataSpec{}, at::kCPU).active());
+  // Per-channel statistics: channel c gets its own mean and std.
+  dtrain::DataSpec two;
+  two.input_shape = {2, 1, 1};
+  two.pixel_mean = {0.25, 0.75};
+  two.pixel_std = {0.5, 0.125};
+  const at::Tensor px = at::tensor({0, 255, 51, 102}, at::kByte).view({2, 2, 1, 1});
+  const at::Tensor y = dtrain::detail::PixelNormalizer(two, at::kCPU)(px).flatten();
+  const double expected[] = {(0 / 255.0 - 0.25) / 0.5, (255 / 255.0 - 0.75) / 0.125,
+                             (51 / 255.0 - 0.25) / 0.5, (102 / 255.0 - 0.75) / 0.125};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i].item<double>(), expected[i], 1e-6) << i;
+  // Wrong channel counts are errors, in the spec and in a batch.
+  two.pixel_std = {0.5};
+  EXPECT_NE(message_of([&] { dtrain::detail::PixelNormalizer(two, at::kCPU); }).find("per channel"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { pixels(at::zeros({2, 1, 8, 8}, at::kByte)); }).find("channels"),
+            std::string::npos);
+  // uint8 is for images only, and the error names the key.
+  auto tokens = synthetic("tokens", {8}, 16, 8, 0);
+  tokens.synthetic_uint8 = true;
+  EXPECT_NE(message_of([&] { dtrain::make_datasets(tokens, 0); }).find("data.synthetic_uint8"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -23,7 +23,12 @@ struct DataSpec {
   std::vector<int64_t> input_shape;  // one sample, e.g. {1, 28, 28}
   int64_t num_classes = 0;           // > 0: classification with int64 targets
   int64_t target_dim = 0;            // > 0: regression with float targets (N, target_dim)
-  at::ScalarType input_dtype = at::kFloat;
+  at::ScalarType input_dtype = at::kFloat;  // what the model receives
+  // Note [uint8 pixels]: non-empty, the batches' inputs are uint8 pixels 0..255 of shape
+  // (N, C, ...) with one entry per channel C, and the step engines standardize them on the device,
+  // (x / 255 - pixel_mean[c]) / pixel_std[c], into input_dtype before the model sees them
+  // (PixelNormalizer). The loader thus gathers and copies a quarter of the bytes of float images.
+  std::vector<double> pixel_mean, pixel_std;
 };
 
 class Dataset {
