@@ -165,7 +165,10 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
                     global_batch_line(res) + "\n" +
                     "samples/s" + (tokens ? std::string(" and tokens/s") : "") +
                     " over all ranks; step times, data wait" + (gpu ? " and GPU memory" : "") +
-                    ": the slowest rank's\n";
+                    ": the slowest rank's\n" +
+                    (gpu ? "GPU util: NVML's mean over the timed steps, - where they were too short for 3 "
+                           "samples (more --steps, or a smaller run.gpu_sample_s)\n"
+                         : "");
   for (const auto& row : cells) {
     std::string line;
     for (size_t k = 0; k < row.size(); ++k) {

@@ -55,7 +55,11 @@ void StepTimer::on_step(const StepRecord& r, LoopControl&) {
   timing_.samples = r.samples - samples0_;
   timing_.seconds = std::chrono::duration<double>(now - t0_).count();
   timing_.data_seconds = r.phases.data - data0_;
-  if (gpu_) timing_.gpu = gpu_->run_mean();
+  // Fewer than 3 samples (the first is taken at start()) would report the warm-up's figures.
+  if (gpu_) {
+    std::optional<GpuStats> mean = gpu_->run_mean();
+    if (mean && mean->samples >= 3) timing_.gpu = mean;
+  }
   gpu_.reset();
 }
 

@@ -201,7 +201,7 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
   try {
     s.trainer->fit();
   } catch (const detail::MicroBatchDoesNotFit& e) {
-    no_fit = "out of memory at step " + std::to_string(e.step()) + " (on some rank)";
+    no_fit = "out of memory at step " + std::to_string(e.step()) + (rt.world() > 1 ? " (on some rank)" : "");
   } catch (const Error& e) {
     throw Error(name + ": " + e.cause(), e.where());
   } catch (const std::exception& e) {

@@ -7,13 +7,15 @@
 //             reaching s from later uses, optional);  dx = ds (fp32), dr = ds in R;
 //             dw = sum over rows of dy * xhat, db = sum of dy
 // One warp per row, fp32 arithmetic throughout. The weight and bias gradients are summed per
-// warp in shared memory, then over the block's warps, then over blocks, each in a fixed order:
-// the result is deterministic (no atomics).
+// warp in shared memory, then over the block's warps, then over blocks (sum_partials), each in a
+// fixed order: the result is deterministic (no atomics).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "cuda/column_sum.h"
 
 namespace dtrain::cuda {
 
@@ -128,20 +130,6 @@ __global__ void ln_backward(const Y* __restrict__ dy, const float* __restrict__ 
   }
 }
 
-// dw[i], db[i] = sums over the blocks' partials, in block order.
-__global__ void ln_reduce(const float* __restrict__ part, int blocks, int c, float* __restrict__ dw,
-                          float* __restrict__ db) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= 2 * c) return;
-  float v = 0.f;
-  for (int k = 0; k < blocks; ++k) v += part[static_cast<size_t>(k) * 2 * c + i];
-  if (i < c) {
-    dw[i] = v;
-  } else {
-    db[i - c] = v;
-  }
-}
-
 // dtype codes: 0 fp32, 1 fp16, 2 bf16.
 template <template <typename, typename> class F, typename... Args>
 cudaError_t dispatch(int r_dtype, int y_dtype, Args&&... args) {
@@ -189,10 +177,7 @@ struct Backward {
       const cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) return e;
     }
-    const int threads = 256;
-    ln_reduce<<<(2 * c + threads - 1) / threads, threads, 0, stream>>>(part, rows > 0 ? blocks : 0,
-                                                                        c, dw, db);
-    return cudaGetLastError();
+    return sum_partials(part, rows > 0 ? blocks : 0, 2 * static_cast<int64_t>(c), c, dw, db, stream);
   }
 };
 

@@ -129,7 +129,9 @@ class Report : public Hook {
     in.bucket_cap_mb = c.dist.bucket_cap_mb, in.first_bucket_mb = c.dist.first_bucket_mb;
     in.overlap = c.dist.overlap;
     in.grad_dtype = to_string(c.dist.grad_dtype);
-    if (s.gpu && s.gpu->samples > 0) in.gpu_busy_percent = s.gpu->utilization;
+    // The run's NVML mean judges the GPU's busy share only with 3 samples past the start-up:
+    // a shorter run (a bench setting) would be judged by the samples of its warm-up.
+    if (s.gpu && s.gpu->steady && s.gpu->samples >= 3) in.gpu_busy_percent = s.gpu->utilization;
     in.step_mode = s.step_mode;
     in.cuda_graph = to_string(c.train.cuda_graph);
     in.parameters = run_.parameters;

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "cuda/fused_linear.h"
 #include "cuda/fused_norm.h"
 #include "dtrain/config.h"
 #include "util/torch_compat.h"
@@ -46,7 +47,11 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, double std) {
 // GEMM with the bias added in its epilogue. (torch::nn::Linear::forward does a batched matmul and
 // then a separate broadcast add of the bias: 48 extra strided kernels per GPT-2 step, ~11% of
 // its GPU time on an H200.)
-at::Tensor linear(const torch::nn::Linear& l, const at::Tensor& x) {
+// On CUDA with `fused`, dtrain's Linear (the same GEMMs, the bias gradient by its own kernel:
+// Note [Linear bias gradient]).
+at::Tensor linear(const torch::nn::Linear& l, const at::Tensor& x, bool fused) {
+  if (fused && detail::fused_linear_applies(x, l->weight, l->bias))
+    return detail::fused_linear(x, l->weight, l->bias);
   return at::linear(x, l->weight, l->bias);
 }
 
@@ -63,10 +68,10 @@ class CausalSelfAttention : public torch::nn::Module {
     c_proj_ = register_module("c_proj", make_linear(n_embd, n_embd, proj_std));
   }
 
-  at::Tensor forward(const at::Tensor& x) {  // (B, T, C)
+  at::Tensor forward(const at::Tensor& x, bool fused) {  // (B, T, C)
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
     const int64_t d = c / n_head_;
-    const auto qkv = linear(c_attn_, x).split(n_embd_, 2);  // 3 x (B, T, C)
+    const auto qkv = linear(c_attn_, x, fused).split(n_embd_, 2);  // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
     const at::Tensor k = qkv[1].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
     const at::Tensor v = qkv[2].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
@@ -84,7 +89,7 @@ class CausalSelfAttention : public torch::nn::Module {
       y = compat::scaled_dot_product_attention(q, k, v, /*is_causal=*/true);  // (B, H, T, D)
     }
     y = y.transpose(1, 2).contiguous().view({b, t, c});  // (B, T, C)
-    y = linear(c_proj_, y);
+    y = linear(c_proj_, y, fused);
     if (dropout_ > 0) y = at::dropout(y, dropout_, is_training());
     return y;
   }
@@ -102,8 +107,8 @@ class Mlp : public torch::nn::Module {
     c_fc_ = register_module("c_fc", make_linear(n_embd, 4 * n_embd, kInitStd));
     c_proj_ = register_module("c_proj", make_linear(4 * n_embd, n_embd, proj_std));
   }
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor y = linear(c_proj_, at::gelu(linear(c_fc_, x), "tanh"));
+  at::Tensor forward(const at::Tensor& x, bool fused) {
+    at::Tensor y = linear(c_proj_, at::gelu(linear(c_fc_, x, fused), "tanh"), fused);
     if (dropout_ > 0) y = at::dropout(y, dropout_, is_training());
     return y;
   }
@@ -126,8 +131,8 @@ class Block : public torch::nn::Module {
   }
   torch::nn::LayerNorm ln_1() const { return ln_1_; }
   torch::nn::LayerNorm ln_2() const { return ln_2_; }
-  at::Tensor attn(const at::Tensor& x) { return attn_->forward(x); }
-  at::Tensor mlp(const at::Tensor& x) { return mlp_->forward(x); }
+  at::Tensor attn(const at::Tensor& x, bool fused) { return attn_->forward(x, fused); }
+  at::Tensor mlp(const at::Tensor& x, bool fused) { return mlp_->forward(x, fused); }
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
@@ -149,7 +154,7 @@ class Gpt : public Model {
  public:
   Gpt(const ModelConfig& c, int64_t tokens)
       : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
-        width_(c.n_embd), tokens_(tokens), fused_(c.fused_norm) {
+        width_(c.n_embd), tokens_(tokens), fused_(c.fused_kernels) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -186,9 +191,9 @@ class Gpt : public Model {
     std::tie(x, y) = add_norm(x, at::Tensor(), blocks_.empty() ? ln_f_ : blocks_[0]->ln_1(), fused_);
     for (size_t i = 0; i < blocks_.size(); ++i) {
       Block& block = *blocks_[i];
-      std::tie(x, y) = add_norm(x, block.attn(y), block.ln_2(), fused_);
+      std::tie(x, y) = add_norm(x, block.attn(y, fused_), block.ln_2(), fused_);
       std::tie(x, y) =
-          add_norm(x, block.mlp(y), i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_, fused_);
+          add_norm(x, block.mlp(y, fused_), i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_, fused_);
     }
     return at::linear(y, wte_->weight);  // (B, T, V), head tied to wte
   }
@@ -215,7 +220,7 @@ class Gpt : public Model {
   int64_t seq_len_;
   double dropout_;
   int64_t layers_, width_, tokens_;
-  bool fused_;  // model.fused_norm
+  bool fused_;  // model.fused_kernels
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};

@@ -11,7 +11,8 @@
 //   - communication-bound above 10%: the all-reduce hidden behind backward is counted in compute;
 //     what is left in `comm` is the wait after backward (plus one small agreement per step), so
 //     a tenth of the step there is communication that overlap did not hide.
-//   - launch-bound on CUDA below 60% GPU busy (NVML) when neither the data nor the communication
+//   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window) when
+//     neither the data nor the communication
 //     explains the idle GPU; without NVML figures, an eager step of a small model (under 20M
 //     parameters) whose forward/backward takes the host under 5 ms per micro-batch: a few hundred
 //     kernels at 5-10 us of launch cost each, so the launches are the step.

@@ -39,7 +39,10 @@ std::optional<GpuStats> GpuSampleSums::take_window() {
 
 std::optional<GpuStats> GpuSampleSums::run_mean() const {
   if (!last_) return std::nullopt;
-  return stats(steady_started_ && steady_.n > 0 ? steady_ : run_);
+  const bool steady = steady_started_ && steady_.n > 0;
+  std::optional<GpuStats> out = stats(steady ? steady_ : run_);
+  if (out) out->steady = steady;
+  return out;
 }
 
 void GpuSampleSums::start_steady() {

@@ -284,7 +284,12 @@ TrainSummary Trainer::fit() {
       // the run, so that every run has a record of its end.
       const bool last = s + 1 == plan.steps_per_epoch || m.step == plan.total_steps;
       if ((m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) || last) {
+        // Reading the loss waits for the GPU to finish the steps queued so far (CUDA graph
+        // replays return at once): that wait is compute, as in Note [data wait].
+        const auto tr = Clock::now();
         rec.loss = summary.last_loss = window.read(m.step);
+        m.phases.compute += seconds_since(tr);
+        rec.phases = m.phases;
         rec.samples_per_s = static_cast<double>(rate_steps * t.global_batch) / seconds_since(window_start);
         rec.window_steps = rate_steps;
         telemetry.fill_window(rec);
@@ -297,7 +302,11 @@ TrainSummary Trainer::fit() {
       if (act(agree.at_step(control))) break;
     }
     train_seconds += seconds_since(epoch_start);
-    if (window.steps() > 0) summary.last_loss = window.read(m.step);
+    if (window.steps() > 0) {
+      const auto tr = Clock::now();
+      summary.last_loss = window.read(m.step);
+      m.phases.compute += seconds_since(tr);
+    }
     if (summary.stopped) break;  // at a step boundary: this epoch's end has not come
     epoch_end_done = true;
     if (t.eval && m.test) {

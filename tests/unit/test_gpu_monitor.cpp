@@ -84,11 +84,13 @@ TEST(GpuSampleSums, TheRunMeanLeavesOutTheStartUpOnceASteadySampleCame) {
   ASSERT_TRUE(s.run_mean());
   EXPECT_EQ(s.run_mean()->samples, 2);
   EXPECT_DOUBLE_EQ(s.run_mean()->utilization, 3);
+  EXPECT_FALSE(s.run_mean()->steady);  // the diagnosis does not judge by these
   s.add(reading(96, 600, 5, 1900));
   s.add(reading(100, 700, 5, 1900));
   const auto run = s.run_mean();
   ASSERT_TRUE(run);
   EXPECT_EQ(run->samples, 2);
+  EXPECT_TRUE(run->steady);
   EXPECT_DOUBLE_EQ(run->utilization, 98);
   EXPECT_DOUBLE_EQ(run->power_w, 650);
 }

@@ -1,0 +1,76 @@
+// CUDA build: Linear with the bias gradient summed by dtrain's column-sum kernel (Note [Linear
+// bias gradient] in fused_linear.h).
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "cuda/check.h"
+#include "cuda/column_sum.h"
+#include "cuda/fused_linear.h"
+#include "util/torch_compat.h"
+
+namespace dtrain::detail {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+int dtype_code(at::ScalarType t) { return t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2; }
+
+bool floating(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+
+struct Linear : public torch::autograd::Function<Linear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b) {
+    const at::ScalarType dt = compat::autocast_enabled(c10::DeviceType::CUDA)
+                                  ? compat::autocast_dtype(c10::DeviceType::CUDA)
+                                  : w.scalar_type();
+    const at::Tensor xc = x.to(dt), wc = w.to(dt);
+    ctx->save_for_backward({xc, wc});
+    ctx->saved_data["x"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["w"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b"] = static_cast<int64_t>(b.scalar_type());
+    return at::linear(xc, wc, b.to(dt));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& w = saved[1];
+    const int64_t out = w.size(0), in = w.size(1);
+    const at::Tensor dy = grads[0].to(w.scalar_type()).reshape({-1, out}).contiguous();  // (N, out)
+    const int64_t rows = dy.size(0);
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0))
+      dx = at::mm(dy, w).view(x.sizes()).to(static_cast<at::ScalarType>(ctx->saved_data["x"].toInt()));
+    if (ctx->needs_input_grad(1)) {
+      dw = at::mm(dy.t(), x.reshape({-1, in}))
+               .to(static_cast<at::ScalarType>(ctx->saved_data["w"].toInt()));
+    }
+    if (ctx->needs_input_grad(2)) {
+      const int splits = cuda::column_sum_splits(rows, out, static_cast<int>(dy.element_size()));
+      at::Tensor part = at::empty({splits, out}, dy.options().dtype(at::kFloat));
+      db = at::empty({out}, dy.options().dtype(at::kFloat));
+      DTRAIN_CUDA_CHECK(cuda::column_sum(dtype_code(dy.scalar_type()), dy.data_ptr(), rows, out,
+                                         part.data_ptr<float>(), splits, db.data_ptr<float>(),
+                                         c10::cuda::getCurrentCUDAStream(dy.device().index())));
+      db = db.to(static_cast<at::ScalarType>(ctx->saved_data["b"].toInt()));
+    }
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+bool fused_linear_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return x.defined() && weight.defined() && bias.defined() && x.is_cuda() && x.dim() >= 1 &&
+         weight.dim() == 2 && bias.dim() == 1 && x.size(-1) == weight.size(1) &&
+         bias.size(0) == weight.size(0) && weight.device() == x.device() &&
+         bias.device() == x.device() && floating(x.scalar_type()) &&
+         floating(weight.scalar_type()) && floating(bias.scalar_type()) && x.numel() > 0;
+}
+
+at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return Linear::apply(x, weight, bias);
+}
+
+}  // namespace dtrain::detail
