@@ -35,10 +35,11 @@ say() { echo "== setup: $*"; }
 # Why each: compiler and build tools; LibTorch (tensors, autograd, nn); OpenMPI (launcher and CPU
 # collectives); yaml-cpp (configs); zlib (.gz IDX files); nlohmann-json (metrics files); CLI11
 # (arguments); GoogleTest/GoogleMock (tests); python3-torch (reference values in tests only);
-# Fashion-MNIST (the demo's data and the e2e tests').
+# Fashion-MNIST (the demo's data and the e2e tests'); fortunes (text for configs/text_gpt.yaml
+# and the token-data tests).
 packages=(build-essential cmake ninja-build libtorch-dev libopenmpi-dev openmpi-bin
           libyaml-cpp-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-          python3-torch dataset-fashion-mnist)
+          python3-torch dataset-fashion-mnist fortunes)
 
 # A CUDA PyTorch in python3 brings a CUDA LibTorch (and reference values for the tests): build
 # against it instead of Debian's CPU libtorch-dev. A CPU PyTorch, or a python3 without torch (pyenv,

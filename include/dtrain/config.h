@@ -23,7 +23,7 @@ namespace dtrain {
 
 // The choices of the config, as enums. to_string() gives the name a config file uses.
 enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
-enum class DataFormat { kIdx, kSynthetic };                         // data.format
+enum class DataFormat { kIdx, kSynthetic, kTokens, kText };         // data.format
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine };                         // train.schedule
@@ -33,6 +33,7 @@ enum class GraphMode { kAuto, kOn, kOff };                          // train.cud
 enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
 enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
+enum class TokenDtype { kAuto, kUint16, kUint32 };                // data.token_dtype
 enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
 
 const char* to_string(DeviceKind v);
@@ -47,6 +48,7 @@ const char* to_string(Backend v);
 const char* to_string(GradDtype v);
 const char* to_string(ProgressMode v);
 const char* to_string(Attention v);
+const char* to_string(TokenDtype v);
 
 struct RunConfig {
   std::string name = "run";
@@ -84,9 +86,9 @@ struct ModelConfig {
   int64_t n_embd = 768;
   int64_t vocab_size = 50304;
   int64_t seq_len = 1024;
-  // gpt on CUDA: each residual add and the LayerNorm after it in one kernel (Note [fused residual
-  // LayerNorm]); false = LibTorch's separate ops (the same values; for comparisons)
-  bool fused_norm = true;
+  // gpt on CUDA: dtrain's fused kernels (Note [fused residual LayerNorm], Note [Linear bias
+  // gradient]); false = LibTorch's ops (the same values; for comparisons)
+  bool fused_kernels = true;
   // gpt on CUDA: the scaled-dot-product-attention kernel (LibTorch's backends); auto = LibTorch's
   // choice. Any other keeps the math kernel as the fallback for shapes the backend cannot take.
   Attention attention = Attention::kAuto;
@@ -110,6 +112,14 @@ struct DataConfig {
   int64_t prefetch = 4;  // batches prepared ahead
   bool pin_memory = true;
   bool shuffle = true;
+  // token files (format tokens) and text files (format text): one or more glob patterns,
+  // comma-separated, relative to data.path unless absolute (Note [token windows])
+  std::string train_files;
+  std::string test_files;        // tokens: the evaluation files ("" = no test split)
+  TokenDtype token_dtype = TokenDtype::kAuto;  // auto: llm.c's header says, else uint16
+  int64_t seq_len = 0;           // tokens per sample; 0 = model.seq_len (Config::resolve)
+  int64_t windows = 0;           // training windows per epoch; 0 = train tokens / (seq_len + 1)
+  double test_fraction = 0.1;    // text: the last share of the bytes kept for evaluation
   // synthetic data
   SyntheticTask synthetic_task = SyntheticTask::kRegression;
   int64_t synthetic_size = 4096;

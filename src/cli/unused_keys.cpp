@@ -26,18 +26,25 @@ std::vector<std::string> unused_keys(const Config& cfg) {
     check("model.hidden", model == "mlp", why);
     for (const char* k : {"model.channels", "model.fc"}) check(k, model == "cnn", why);
     for (const char* k : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",
-                        "model.fused_norm", "model.attention"})
+                        "model.fused_kernels", "model.attention"})
       check(k, model == "gpt", why);
     check("model.dropout", model == "mlp" || model == "cnn" || model == "gpt", why);
   }
-  const bool idx = cfg.data.format == DataFormat::kIdx;
-  for (const char* k : {"data.path", "data.train_images", "data.train_labels", "data.test_images",
+  const DataFormat format = cfg.data.format;
+  const std::string why_format = std::string("data.format is ") + to_string(format);
+  const bool idx = format == DataFormat::kIdx, synthetic = format == DataFormat::kSynthetic;
+  const bool tokens = format == DataFormat::kTokens, text = format == DataFormat::kText;
+  check("data.path", !synthetic, why_format);
+  for (const char* k : {"data.train_images", "data.train_labels", "data.test_images",
                         "data.test_labels", "data.normalize"})
-    check(k, idx, "data.format is synthetic");
+    check(k, idx, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})
-    check(k, !idx, "data.format is idx");
+    check(k, synthetic, why_format);
+  for (const char* k : {"data.train_files", "data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
+  for (const char* k : {"data.test_files", "data.token_dtype"}) check(k, tokens, why_format);
+  check("data.test_fraction", text, why_format);
   const OptimizerKind opt = cfg.train.optimizer;
   check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
   for (const char* k : {"train.beta1", "train.beta2", "train.eps"})

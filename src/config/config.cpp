@@ -229,6 +229,12 @@ void Config::resolve(int world) {
     throw Error("the config was already resolved for world " + std::to_string(resolved.world) +
                 "; resolve a fresh copy for world " + std::to_string(world) + " (internal error)");
   check_run_name(run, origin_of("run.name"));
+  // Note [token windows]: token and text data take their window length and vocabulary from the
+  // model unless the data section sets them (text is bytes: 256 tokens).
+  if (data.format == DataFormat::kTokens || data.format == DataFormat::kText) {
+    if (data.seq_len == 0) data.seq_len = model.seq_len;
+    if (data.num_classes == 0) data.num_classes = data.format == DataFormat::kText ? 256 : model.vocab_size;
+  }
   const int64_t g = train.global_batch;
   if (g % world != 0) {
     throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +

@@ -24,7 +24,9 @@ struct Names;
     }                                                                 \
   };
 DTRAIN_CHOICE_NAMES(DeviceKind, {{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}})
-DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFormat::kSynthetic}})
+DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFormat::kSynthetic},
+                                 {"tokens", DataFormat::kTokens}, {"text", DataFormat::kText}})
+DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto}, {"uint16", TokenDtype::kUint16}, {"uint32", TokenDtype::kUint32}})
 DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, {"classification", SyntheticTask::kClassification},
                                     {"images", SyntheticTask::kImages}, {"tokens", SyntheticTask::kTokens}})
 DTRAIN_CHOICE_NAMES(OptimizerKind, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}})
@@ -142,11 +144,11 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)));
     s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
     s.push_back(choice("model.attention", &C::model, &ModelConfig::attention, "gpt on CUDA: the attention kernel (LibTorch's scaled-dot-product backends; auto = LibTorch's choice; the others fall back to math where they cannot run)"));
-    s.push_back(field("model.fused_norm", &C::model, &ModelConfig::fused_norm, "gpt on CUDA: each residual add and the LayerNorm after it in one fused kernel; false = LibTorch's separate ops (same values)"));
+    s.push_back(field("model.fused_kernels", &C::model, &ModelConfig::fused_kernels, "gpt on CUDA: dtrain's fused kernels (each residual add with the LayerNorm after it; Linear bias gradients summed straight into fp32); false = LibTorch's ops (the same values, for comparison)"));
     s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
     s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
-    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx: folder holding the files below"));
+    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text: folder holding the data files (relative names are under it)"));
     s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path"));
     s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels"));
     s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
@@ -157,6 +159,12 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
     s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));
     s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch"));
+    s.push_back(field("data.train_files", &C::data, &DataConfig::train_files, "tokens, text: training files, glob patterns separated by commas (nanoGPT's train.bin, llm.c's shards, text files)"));
+    s.push_back(field("data.test_files", &C::data, &DataConfig::test_files, "tokens: evaluation files, read in order in windows of seq_len + 1 (\"\" = no test split)"));
+    s.push_back(choice("data.token_dtype", &C::data, &DataConfig::token_dtype, "tokens: token width of headerless files (auto: llm.c's header says, else uint16 as nanoGPT writes)"));
+    s.push_back(field("data.seq_len", &C::data, &DataConfig::seq_len, "tokens, text: tokens per sample (0 = model.seq_len)", at_least(0)));
+    s.push_back(field("data.windows", &C::data, &DataConfig::windows, "tokens, text: training windows per epoch at seeded random positions (0 = train tokens / (seq_len + 1))", at_least(0)));
+    s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation", in_range(0.0, 0.9)));
     s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate"));
     s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
     s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));
@@ -248,6 +256,7 @@ const char* to_string(GraphMode v) { return config::name_of(v); }
 const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
 const char* to_string(Attention v) { return config::name_of(v); }
+const char* to_string(TokenDtype v) { return config::name_of(v); }
 const char* to_string(ProgressMode v) { return config::name_of(v); }
 
 }  // namespace dtrain

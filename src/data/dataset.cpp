@@ -74,6 +74,8 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
   switch (cfg.format) {
     case DataFormat::kIdx: return detail::make_idx_splits(cfg);
     case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
+    case DataFormat::kTokens: return detail::make_token_splits(cfg, seed);
+    case DataFormat::kText: return detail::make_text_splits(cfg, seed);
   }
   throw Error("unknown data format (internal error)", "data.format");
 }

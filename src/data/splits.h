@@ -15,5 +15,9 @@ namespace dtrain::detail {
 Splits make_idx_splits(const DataConfig& cfg);
 // data.format synthetic: generated from `seed` (the train split) and `seed + 1` (the test split).
 Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed);
+// data.format tokens: token files (nanoGPT's flat uint16/uint32, llm.c's shards), memory-mapped;
+// text: the bytes of text files. Windows of data.seq_len + 1 (Note [token windows]).
+Splits make_token_splits(const DataConfig& cfg, int64_t seed);
+Splits make_text_splits(const DataConfig& cfg, int64_t seed);
 
 }  // namespace dtrain::detail
