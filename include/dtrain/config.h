@@ -26,7 +26,7 @@ enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.devic
 enum class DataFormat { kIdx, kSynthetic, kTokens, kText };         // data.format
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
-enum class Schedule { kConstant, kCosine };                         // train.schedule
+enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
 enum class LossKind { kCrossEntropy, kMse };                        // train.loss
 enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
@@ -148,6 +148,8 @@ struct TrainConfig {
   double eps = 1e-8;
   Schedule schedule = Schedule::kConstant;
   int64_t warmup_steps = 0;
+  int64_t lr_step_size = 0;  // schedule step: steps (after warmup) between decays
+  double lr_gamma = 0.1;     // schedule step: the factor of each decay
   LossKind loss = LossKind::kCrossEntropy;
   double clip_grad_norm = 0.0;  // 0 = off
   Precision precision = Precision::kFp32;

@@ -44,12 +44,12 @@ struct BucketTiming {
 struct GpuStats {
   int index = -1;            // NVML device index
   int samples = 0;           // samples behind the means
-  bool steady = false;       // a run's means: they leave out the start-up (GpuSampleSums)
   double utilization = 0;    // percent of the time a kernel ran
   double memory_used = 0;    // bytes in use on the device (every process)
   double memory_total = 0;   // bytes
   double power_w = 0;
   double sm_clock_mhz = 0, memory_clock_mhz = 0;
+  bool steady = false;       // a run's means: they leave out the start-up (GpuSampleSums)
 };
 
 // The caching allocator's figures on this rank's GPU, in bytes (zero on a CPU rank).

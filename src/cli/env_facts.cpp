@@ -1,6 +1,7 @@
 #include "cli/env_facts.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -55,6 +56,7 @@ MachineFacts machine_facts(const std::map<std::string, std::string>& env) {
   m.nvml_reason = nvml.reason();
   m.driver = nvml.driver_version();
   m.nvml_cuda_driver = nvml.cuda_driver_version();
+  m.online_cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   m.mpi_library = mpi_library_version();
   m.mpi_standard = mpi_standard_version();
   m.cuda_devices = cuda_device_count();

@@ -36,6 +36,7 @@ struct MachineFacts {
   int nvml_cuda_driver = 0; // the CUDA version the driver supports, as NVML says
   std::string mpi_library, mpi_standard;
   int cuda_devices = 0;      // visible to CUDA in this process
+  int online_cpus = 0;       // CPUs of this host that are online (sysconf), whatever the binding
   std::vector<GpuFacts> gpus;  // NVML's, else CUDA's without figures
   std::optional<std::string> cuda_visible_devices;
   std::map<std::string, std::string> environment;  // the launcher-related variables that are set

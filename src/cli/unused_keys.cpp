@@ -45,6 +45,8 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   for (const char* k : {"data.train_files", "data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
   for (const char* k : {"data.test_files", "data.token_dtype"}) check(k, tokens, why_format);
   check("data.test_fraction", text, why_format);
+  for (const char* k : {"train.lr_step_size", "train.lr_gamma"})
+    check(k, cfg.train.schedule == Schedule::kStep, std::string("train.schedule is ") + to_string(cfg.train.schedule));
   const OptimizerKind opt = cfg.train.optimizer;
   check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
   for (const char* k : {"train.beta1", "train.beta2", "train.eps"})

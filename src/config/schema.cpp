@@ -30,7 +30,8 @@ DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto}, {"uint16", TokenDt
 DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, {"classification", SyntheticTask::kClassification},
                                     {"images", SyntheticTask::kImages}, {"tokens", SyntheticTask::kTokens}})
 DTRAIN_CHOICE_NAMES(OptimizerKind, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}})
-DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Schedule::kCosine}})
+DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Schedule::kCosine},
+                               {"linear", Schedule::kLinear}, {"step", Schedule::kStep}})
 DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
 DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
@@ -203,8 +204,10 @@ const std::vector<Field>& schema() {
     s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)));
     s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)));
     s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()));
-    s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup"));
+    s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup: constant, cosine (to zero at the last step), linear (to zero at the last step, torch's LinearLR), step (times train.lr_gamma every train.lr_step_size steps, StepLR)"));
     s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)));
+    s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)));
+    s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)));
     s.push_back(choice("train.loss", &C::train, &TrainConfig::loss, "loss function"));
     s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()));
     s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32"));

@@ -155,6 +155,24 @@ TEST(EnvHints, NoNvmlOnAGpuRankIsAdvice) {
   EXPECT_EQ(h[0].text.rfind(m.nvml_reason, 0), 0u) << h[0].text;
 }
 
+TEST(EnvHints, RanksBoundToFewCpusOfABigHostIsAdvice) {
+  // mpirun -np 2 on a 16-CPU host binds each rank to one core: 14 CPUs idle.
+  MachineFacts m = gpu_machine(1);
+  m.online_cpus = 16;
+  RankFacts r = rank("cuda:0", 2);
+  r.cpu_count = 1, r.threads = 1;
+  const std::string text = all(env_hints(m, r, DeviceKind::kAuto));
+  EXPECT_NE(text.find("may use 1 of the 16 CPUs of node7"), std::string::npos) << text;
+  EXPECT_NE(text.find("14 CPUs stay idle"), std::string::npos) << text;
+  EXPECT_NE(text.find("--bind-to none"), std::string::npos) << text;
+  // Each rank with half the host, or a rank alone with every CPU: nothing to say.
+  r.cpu_count = 8;
+  EXPECT_EQ(all(env_hints(m, r, DeviceKind::kAuto)).find("CPUs stay idle"), std::string::npos);
+  RankFacts alone = rank("cuda:0", 1);
+  alone.cpu_count = 16;
+  EXPECT_EQ(all(env_hints(m, alone, DeviceKind::kAuto)).find("CPUs stay idle"), std::string::npos);
+}
+
 TEST(LaunchRules, TheLauncherByItsVariables) {
   EXPECT_EQ(detail::launcher_name({}), "none");
   EXPECT_EQ(detail::launcher_name({{"OMPI_COMM_WORLD_SIZE", "2"}}), "mpirun");
