@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda/column_sum.h"
+#include "cuda/element_types.cuh"
 
 namespace dtrain::cuda {
 namespace {
@@ -21,10 +22,6 @@ namespace {
 constexpr int kLanes = 32;  // threads across columns
 constexpr int kRows = 8;    // threads across rows
 constexpr int kTargetBlocks = 528;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // kVec columns per thread: 16 / sizeof(T) with aligned 16-byte loads, or 1.
 template <typename T, int kVec>

@@ -6,6 +6,7 @@
 
 #include "cuda/fused_loss.h"
 #include "cuda/check.h"
+#include "cuda/dtype_code.h"
 
 namespace dtrain::cuda {
 cudaError_t cross_entropy_forward(int dtype, const void* x, const int64_t* targets, int64_t rows,
@@ -17,10 +18,6 @@ cudaError_t cross_entropy_backward(int dtype, const void* x, const int64_t* targ
 
 namespace dtrain::detail {
 namespace {
-
-int dtype_code(at::ScalarType t) {
-  return t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2;
-}
 
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits,

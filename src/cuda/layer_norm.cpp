@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/dtype_code.h"
 #include "cuda/fused_norm.h"
 #include "util/torch_compat.h"
 
@@ -27,8 +28,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr int64_t kMaxWidth = 6144;  // the backward's (dw, db) partials of one warp fit 48 KiB
-
-int dtype_code(at::ScalarType t) { return t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2; }
 
 cudaStream_t stream_of(const at::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index());

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "cuda/column_sum.h"
+#include "cuda/element_types.cuh"
 
 namespace dtrain::cuda {
 
@@ -28,16 +29,6 @@ constexpr int kWarp = 32;
 constexpr int kForwardWarps = 8;
 constexpr int kMaxBackwardBlocks = 512;
 constexpr int kSharedBytes = 48 * 1024;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);

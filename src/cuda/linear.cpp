@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "cuda/check.h"
+#include "cuda/dtype_code.h"
 #include "cuda/column_sum.h"
 #include "cuda/fused_linear.h"
 #include "util/torch_compat.h"
@@ -13,8 +14,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-int dtype_code(at::ScalarType t) { return t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2; }
 
 bool floating(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
 

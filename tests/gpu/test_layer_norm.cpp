@@ -12,16 +12,13 @@
 #include "cuda/fused_norm.h"
 #include "dtrain/amp.h"
 #include "dtrain/config.h"
+#include "tensor_compare.h"
 
 namespace dtrain::detail {
 namespace {
 
-const at::Device kGpu(at::kCUDA, 0);
-
-double max_rel(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
-  return (x - y).abs().max().item<double>() / std::max(1e-12, y.abs().max().item<double>());
-}
+using test::kGpu;
+using test::max_rel;
 
 struct Case {
   int64_t width;
