@@ -89,6 +89,9 @@ struct ModelConfig {
   // gpt on CUDA: dtrain's fused kernels (Note [fused residual LayerNorm], Note [Linear bias
   // gradient]); false = LibTorch's ops (the same values; for comparisons)
   bool fused_kernels = true;
+  // gpt on CUDA under fp16/bf16 autocast, with fused_kernels: the MLP's GELU in its first
+  // GEMM's epilogue (Note [MLP GEMM epilogues]); false = a GELU kernel after the GEMM
+  bool fused_mlp = true;
   // gpt on CUDA: the scaled-dot-product-attention kernel (LibTorch's backends); auto = LibTorch's
   // choice. Any other keeps the math kernel as the fallback for shapes the backend cannot take.
   Attention attention = Attention::kAuto;

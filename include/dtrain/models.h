@@ -35,6 +35,11 @@ class Model : public torch::nn::Module {
   // The same counted as llm.c counts a GPT's (every parameter in N, attention 6·L·C·T per token
   // instead of PaLM's 12·L·C·T), to compare MFU with llm.c; 0 for models without that count.
   virtual double train_flops_per_sample_llmc() const { return 0; }
+  // Whether the loss's backward may overwrite the outputs with their gradient (saving one
+  // outputs-sized buffer at the step's peak): true only when no operation of forward saved the
+  // outputs for its own backward (a final matmul or linear saves its inputs; ReLU, tanh, sigmoid
+  // or softmax save their outputs and must answer false). dtrain's GPT answers true.
+  virtual bool loss_can_reuse_outputs() const { return false; }
 };
 
 using ModelFactory =

@@ -26,7 +26,7 @@ std::vector<std::string> unused_keys(const Config& cfg) {
     check("model.hidden", model == "mlp", why);
     for (const char* k : {"model.channels", "model.fc"}) check(k, model == "cnn", why);
     for (const char* k : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size", "model.seq_len",
-                        "model.fused_kernels", "model.attention"})
+                        "model.fused_kernels", "model.fused_mlp", "model.attention"})
       check(k, model == "gpt", why);
     check("model.dropout", model == "mlp" || model == "cnn" || model == "gpt", why);
   }

@@ -21,7 +21,7 @@ namespace {
 
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits,
-                            const at::Tensor& targets, bool mean) {
+                            const at::Tensor& targets, bool mean, bool grad_in_logits) {
     const at::Tensor x = logits.contiguous();
     const at::Tensor t = targets.contiguous();
     const int64_t rows = x.size(0), vocab = x.size(1);
@@ -33,6 +33,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
                                       c10::cuda::getCurrentCUDAStream(x.device().index())));
     ctx->save_for_backward({x, t, lse});
     ctx->saved_data["scale"] = mean && rows > 0 ? 1.0 / static_cast<double>(rows) : 1.0;
+    ctx->saved_data["in_place"] = grad_in_logits;
     return mean ? loss.mean() : loss.sum();
   }
 
@@ -43,14 +44,15 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     const at::Tensor& t = saved[1];
     const at::Tensor& lse = saved[2];
     const at::Tensor g = grads[0].to(at::kFloat).contiguous();
-    at::Tensor dx = at::empty_like(x);
+    // In place: each element is read and then overwritten by the same thread.
+    at::Tensor dx = ctx->saved_data["in_place"].toBool() ? x : at::empty_like(x);
     DTRAIN_CUDA_CHECK(cuda::cross_entropy_backward(dtype_code(x.scalar_type()), x.data_ptr(),
                                        t.data_ptr<int64_t>(), x.size(0), x.size(1),
                                        lse.data_ptr<float>(), g.data_ptr<float>(),
                                        static_cast<float>(ctx->saved_data["scale"].toDouble()),
                                        dx.data_ptr(),
                                        c10::cuda::getCurrentCUDAStream(x.device().index())));
-    return {dx, at::Tensor(), at::Tensor()};
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -64,8 +66,9 @@ bool fused_cross_entropy_applies(const at::Tensor& logits, const at::Tensor& tar
          targets.device() == logits.device();
 }
 
-at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, bool mean) {
-  return FusedCrossEntropy::apply(logits, targets, mean);
+at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, bool mean,
+                               bool grad_in_logits) {
+  return FusedCrossEntropy::apply(logits, targets, mean, grad_in_logits);
 }
 
 }  // namespace dtrain::detail

@@ -4,7 +4,8 @@
 //   backward: dx[r, i] = (exp(x[r, i] - lse[r]) - [i == t[r]]) * scale * g
 // where g is the incoming gradient of the reduced loss, read from device memory (no host sync,
 // so a training step that uses it can be captured in a CUDA graph). One block per row; the
-// forward is one pass (online max/sum), the backward writes each gradient element once.
+// forward is one pass (online max/sum), the backward writes each gradient element once, possibly
+// over the logits themselves (each thread reads an element before it writes it).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -89,9 +90,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    ce_backward(const T* __restrict__ x, const int64_t* __restrict__ targets, int64_t vocab,
+    ce_backward(const T* x, const int64_t* __restrict__ targets, int64_t vocab,
                 const float* __restrict__ lse, const float* __restrict__ grad, float scale,
-                T* __restrict__ dx) {
+                T* dx) {  // dx may be x (in place): not __restrict__
   const int64_t row = blockIdx.x;
   const T* xr = x + row * vocab;
   T* dr = dx + row * vocab;

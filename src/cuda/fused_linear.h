@@ -17,5 +17,8 @@ bool fused_linear_applies(const at::Tensor& x, const at::Tensor& weight, const a
 // at::linear(x, weight, bias) in autocast's dtype while CUDA autocast is on (else the weight's),
 // differentiable in all three.
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+// The fp32 sums over rows of a contiguous (rows, cols) CUDA matrix of fp32, fp16 or bf16: a
+// Linear's bias gradient from its output gradient.
+at::Tensor column_sums(const at::Tensor& dy);
 
 }  // namespace dtrain::detail

@@ -37,7 +37,6 @@ struct Linear : public torch::autograd::Function<Linear> {
     const at::Tensor& w = saved[1];
     const int64_t out = w.size(0), in = w.size(1);
     const at::Tensor dy = grads[0].to(w.scalar_type()).reshape({-1, out}).contiguous();  // (N, out)
-    const int64_t rows = dy.size(0);
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0))
       dx = at::mm(dy, w).view(x.sizes()).to(static_cast<at::ScalarType>(ctx->saved_data["x"].toInt()));
@@ -45,20 +44,24 @@ struct Linear : public torch::autograd::Function<Linear> {
       dw = at::mm(dy.t(), x.reshape({-1, in}))
                .to(static_cast<at::ScalarType>(ctx->saved_data["w"].toInt()));
     }
-    if (ctx->needs_input_grad(2)) {
-      const int splits = cuda::column_sum_splits(rows, out, static_cast<int>(dy.element_size()));
-      at::Tensor part = at::empty({splits, out}, dy.options().dtype(at::kFloat));
-      db = at::empty({out}, dy.options().dtype(at::kFloat));
-      DTRAIN_CUDA_CHECK(cuda::column_sum(dtype_code(dy.scalar_type()), dy.data_ptr(), rows, out,
-                                         part.data_ptr<float>(), splits, db.data_ptr<float>(),
-                                         c10::cuda::getCurrentCUDAStream(dy.device().index())));
-      db = db.to(static_cast<at::ScalarType>(ctx->saved_data["b"].toInt()));
-    }
+    if (ctx->needs_input_grad(2))
+      db = column_sums(dy).to(static_cast<at::ScalarType>(ctx->saved_data["b"].toInt()));
     return {dx, dw, db};
   }
 };
 
 }  // namespace
+
+at::Tensor column_sums(const at::Tensor& dy) {
+  const int64_t rows = dy.size(0), cols = dy.size(1);
+  const int splits = cuda::column_sum_splits(rows, cols, static_cast<int>(dy.element_size()));
+  at::Tensor part = at::empty({splits, cols}, dy.options().dtype(at::kFloat));
+  at::Tensor sums = at::empty({cols}, dy.options().dtype(at::kFloat));
+  DTRAIN_CUDA_CHECK(cuda::column_sum(dtype_code(dy.scalar_type()), dy.data_ptr(), rows, cols,
+                                     part.data_ptr<float>(), splits, sums.data_ptr<float>(),
+                                     c10::cuda::getCurrentCUDAStream(dy.device().index())));
+  return sums;
+}
 
 bool fused_linear_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   return x.defined() && weight.defined() && bias.defined() && x.is_cuda() && x.dim() >= 1 &&

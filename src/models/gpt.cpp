@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "cuda/fused_linear.h"
+#include "cuda/fused_mlp.h"
 #include "cuda/fused_norm.h"
 #include "dtrain/config.h"
 #include "util/torch_compat.h"
@@ -107,8 +108,15 @@ class Mlp : public torch::nn::Module {
     c_fc_ = register_module("c_fc", make_linear(n_embd, 4 * n_embd, kInitStd));
     c_proj_ = register_module("c_proj", make_linear(4 * n_embd, n_embd, proj_std));
   }
-  at::Tensor forward(const at::Tensor& x, bool fused) {
-    at::Tensor y = linear(c_proj_, at::gelu(linear(c_fc_, x, fused), "tanh"), fused);
+  // fused_mlp: both GEMMs with the GELU in their epilogues (Note [MLP GEMM epilogues]).
+  at::Tensor forward(const at::Tensor& x, bool fused, bool fused_mlp) {
+    const at::Tensor &fw = c_fc_->weight, &fb = c_fc_->bias;
+    const at::Tensor &pw = c_proj_->weight, &pb = c_proj_->bias;
+    at::Tensor y;
+    if (fused && fused_mlp && detail::fused_mlp_applies(x, fw, fb, pw, pb))
+      y = detail::fused_mlp(x, fw, fb, pw, pb);
+    else
+      y = linear(c_proj_, at::gelu(linear(c_fc_, x, fused), "tanh"), fused);
     if (dropout_ > 0) y = at::dropout(y, dropout_, is_training());
     return y;
   }
@@ -132,7 +140,9 @@ class Block : public torch::nn::Module {
   torch::nn::LayerNorm ln_1() const { return ln_1_; }
   torch::nn::LayerNorm ln_2() const { return ln_2_; }
   at::Tensor attn(const at::Tensor& x, bool fused) { return attn_->forward(x, fused); }
-  at::Tensor mlp(const at::Tensor& x, bool fused) { return mlp_->forward(x, fused); }
+  at::Tensor mlp(const at::Tensor& x, bool fused, bool fused_mlp) {
+    return mlp_->forward(x, fused, fused_mlp);
+  }
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
@@ -154,7 +164,8 @@ class Gpt : public Model {
  public:
   Gpt(const ModelConfig& c, int64_t tokens)
       : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
-        width_(c.n_embd), tokens_(tokens), fused_(c.fused_kernels) {
+        width_(c.n_embd), tokens_(tokens), fused_(c.fused_kernels),
+        fused_mlp_(c.fused_mlp) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -192,8 +203,8 @@ class Gpt : public Model {
     for (size_t i = 0; i < blocks_.size(); ++i) {
       Block& block = *blocks_[i];
       std::tie(x, y) = add_norm(x, block.attn(y, fused_), block.ln_2(), fused_);
-      std::tie(x, y) =
-          add_norm(x, block.mlp(y, fused_), i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_, fused_);
+      const auto next_norm = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_;
+      std::tie(x, y) = add_norm(x, block.mlp(y, fused_, fused_mlp_), next_norm, fused_);
     }
     return at::linear(y, wte_->weight);  // (B, T, V), head tied to wte
   }
@@ -204,6 +215,8 @@ class Gpt : public Model {
   double train_flops_per_sample_llmc() const override {
     return flops_per_sample(parameter_count(), 6);
   }
+  // The logits come from the tied head's matmul, which saved its inputs, not its output.
+  bool loss_can_reuse_outputs() const override { return true; }
 
  private:
   double parameter_count() const {
@@ -220,7 +233,8 @@ class Gpt : public Model {
   int64_t seq_len_;
   double dropout_;
   int64_t layers_, width_, tokens_;
-  bool fused_;  // model.fused_kernels
+  bool fused_;      // model.fused_kernels
+  bool fused_mlp_;  // model.fused_mlp
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};

@@ -7,7 +7,8 @@
 
 namespace dtrain::detail {
 
-at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum) {
+at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum,
+                        bool reuse_outputs) {
   const auto reduction = sum ? at::Reduction::Sum : at::Reduction::Mean;
   if (kind == LossKind::kCrossEntropy) {
     if (targets.scalar_type() != at::kLong)
@@ -17,7 +18,7 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
     const at::Tensor logits = out.dim() == 3 ? out.reshape({-1, out.size(2)}) : out;  // (N*T, V)
     const at::Tensor labels = out.dim() == 3 ? targets.reshape({-1}) : targets;       // (N*T,)
     if (fused_cross_entropy_applies(logits, labels))
-      return fused_cross_entropy(logits, labels, /*mean=*/!sum);
+      return fused_cross_entropy(logits, labels, /*mean=*/!sum, reuse_outputs);
     return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, reduction);
   }
   if (targets.scalar_type() == at::kLong)

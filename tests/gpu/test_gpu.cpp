@@ -423,6 +423,27 @@ TEST(Gpu, FusedCrossEntropyMatchesCrossEntropyOnFp32Logits) {
   EXPECT_FALSE(detail::fused_cross_entropy_applies(at::zeros({4, 4096}), at::zeros({4}, at::kLong)));
 }
 
+// With grad_in_logits the gradient lands in the logits' own memory, and the same values as
+// into a new buffer (Model::loss_can_reuse_outputs).
+TEST(Gpu, FusedCrossEntropyWritesTheGradientOverTheLogits) {
+  at::manual_seed(11);
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor base = at::randn({64, 4096}, at::TensorOptions().device(kGpu)).to(dtype);
+    const at::Tensor targets = at::randint(0, 4096, {64}, at::TensorOptions().device(kGpu).dtype(at::kLong));
+    at::Tensor a = base.clone().requires_grad_(true), b = base.clone().requires_grad_(true);
+    at::Tensor la = a * 1.5, lb = b * 1.5;  // logits: outputs of an op, as a model's are
+    la.retain_grad();
+    detail::fused_cross_entropy(la, targets, /*mean=*/true, /*grad_in_logits=*/false).backward();
+    const at::Tensor held = lb;  // the logits' memory, still referenced
+    const void* memory = lb.data_ptr();
+    detail::fused_cross_entropy(lb, targets, /*mean=*/true, /*grad_in_logits=*/true).backward();
+    EXPECT_TRUE(at::equal(a.grad(), b.grad())) << at::toString(dtype);
+    EXPECT_EQ(held.data_ptr(), memory);
+    EXPECT_TRUE(at::equal(held, la.grad())) << "the logits now hold their gradient, " << at::toString(dtype);
+    EXPECT_FALSE(at::equal(held, base * 1.5));
+  }
+}
+
 TEST(Gpu, CudaGraphOnRefusedWithLossScalingNamesTheKey) {
   try {
     train(kMlp, {"train.cuda_graph=on", "train.precision=fp16"}, kGpu);
