@@ -15,7 +15,7 @@
 namespace dtrain::detail {
 namespace {
 
-constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
+constexpr size_t kWorkspaceBytes = 32u << 20;  // the most a kernel may ask for (cuBLAS's advice for Hopper)
 
 void check(cublasStatus_t rc, const char* what) {
   if (rc != CUBLAS_STATUS_SUCCESS)
@@ -88,12 +88,14 @@ void gemm_gelu_aux_bias(const at::Tensor& x, const at::Tensor& w, const at::Tens
         "heuristic");
   if (found == 0) check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no kernel for this GEMM)");
 
+  // Only the workspace the chosen kernel asks for (often none): it would count in the step's peak.
   const at::Tensor workspace =
-      at::empty({static_cast<int64_t>(kWorkspaceBytes)}, x.options().dtype(at::kByte));
+      at::empty({static_cast<int64_t>(result.workspaceSize)}, x.options().dtype(at::kByte));
   const float alpha = 1.f, beta = 0.f;
   check(cublasLtMatmul(handle(), op.value, &alpha, w.data_ptr(), a.value, x.data_ptr(), b.value,
                        &beta, h.data_ptr(), d.value, h.data_ptr(), d.value, &result.algo,
-                       workspace.data_ptr(), kWorkspaceBytes,
+                       result.workspaceSize > 0 ? workspace.data_ptr() : nullptr,
+                       result.workspaceSize,
                        c10::cuda::getCurrentCUDAStream(x.device().index())),
         "matmul");
 }
