@@ -146,6 +146,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
     s.push_back(choice("model.attention", &C::model, &ModelConfig::attention, "gpt on CUDA: the attention kernel (LibTorch's scaled-dot-product backends; auto = LibTorch's choice; the others fall back to math where they cannot run)"));
     s.push_back(field("model.fused_kernels", &C::model, &ModelConfig::fused_kernels, "gpt on CUDA: dtrain's fused kernels (each residual add with the LayerNorm after it; Linear bias gradients summed straight into fp32); false = LibTorch's ops (the same values, for comparison)"));
+    s.push_back(field("model.path", &C::model, &ModelConfig::path, "torchscript: the file of a module saved in Python with torch.jit.script(module).save(path); its forward(x) returns logits (or regression outputs) for a batch; its parameters are trained and checkpointed like a built-in model's, under the names of its state_dict()"));
     s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
     s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
