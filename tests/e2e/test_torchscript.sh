@@ -13,9 +13,7 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup torchscript
-py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
-"$py" -c 'import torch' 2>/dev/null ||
-  fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+e2e_torch_python
 
 cat >"$tmp/net.py" <<'PY'
 import torch
