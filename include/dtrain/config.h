@@ -98,6 +98,8 @@ struct ModelConfig {
   // a state_dict file (torch.save in Python, or a run's model.pt) loaded into the model before
   // training; "" = the model's own initialization
   std::string init_weights;
+  // torchscript: the module Python saved with torch.jit.script(m).save(path)
+  std::string path;
 };
 
 struct DataConfig {

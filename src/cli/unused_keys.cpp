@@ -6,7 +6,7 @@ namespace dtrain::detail {
 namespace {
 
 bool builtin_model(const std::string& name) {
-  for (const char* m : {"linear", "mlp", "cnn", "gpt", "resnet18", "resnet50"})
+  for (const char* m : {"linear", "mlp", "cnn", "gpt", "resnet18", "resnet50", "torchscript"})
     if (name == m) return true;
   return false;
 }
@@ -29,6 +29,7 @@ std::vector<std::string> unused_keys(const Config& cfg) {
                         "model.fused_kernels", "model.fused_mlp", "model.attention"})
       check(k, model == "gpt", why);
     check("model.dropout", model == "mlp" || model == "cnn" || model == "gpt", why);
+    check("model.path", model == "torchscript", why);
   }
   const DataFormat format = cfg.data.format;
   const std::string why_format = std::string("data.format is ") + to_string(format);

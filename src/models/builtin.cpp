@@ -1,4 +1,5 @@
-// dtrain's built-in models: linear, mlp, cnn.
+// dtrain's built-in models: linear, mlp, cnn (gpt.cpp, resnet.cpp and torchscript.cpp register the
+// others).
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
 #include <torch/nn/functional/pooling.h>
@@ -111,10 +112,12 @@ class Cnn : public Model {
 namespace detail {
 void register_gpt_models();     // models/gpt.cpp
 void register_resnet_models();  // models/resnet.cpp
+void register_torchscript_model();  // models/torchscript.cpp
 
 void register_builtin_models() {
   register_gpt_models();
   register_resnet_models();
+  register_torchscript_model();
   register_model("linear", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
   }, "one linear layer on flattened inputs");

@@ -32,3 +32,11 @@ run() {
   fi
 }
 show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
+
+# e2e_torch_python: $py is the reference Python (DTRAIN_REF_PYTHON, else Debian's /usr/bin/python3),
+# which must import torch (Debian's python3-torch).
+e2e_torch_python() {
+  py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
+  "$py" -c 'import torch' 2>/dev/null ||
+    fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+}

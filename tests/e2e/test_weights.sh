@@ -10,9 +10,7 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup weights
-py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
-"$py" -c 'import torch' 2>/dev/null ||
-  fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+e2e_torch_python
 
 # The twin of model.name=mlp model.hidden=16 on 12 features and 4 classes, randomized.
 "$py" - "$src/python" "$tmp/init.pt" <<'PY' || fail "the twin could not save its state_dict"
