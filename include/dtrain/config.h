@@ -142,7 +142,12 @@ struct TrainConfig {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-3;
   double momentum = 0.0;
+  double dampening = 0.0;   // sgd: momentum dampening (torch.optim.SGD's)
+  bool nesterov = false;    // sgd: Nesterov momentum (needs momentum > 0, dampening 0)
   double weight_decay = 0.0;
+  // weight decay only for parameters of 2 or more dimensions (matrices, conv kernels): every
+  // 1-dimensional parameter (biases, normalization weights) and scalar is left undecayed
+  bool no_decay_norm_bias = false;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;

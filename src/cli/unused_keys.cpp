@@ -48,7 +48,9 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   for (const char* k : {"train.lr_step_size", "train.lr_gamma"})
     check(k, cfg.train.schedule == Schedule::kStep, std::string("train.schedule is ") + to_string(cfg.train.schedule));
   const OptimizerKind opt = cfg.train.optimizer;
-  check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
+  for (const char* k : {"train.momentum", "train.dampening", "train.nesterov"})
+    check(k, opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
+  check("train.no_decay_norm_bias", cfg.train.weight_decay > 0, "train.weight_decay is 0");
   for (const char* k : {"train.beta1", "train.beta2", "train.eps"})
     check(k, opt != OptimizerKind::kSgd, "train.optimizer is sgd");
   return out;

@@ -200,7 +200,10 @@ const std::vector<Field>& schema() {
     s.push_back(choice("train.optimizer", &C::train, &TrainConfig::optimizer, "optimizer"));
     s.push_back(field("train.lr", &C::train, &TrainConfig::lr, "peak learning rate", positive()));
     s.push_back(field("train.momentum", &C::train, &TrainConfig::momentum, "sgd: momentum", in_range(0.0, 1.0)));
+    s.push_back(field("train.dampening", &C::train, &TrainConfig::dampening, "sgd with momentum: dampening of the gradient added to the momentum buffer after the first step (torch.optim.SGD's)", in_range(0.0, 1.0)));
+    s.push_back(field("train.nesterov", &C::train, &TrainConfig::nesterov, "sgd: Nesterov momentum (torch.optim.SGD's nesterov); needs train.momentum > 0 and train.dampening 0"));
     s.push_back(field("train.weight_decay", &C::train, &TrainConfig::weight_decay, "weight decay (decoupled for adamw)", non_negative()));
+    s.push_back(field("train.no_decay_norm_bias", &C::train, &TrainConfig::no_decay_norm_bias, "sgd, adam, adamw: no weight decay for biases and normalization weights; the rule (nanoGPT's and timm's): every parameter of fewer than 2 dimensions is left undecayed, every matrix and conv kernel is decayed"));
     s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)));
     s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)));
     s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()));
