@@ -34,16 +34,21 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   const std::string why_format = std::string("data.format is ") + to_string(format);
   const bool idx = format == DataFormat::kIdx, synthetic = format == DataFormat::kSynthetic;
   const bool tokens = format == DataFormat::kTokens, text = format == DataFormat::kText;
+  const bool cifar = format == DataFormat::kCifar10 || format == DataFormat::kCifar100;
   check("data.path", !synthetic, why_format);
   for (const char* k : {"data.train_images", "data.train_labels", "data.test_images",
-                        "data.test_labels", "data.normalize"})
+                        "data.test_labels"})
     check(k, idx, why_format);
+  check("data.normalize", idx || cifar, why_format);
+  check("data.cifar_labels", format == DataFormat::kCifar100, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})
     check(k, synthetic, why_format);
-  for (const char* k : {"data.train_files", "data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
-  for (const char* k : {"data.test_files", "data.token_dtype"}) check(k, tokens, why_format);
+  check("data.train_files", tokens || text || cifar, why_format);
+  for (const char* k : {"data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
+  check("data.test_files", tokens || cifar, why_format);
+  check("data.token_dtype", tokens, why_format);
   check("data.test_fraction", text, why_format);
   for (const char* k : {"train.lr_step_size", "train.lr_gamma"})
     check(k, cfg.train.schedule == Schedule::kStep, std::string("train.schedule is ") + to_string(cfg.train.schedule));
