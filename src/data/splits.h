@@ -21,5 +21,7 @@ Splits make_token_splits(const DataConfig& cfg, int64_t seed);
 Splits make_text_splits(const DataConfig& cfg, int64_t seed);
 // data.format cifar10, cifar100: the binary version's batches under data.path (cifar.cpp).
 Splits make_cifar_splits(const DataConfig& cfg);
+// data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
+Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
 
 }  // namespace dtrain::detail
