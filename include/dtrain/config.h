@@ -23,7 +23,7 @@ namespace dtrain {
 
 // The choices of the config, as enums. to_string() gives the name a config file uses.
 enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
-enum class DataFormat { kIdx, kSynthetic, kTokens, kText };         // data.format
+enum class DataFormat { kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, kCsv };  // data.format
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
@@ -35,6 +35,8 @@ enum class GradDtype { kFp32, kBf16 };                              // dist.grad
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
 enum class TokenDtype { kAuto, kUint16, kUint32 };                // data.token_dtype
 enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
+enum class CifarLabels { kFine, kCoarse };                         // data.cifar_labels
+enum class CsvTask { kClassification, kRegression };                // data.csv_task
 
 const char* to_string(DeviceKind v);
 const char* to_string(DataFormat v);
@@ -49,6 +51,8 @@ const char* to_string(GradDtype v);
 const char* to_string(ProgressMode v);
 const char* to_string(Attention v);
 const char* to_string(TokenDtype v);
+const char* to_string(CifarLabels v);
+const char* to_string(CsvTask v);
 
 struct RunConfig {
   std::string name = "run";
@@ -117,14 +121,23 @@ struct DataConfig {
   int64_t prefetch = 4;  // batches prepared ahead
   bool pin_memory = true;
   bool shuffle = true;
-  // token files (format tokens) and text files (format text): one or more glob patterns,
-  // comma-separated, relative to data.path unless absolute (Note [token windows])
+  // token files (format tokens), text files (text), CIFAR batches (cifar10, cifar100; "" = the
+  // official names) and CSV files (csv): one or more glob patterns, comma-separated, relative to
+  // data.path unless absolute (Note [token windows])
   std::string train_files;
-  std::string test_files;        // tokens: the evaluation files ("" = no test split)
+  std::string test_files;        // tokens, csv: the evaluation files ("" = no test split / csv:
+                                 // data.test_fraction of the rows); cifar: "" = test_batch.bin
+                                 // or test.bin
   TokenDtype token_dtype = TokenDtype::kAuto;  // auto: llm.c's header says, else uint16
   int64_t seq_len = 0;           // tokens per sample; 0 = model.seq_len (Config::resolve)
   int64_t windows = 0;           // training windows per epoch; 0 = train tokens / (seq_len + 1)
-  double test_fraction = 0.1;    // text: the last share of the bytes kept for evaluation
+  double test_fraction = 0.1;    // text: the last share of the bytes kept for evaluation; csv
+                                 // without test_files: a seeded random share of the rows
+  CifarLabels cifar_labels = CifarLabels::kFine;  // cifar100: fine (100) or coarse (20) labels
+  // csv: a header of column names, then numeric rows (src/data/csv.cpp)
+  CsvTask csv_task = CsvTask::kClassification;
+  std::string target_columns;    // csv: the target column(s), comma-separated names
+  std::string feature_columns;   // csv: the input columns, comma-separated; "" = all the others
   // synthetic data
   SyntheticTask synthetic_task = SyntheticTask::kRegression;
   int64_t synthetic_size = 4096;
@@ -147,7 +160,12 @@ struct TrainConfig {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-3;
   double momentum = 0.0;
+  double dampening = 0.0;   // sgd: momentum dampening (torch.optim.SGD's)
+  bool nesterov = false;    // sgd: Nesterov momentum (needs momentum > 0, dampening 0)
   double weight_decay = 0.0;
+  // weight decay only for parameters of 2 or more dimensions (matrices, conv kernels): every
+  // 1-dimensional parameter (biases, normalization weights) and scalar is left undecayed
+  bool no_decay_norm_bias = false;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;

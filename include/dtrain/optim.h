@@ -2,9 +2,11 @@
 // with multi-tensor kernels: LibTorch's fused CUDA kernels where this LibTorch has them and every
 // parameter is an fp32 CUDA tensor on one device, multi-tensor (foreach) ops everywhere else.
 // Invariants:
-//   - one step() equals one torch.optim step (SGD without dampening / Nesterov; Adam with L2 weight
-//     decay added to the gradient; AdamW with decoupled decay; amsgrad off), parameter by
-//     parameter; a parameter whose .grad() is undefined is skipped and its state left as it was;
+//   - one step() equals one torch.optim step (SGD with momentum, dampening and Nesterov; Adam
+//     with L2 weight decay added to the gradient; AdamW with decoupled decay; amsgrad off),
+//     parameter by parameter; a parameter whose .grad() is undefined is skipped and its state left
+//     as it was; with no_decay_norm_bias every parameter of fewer than 2 dimensions is in a
+//     second param group whose weight_decay is 0, as nanoGPT and timm build their groups;
 //   - all state (moments, momentum buffers, step counters, the device learning rate) is allocated
 //     in the constructor, so step() allocates no state and always works on the same tensors: once
 //     every parameter has a gradient, a capturable() step can be captured in a CUDA graph and
@@ -27,7 +29,11 @@ struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdamW;
   // Values outside the schema's ranges (train.momentum, ...) throw the config's Error.
   double momentum = 0;      // SGD only
+  double dampening = 0;     // SGD with momentum: buf = momentum * buf + (1 - dampening) * grad
+  bool nesterov = false;    // SGD: Nesterov momentum (momentum > 0, dampening 0, as torch's)
   double weight_decay = 0;  // SGD, Adam: L2 added to the gradient; AdamW: p *= 1 - lr * wd
+  // No weight decay for parameters of fewer than 2 dimensions (biases, norm weights, scalars).
+  bool no_decay_norm_bias = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
   // Allow the fused CUDA kernels (LibTorch 2.x, CUDA, all parameters fp32 on one device); when
   // they cannot be used, describe() says why and step() uses foreach ops.
@@ -64,7 +70,8 @@ class Optimizer {
   size_t num_params() const { return params_.size(); }
 
   // The state by name, for checkpoints: "momentum.<i>" (SGD with momentum), "exp_avg.<i>",
-  // "exp_avg_sq.<i>", "step.<i>" (Adam, AdamW; 0-dim float), i = parameter index. Moments and
+  // "exp_avg_sq.<i>", "step.<i>" (Adam, AdamW, and SGD with dampening, whose first step differs
+  // from the others; 0-dim float), i = parameter index. Moments and
   // buffers are the live tensors (save them before the next step); step counts kept on the host
   // come as new CPU tensors.
   std::vector<std::pair<std::string, at::Tensor>> state() const;
@@ -74,8 +81,10 @@ class Optimizer {
   void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
  private:
-  void step_fused(const std::vector<size_t>& live);
-  void step_foreach(const std::vector<size_t>& live, double lr);
+  // One param group (parameters by index, all with the same weight decay).
+  void step_fused(const std::vector<size_t>& group, double weight_decay);
+  void step_foreach(const std::vector<size_t>& group, double lr, double weight_decay);
+  void sgd_foreach(const std::vector<size_t>& group, double lr, double weight_decay);
 
   OptimizerKind kind_;
   OptimizerOptions options_;
@@ -87,8 +96,9 @@ class Optimizer {
   std::vector<at::Tensor> momentum_;    // SGD with momentum: zeros like each parameter
   std::vector<at::Tensor> exp_avg_;     // Adam(W): first moment
   std::vector<at::Tensor> exp_avg_sq_;  // Adam(W): second moment
+  std::vector<bool> decays_;            // per parameter: whether weight decay applies
   std::vector<at::Tensor> steps_;       // Adam(W), fused: 0-dim fp32 step counts on the device
-  std::vector<int64_t> host_steps_;     // Adam(W), foreach: step counts on the host
+  std::vector<int64_t> host_steps_;     // Adam(W), foreach; SGD with dampening: step counts
   at::Tensor lr_device_;                // fused with a tensor learning rate: 0-dim fp32
   double lr_ = -1;                      // last learning rate given (-1: none yet)
 };

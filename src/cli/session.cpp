@@ -61,7 +61,9 @@ std::pair<int, int> mpi_place() {
 // The config keys that set how much memory the datasets take.
 std::string data_size_keys(const DataConfig& d) {
   if (d.format == DataFormat::kIdx) return "data.path, data.train_images, data.test_images";
-  if (d.format == DataFormat::kText) return "data.train_files";
+  if (d.format == DataFormat::kText || d.format == DataFormat::kCsv) return "data.train_files";
+  if (d.format == DataFormat::kCifar10 || d.format == DataFormat::kCifar100)
+    return "data.path, data.train_files, data.test_files";
   return "data.synthetic_size, data.synthetic_test_size, " +
          std::string(d.synthetic_task == SyntheticTask::kImages || d.synthetic_task == SyntheticTask::kTokens
                          ? "data.synthetic_shape"

@@ -35,21 +35,31 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   const std::string why_format = std::string("data.format is ") + to_string(format);
   const bool idx = format == DataFormat::kIdx, synthetic = format == DataFormat::kSynthetic;
   const bool tokens = format == DataFormat::kTokens, text = format == DataFormat::kText;
+  const bool cifar = format == DataFormat::kCifar10 || format == DataFormat::kCifar100;
+  const bool csv = format == DataFormat::kCsv;
   check("data.path", !synthetic, why_format);
   for (const char* k : {"data.train_images", "data.train_labels", "data.test_images",
-                        "data.test_labels", "data.normalize"})
+                        "data.test_labels"})
     check(k, idx, why_format);
+  check("data.normalize", idx || cifar || csv, why_format);
+  check("data.cifar_labels", format == DataFormat::kCifar100, why_format);
+  for (const char* k : {"data.csv_task", "data.target_columns", "data.feature_columns"}) check(k, csv, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})
     check(k, synthetic, why_format);
-  for (const char* k : {"data.train_files", "data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
-  for (const char* k : {"data.test_files", "data.token_dtype"}) check(k, tokens, why_format);
-  check("data.test_fraction", text, why_format);
+  check("data.train_files", tokens || text || cifar || csv, why_format);
+  for (const char* k : {"data.seq_len", "data.windows"}) check(k, tokens || text, why_format);
+  check("data.test_files", tokens || cifar || csv, why_format);
+  check("data.token_dtype", tokens, why_format);
+  check("data.test_fraction", text || (csv && cfg.data.test_files.empty()),
+        csv ? "data.test_files names the test split" : why_format);
   for (const char* k : {"train.lr_step_size", "train.lr_gamma"})
     check(k, cfg.train.schedule == Schedule::kStep, std::string("train.schedule is ") + to_string(cfg.train.schedule));
   const OptimizerKind opt = cfg.train.optimizer;
-  check("train.momentum", opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
+  for (const char* k : {"train.momentum", "train.dampening", "train.nesterov"})
+    check(k, opt == OptimizerKind::kSgd, std::string("train.optimizer is ") + to_string(opt));
+  check("train.no_decay_norm_bias", cfg.train.weight_decay > 0, "train.weight_decay is 0");
   for (const char* k : {"train.beta1", "train.beta2", "train.eps"})
     check(k, opt != OptimizerKind::kSgd, "train.optimizer is sgd");
   return out;

@@ -25,7 +25,11 @@ struct Names;
   };
 DTRAIN_CHOICE_NAMES(DeviceKind, {{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}})
 DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFormat::kSynthetic},
-                                 {"tokens", DataFormat::kTokens}, {"text", DataFormat::kText}})
+                                 {"tokens", DataFormat::kTokens}, {"text", DataFormat::kText},
+                                 {"cifar10", DataFormat::kCifar10}, {"cifar100", DataFormat::kCifar100},
+                                 {"csv", DataFormat::kCsv}})
+DTRAIN_CHOICE_NAMES(CifarLabels, {{"fine", CifarLabels::kFine}, {"coarse", CifarLabels::kCoarse}})
+DTRAIN_CHOICE_NAMES(CsvTask, {{"classification", CsvTask::kClassification}, {"regression", CsvTask::kRegression}})
 DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto}, {"uint16", TokenDtype::kUint16}, {"uint32", TokenDtype::kUint32}})
 DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, {"classification", SyntheticTask::kClassification},
                                     {"images", SyntheticTask::kImages}, {"tokens", SyntheticTask::kTokens}})
@@ -150,24 +154,28 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.path", &C::model, &ModelConfig::path, "torchscript: the file of a module saved in Python with torch.jit.script(module).save(path); its forward(x) returns logits (or regression outputs) for a batch; its parameters are trained and checkpointed like a built-in model's, under the names of its state_dict()"));
     s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
-    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format"));
-    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text: folder holding the data files (relative names are under it)"));
+    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format: idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), cifar10 / cifar100 (the official binary version), csv (numeric columns under a header)"));
+    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text, cifar10, cifar100, csv: folder holding the data files (relative names are under it); cifar: the folder of the .bin files, or the one the official archive was unpacked in (holding cifar-10-batches-bin or cifar-100-binary)"));
     s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path"));
     s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels"));
     s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
     s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels"));
-    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std"));
-    s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1); every train and test label must be in [0, num_classes)", at_least(0)));
+    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std (idx: over all pixels; cifar: per channel, on the device; csv: per feature column); false: idx and cifar pixels scaled to [0, 1], csv features as written"));
+    s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1; cifar: 10, 100 or 20); every train and test label must be in [0, num_classes)", at_least(0)));
     s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)));
     s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
     s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));
     s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch"));
-    s.push_back(field("data.train_files", &C::data, &DataConfig::train_files, "tokens, text: training files, glob patterns separated by commas (nanoGPT's train.bin, llm.c's shards, text files)"));
-    s.push_back(field("data.test_files", &C::data, &DataConfig::test_files, "tokens: evaluation files, read in order in windows of seq_len + 1 (\"\" = no test split)"));
+    s.push_back(field("data.train_files", &C::data, &DataConfig::train_files, "tokens, text, cifar10, cifar100, csv: training files, glob patterns separated by commas (nanoGPT's train.bin, llm.c's shards, text files, CIFAR batches, CSV files); cifar: empty = data_batch_1.bin .. data_batch_5.bin (cifar10) or train.bin (cifar100)"));
+    s.push_back(field("data.test_files", &C::data, &DataConfig::test_files, "tokens: evaluation files, read in order in windows of seq_len + 1 (\"\" = no test split); cifar: empty = test_batch.bin (cifar10) or test.bin (cifar100); csv: empty = data.test_fraction of the train rows"));
     s.push_back(choice("data.token_dtype", &C::data, &DataConfig::token_dtype, "tokens: token width of headerless files (auto: llm.c's header says, else uint16 as nanoGPT writes)"));
     s.push_back(field("data.seq_len", &C::data, &DataConfig::seq_len, "tokens, text: tokens per sample (0 = model.seq_len)", at_least(0)));
     s.push_back(field("data.windows", &C::data, &DataConfig::windows, "tokens, text: training windows per epoch at seeded random positions (0 = train tokens / (seq_len + 1))", at_least(0)));
-    s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation", in_range(0.0, 0.9)));
+    s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation; csv without data.test_files: the share of the train files' rows, drawn with run.seed, kept for evaluation", in_range(0.0, 0.9)));
+    s.push_back(choice("data.cifar_labels", &C::data, &DataConfig::cifar_labels, "cifar100: the fine labels (100 classes) or the coarse ones (20 superclasses)"));
+    s.push_back(choice("data.csv_task", &C::data, &DataConfig::csv_task, "csv: classification (one target column of class ids 0, 1, ...: whole numbers, 3 and 3.0 alike; train.loss cross_entropy) or regression (one or more float target columns; train.loss mse)"));
+    s.push_back(field("data.target_columns", &C::data, &DataConfig::target_columns, "csv: the target column(s) by header name, comma-separated: one for classification, one or more for regression"));
+    s.push_back(field("data.feature_columns", &C::data, &DataConfig::feature_columns, "csv: the input columns by header name, comma-separated, in this order; empty = every column that is not a target, in file order"));
     s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate"));
     s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
     s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));
@@ -202,7 +210,10 @@ const std::vector<Field>& schema() {
     s.push_back(choice("train.optimizer", &C::train, &TrainConfig::optimizer, "optimizer"));
     s.push_back(field("train.lr", &C::train, &TrainConfig::lr, "peak learning rate", positive()));
     s.push_back(field("train.momentum", &C::train, &TrainConfig::momentum, "sgd: momentum", in_range(0.0, 1.0)));
+    s.push_back(field("train.dampening", &C::train, &TrainConfig::dampening, "sgd with momentum: dampening of the gradient added to the momentum buffer after the first step (torch.optim.SGD's)", in_range(0.0, 1.0)));
+    s.push_back(field("train.nesterov", &C::train, &TrainConfig::nesterov, "sgd: Nesterov momentum (torch.optim.SGD's nesterov); needs train.momentum > 0 and train.dampening 0"));
     s.push_back(field("train.weight_decay", &C::train, &TrainConfig::weight_decay, "weight decay (decoupled for adamw)", non_negative()));
+    s.push_back(field("train.no_decay_norm_bias", &C::train, &TrainConfig::no_decay_norm_bias, "sgd, adam, adamw: no weight decay for biases and normalization weights; the rule (nanoGPT's and timm's): every parameter of fewer than 2 dimensions is left undecayed, every matrix and conv kernel is decayed"));
     s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)));
     s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)));
     s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()));
@@ -262,6 +273,8 @@ const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
 const char* to_string(Attention v) { return config::name_of(v); }
 const char* to_string(TokenDtype v) { return config::name_of(v); }
+const char* to_string(CifarLabels v) { return config::name_of(v); }
+const char* to_string(CsvTask v) { return config::name_of(v); }
 const char* to_string(ProgressMode v) { return config::name_of(v); }
 
 }  // namespace dtrain

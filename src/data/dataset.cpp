@@ -1,5 +1,6 @@
 // In-memory datasets, and the factory that builds a run's train and test splits from DataConfig
-// (IDX files: idx_splits.cpp; generated data: synthetic.cpp).
+// (IDX files: idx_splits.cpp; generated data: synthetic.cpp; token and text files: tokens.cpp;
+// CIFAR: cifar.cpp; CSV: csv.cpp).
 #include "dtrain/data/dataset.h"
 
 #include <cstring>
@@ -76,6 +77,9 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
     case DataFormat::kTokens: return detail::make_token_splits(cfg, seed);
     case DataFormat::kText: return detail::make_text_splits(cfg, seed);
+    case DataFormat::kCifar10:
+    case DataFormat::kCifar100: return detail::make_cifar_splits(cfg);
+    case DataFormat::kCsv: return detail::make_csv_splits(cfg, seed);
   }
   throw Error("unknown data format (internal error)", "data.format");
 }

@@ -1,63 +1,26 @@
 // data.format idx: the train and test splits from IDX files (Fashion-MNIST's layout), the train
 // split's mean and std standardizing both.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "data/files.h"
+#include "data/labels.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/data/idx.h"
 #include "dtrain/error.h"
-#include "dtrain/log.h"
 
 namespace dtrain::detail {
 namespace {
 
-bool is_regular_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// cfg.path joined with one file name; an absolute name is used as is. A missing file is an error
-// naming the path and the key that named it. (POSIX stat, not std::filesystem: the pip wheels of
-// LibTorch 2.x export their own std::filesystem symbols, which can shadow libstdc++'s.)
-std::string data_file(const DataConfig& cfg, const std::string& name, const std::string& key) {
-  if (name.empty()) throw Error("file name is empty", key);
-  const bool absolute = name.front() == '/';
-  std::string path = name;
-  if (!absolute && !cfg.path.empty()) {
-    path = cfg.path + (cfg.path.back() == '/' ? "" : "/") + name;
-  }
-  if (!is_regular_file(path)) {
-    struct stat st {};
-    const bool exists = ::stat(path.c_str(), &st) == 0;
-    std::string hint;
-    if (!absolute && !is_directory(cfg.path)) {
-      hint = " (data.path '" + cfg.path + "' is not a directory)";
-    }
-    throw Error((exists ? "not a regular file: " : "file not found: ") + path + hint, key);
-  }
-  return path;
-}
-
-// Every label of `targets` (N,) int64 must lie in [0, classes); the first that does not is an
-// Error naming the file, the sample index and the value. `rule` says where `classes` came from.
-void check_labels(const at::Tensor& targets, int64_t classes, const std::string& path,
-                  const std::string& rule) {
-  const at::Tensor bad = (targets < 0).logical_or_(targets >= classes).nonzero();
-  if (bad.size(0) == 0) return;
-  const int64_t index = bad[0][0].item<int64_t>();
-  throw Error("label " + std::to_string(targets[index].item<int64_t>()) + " of sample " +
-                  std::to_string(index) + " (" + std::to_string(bad.size(0)) +
-                  " such label(s)) is outside the model's classes [0, " + std::to_string(classes) +
-                  "), " + rule,
+// Every label of `targets` (N,) int64 must lie in the label space; the first that does not is an
+// Error naming the file, the sample index and the value.
+void check_labels(const at::Tensor& targets, const LabelSpace& space, const std::string& path) {
+  int64_t count = 0;
+  const int64_t index = first_bad_label(targets, space.classes, &count);
+  if (index < 0) return;
+  throw Error(label_error(targets[index].item<int64_t>(), "sample " + std::to_string(index), count, space),
               path);
 }
 
@@ -106,26 +69,16 @@ Splits make_idx_splits(const DataConfig& cfg) {
   }
   // The label space: data.num_classes, or the train labels' largest + 1; every label inside it.
   DataSpec spec = train->spec();
-  std::string rule;
-  if (cfg.num_classes > 0) {
-    spec.num_classes = cfg.num_classes;
-    rule = "set by data.num_classes";
-  } else {
-    rule = "taken from the train labels (largest + 1, as data.num_classes is 0); set "
-           "data.num_classes to cover every label";
-  }
-  check_labels(train->targets(), spec.num_classes, train_labels, rule);
+  const LabelSpace space = label_space(
+      cfg, spec.num_classes,
+      "taken from the train labels (largest + 1, as data.num_classes is 0); set data.num_classes to "
+      "cover every label");
+  spec.num_classes = space.classes;
+  check_labels(train->targets(), space, train_labels);
   std::ostringstream desc;
   desc << train->describe() << "; " << spec.num_classes << " classes ("
        << (cfg.num_classes > 0 ? "data.num_classes" : "from the train labels") << ")";
-  if (cfg.num_classes == 0 && train->size() > 0) {
-    const at::Tensor counts = at::bincount(train->targets(), {}, spec.num_classes);
-    const int64_t empty = (counts == 0).sum().item<int64_t>();
-    if (empty > 0)
-      log::warn(std::to_string(empty) + " of the " + std::to_string(spec.num_classes) +
-                " classes taken from the train labels (" + train_labels +
-                ") have no training sample; set data.num_classes if that is not meant");
-  }
+  if (cfg.num_classes == 0) warn_empty_classes(train->targets(), spec.num_classes, train_labels);
   train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), spec, desc.str());
   if (has_test) {
     auto test = load_idx_classification(test_images, test_labels, cfg.normalize, mean, stdev);
@@ -135,7 +88,7 @@ Splits make_idx_splits(const DataConfig& cfg) {
                   test_images);
     }
     // Both splits share one label space.
-    check_labels(test->targets(), spec.num_classes, test_labels, rule);
+    check_labels(test->targets(), space, test_labels);
     out.test = std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec,
                                                test->describe());
   }

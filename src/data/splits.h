@@ -1,4 +1,4 @@
-// The two ways a run's splits are built from DataConfig; make_datasets() picks one by data.format.
+// The ways a run's splits are built from DataConfig; make_datasets() picks one by data.format.
 #pragma once
 
 #include <cstdint>
@@ -19,5 +19,9 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed);
 // text: the bytes of text files. Windows of data.seq_len + 1 (Note [token windows]).
 Splits make_token_splits(const DataConfig& cfg, int64_t seed);
 Splits make_text_splits(const DataConfig& cfg, int64_t seed);
+// data.format cifar10, cifar100: the binary version's batches under data.path (cifar.cpp).
+Splits make_cifar_splits(const DataConfig& cfg);
+// data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
+Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
 
 }  // namespace dtrain::detail

@@ -16,7 +16,6 @@
 // vocabulary (data.num_classes, model.vocab_size by default) when its window is read: one out
 // of range is an error naming the file and the token's index, never a wrong batch.
 #include <fcntl.h>
-#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/files.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -69,35 +69,6 @@ struct Shard {
 };
 
 std::string errno_text() { return std::strerror(errno); }
-
-// The files the comma-separated glob patterns of `key` name, each pattern's matches sorted, in
-// pattern order; relative patterns are under data.path. A pattern that matches nothing is an error.
-std::vector<std::string> expand(const DataConfig& cfg, const std::string& patterns, const std::string& key) {
-  std::vector<std::string> files;
-  std::stringstream in(patterns);
-  std::string pattern;
-  while (std::getline(in, pattern, ',')) {
-    while (!pattern.empty() && pattern.front() == ' ') pattern.erase(0, 1);
-    while (!pattern.empty() && pattern.back() == ' ') pattern.pop_back();
-    if (pattern.empty()) continue;
-    if (pattern.front() != '/' && !cfg.path.empty())
-      pattern = cfg.path + (cfg.path.back() == '/' ? "" : "/") + pattern;
-    glob_t g{};
-    const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
-    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
-      globfree(&g);
-      throw Error("no file matches " + pattern, key);
-    }
-    if (rc != 0) {
-      globfree(&g);
-      throw Error("cannot expand " + pattern, key);
-    }
-    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-    globfree(&g);
-  }
-  if (files.empty()) throw Error("names no file", key);
-  return files;
-}
 
 // The file's bytes, memory-mapped read-only (an empty or unreadable file is an error).
 std::pair<std::shared_ptr<const void>, int64_t> map_file(const std::string& path, const std::string& key) {
@@ -287,7 +258,7 @@ Splits make_token_splits(const DataConfig& cfg, int64_t seed) {
   if (cfg.train_files.empty()) throw Error("is empty: name the token files", "data.train_files");
   auto load = [&](const std::string& patterns, const std::string& key) {
     std::vector<Shard> shards;
-    for (const auto& f : expand(cfg, patterns, key)) shards.push_back(token_shard(cfg, f, key));
+    for (const auto& f : expand_files(cfg, patterns, key)) shards.push_back(token_shard(cfg, f, key));
     return shards;
   };
   Splits out;
@@ -318,7 +289,7 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed) {
                 "data.num_classes");
   std::vector<Shard> train, test;
   int64_t bytes = 0;
-  for (const auto& f : expand(cfg, cfg.train_files, "data.train_files")) {
+  for (const auto& f : expand_files(cfg, cfg.train_files, "data.train_files")) {
     auto [owner, size] = map_file(f, "data.train_files");
     const auto* p = static_cast<const uint8_t*>(owner.get());
     const auto keep = static_cast<int64_t>(static_cast<double>(size) * (1.0 - cfg.test_fraction));

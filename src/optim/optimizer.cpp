@@ -33,10 +33,15 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options)
   kind_ = o.kind;
   // The ranges are the schema's (one definition for configs and for C++ callers).
   Config::check_value("train.momentum", o.momentum);
+  Config::check_value("train.dampening", o.dampening);
   Config::check_value("train.weight_decay", o.weight_decay);
   Config::check_value("train.beta1", o.beta1);
   Config::check_value("train.beta2", o.beta2);
   Config::check_value("train.eps", o.eps);
+  if (kind_ == OptimizerKind::kSgd && o.nesterov && (o.momentum == 0 || o.dampening != 0))
+    throw Error("Nesterov momentum needs train.momentum > 0 and train.dampening 0 (as torch.optim.SGD), got "
+                "momentum " + fmt_double(o.momentum) + " and dampening " + fmt_double(o.dampening),
+                "train.nesterov");
   if (params_.empty()) throw Error("the optimizer got no parameters", "train.optimizer");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].defined() || !at::isFloatingType(params_[i].scalar_type())) {
@@ -72,11 +77,16 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options)
   capturable_ = fused_ && (kind_ == OptimizerKind::kSgd ? compat::kFusedSgdTakesTensorLr
                                                 : compat::kFusedAdamTakesTensorLr);
 
+  // The no-decay rule (train.no_decay_norm_bias): parameters of fewer than 2 dimensions.
+  for (const auto& p : params_) decays_.push_back(!(o.no_decay_norm_bias && p.dim() < 2));
+
   at::NoGradGuard no_grad;
   const size_t n = params_.size();
   if (kind_ == OptimizerKind::kSgd) {
     if (o.momentum != 0) {
       for (const auto& p : params_) momentum_.push_back(at::zeros_like(p));
+      // With dampening the first step (buf = grad) differs from the others, so steps are counted.
+      if (o.dampening != 0) host_steps_.assign(n, 0);
     }
   } else {
     for (const auto& p : params_) {
@@ -110,69 +120,112 @@ void Optimizer::step(double lr) {
   }
   if (live.empty()) return;
   at::NoGradGuard no_grad;
-  if (fused_) {
-    step_fused(live);
-  } else {
-    step_foreach(live, lr);
+  // Two param groups as torch.optim would have them: decayed, and (no_decay_norm_bias) not.
+  std::vector<size_t> decayed, undecayed;
+  for (size_t i : live) (decays_[i] ? decayed : undecayed).push_back(i);
+  for (const auto* group : {&decayed, &undecayed}) {
+    if (group->empty()) continue;
+    const double wd = group == &decayed ? options_.weight_decay : 0.0;
+    if (fused_) {
+      step_fused(*group, wd);
+    } else {
+      step_foreach(*group, lr, wd);
+    }
   }
 }
 
-void Optimizer::step_fused(const std::vector<size_t>& live) {
-  const auto params = pick(params_, live);
-  std::vector<at::Tensor> grads;
-  grads.reserve(live.size());
-  for (size_t i : live) grads.push_back(params_[i].grad());
+void Optimizer::step_fused(const std::vector<size_t>& group, double weight_decay) {
   const OptimizerOptions& o = options_;
+  std::vector<at::Tensor> grads;
+  grads.reserve(group.size());
+  for (size_t i : group) grads.push_back(params_[i].grad());
   if (kind_ == OptimizerKind::kSgd) {
-    const std::vector<at::Tensor> bufs =
-        momentum_.empty() ? std::vector<at::Tensor>{} : pick(momentum_, live);  // none at momentum 0
-    compat::fused_sgd(params, grads, bufs, lr_device_, lr_, o.momentum, o.weight_decay);
+    compat::SgdArgs a;
+    a.momentum = o.momentum;
+    a.dampening = o.dampening;
+    a.weight_decay = weight_decay;
+    a.nesterov = o.nesterov;
+    if (host_steps_.empty()) {
+      const std::vector<at::Tensor> bufs =
+          momentum_.empty() ? std::vector<at::Tensor>{} : pick(momentum_, group);  // none at momentum 0
+      compat::fused_sgd(pick(params_, group), grads, bufs, lr_device_, lr_, a);
+      return;
+    }
+    // Dampening: the parameters on their first step (buf = grad) in a launch of their own.
+    std::vector<size_t> first, later;
+    std::vector<at::Tensor> first_grads, later_grads;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const size_t i = group[k];
+      const bool is_first = host_steps_[i]++ == 0;
+      (is_first ? first : later).push_back(i);
+      (is_first ? first_grads : later_grads).push_back(grads[k]);
+    }
+    if (!later.empty()) compat::fused_sgd(pick(params_, later), later_grads, pick(momentum_, later), lr_device_, lr_, a);
+    a.first_step = true;
+    if (!first.empty()) compat::fused_sgd(pick(params_, first), first_grads, pick(momentum_, first), lr_device_, lr_, a);
     return;
   }
-  const auto steps = pick(steps_, live);
+  const auto steps = pick(steps_, group);
   at::_foreach_add_(steps, 1);  // every step counter in one launch, before the kernel reads them
-  compat::fused_adam(kind_ == OptimizerKind::kAdamW, params, grads, pick(exp_avg_, live), pick(exp_avg_sq_, live),
-             steps, lr_device_, lr_, o.beta1, o.beta2, o.weight_decay, o.eps);
+  compat::fused_adam(kind_ == OptimizerKind::kAdamW, pick(params_, group), grads, pick(exp_avg_, group),
+                     pick(exp_avg_sq_, group), steps, lr_device_, lr_, o.beta1, o.beta2, weight_decay, o.eps);
+}
+
+// torch.optim.SGD's foreach form: d = g + wd * p; with momentum, buf = g on a parameter's first
+// step, else buf = momentum * buf + (1 - dampening) * d, and d = buf (Nesterov: d + momentum *
+// buf); p -= lr * d. The buffers start at zero, so at dampening 0 the general rule gives the first
+// step's buf = d exactly.
+void Optimizer::sgd_foreach(const std::vector<size_t>& group, double lr, double weight_decay) {
+  const OptimizerOptions& o = options_;
+  const auto params = pick(params_, group);
+  std::vector<at::Tensor> grads;
+  grads.reserve(group.size());
+  for (size_t i : group) grads.push_back(params_[i].grad());
+  std::vector<at::Tensor> d = weight_decay != 0 ? at::_foreach_add(grads, params, weight_decay) : grads;
+  if (o.momentum != 0) {
+    auto bufs = pick(momentum_, group);
+    std::vector<at::Tensor> first, first_d, later, later_d;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const bool is_first = !host_steps_.empty() && host_steps_[group[k]]++ == 0;
+      (is_first ? first : later).push_back(bufs[k]);
+      (is_first ? first_d : later_d).push_back(d[k]);
+    }
+    if (!first.empty()) at::_foreach_add_(first, first_d);  // zeros + d: buf = d
+    if (!later.empty()) {
+      at::_foreach_mul_(later, o.momentum);
+      at::_foreach_add_(later, later_d, 1.0 - o.dampening);
+    }
+    d = o.nesterov ? at::_foreach_add(d, bufs, o.momentum) : std::move(bufs);
+  }
+  at::_foreach_add_(params, d, -lr);
 }
 
 // The multi-tensor (foreach) forms of torch.optim's SGD and Adam(W) without capturable: step
 // counts and bias corrections on the host.
-void Optimizer::step_foreach(const std::vector<size_t>& live, double lr) {
-  const OptimizerOptions& o = options_;
-  const auto params = pick(params_, live);
-  std::vector<at::Tensor> grads;
-  grads.reserve(live.size());
-  for (size_t i : live) grads.push_back(params_[i].grad());
-
+void Optimizer::step_foreach(const std::vector<size_t>& group, double lr, double weight_decay) {
   if (kind_ == OptimizerKind::kSgd) {
-    // d = g + wd * p; with momentum: buf = momentum * buf + d (buf starts at zero, so the first
-    // step gives buf = d exactly), d = buf; p -= lr * d.
-    std::vector<at::Tensor> d =
-        o.weight_decay != 0 ? at::_foreach_add(grads, params, o.weight_decay) : grads;
-    if (o.momentum != 0) {
-      auto bufs = pick(momentum_, live);
-      at::_foreach_mul_(bufs, o.momentum);
-      at::_foreach_add_(bufs, d);
-      d = std::move(bufs);
-    }
-    at::_foreach_add_(params, d, -lr);
+    sgd_foreach(group, lr, weight_decay);
     return;
   }
-
+  const OptimizerOptions& o = options_;
+  const auto params = pick(params_, group);
+  std::vector<at::Tensor> grads;
+  grads.reserve(group.size());
+  for (size_t i : group) grads.push_back(params_[i].grad());
   std::vector<at::Scalar> step_size, bias_correction2_sqrt;  // per parameter
-  for (size_t i : live) {
+  for (size_t i : group) {
     const double t = static_cast<double>(++host_steps_[i]);
     step_size.emplace_back(-(lr / (1.0 - std::pow(o.beta1, t))));
     bias_correction2_sqrt.emplace_back(std::sqrt(1.0 - std::pow(o.beta2, t)));
   }
-  if (kind_ == OptimizerKind::kAdamW && o.weight_decay != 0) {
-    at::_foreach_mul_(params, 1.0 - lr * o.weight_decay);  // decoupled: p *= 1 - lr * wd
+  if (kind_ == OptimizerKind::kAdamW && weight_decay != 0) {
+    at::_foreach_mul_(params, 1.0 - lr * weight_decay);  // decoupled: p *= 1 - lr * wd
   }
-  const std::vector<at::Tensor> g = kind_ == OptimizerKind::kAdam && o.weight_decay != 0
-                                        ? at::_foreach_add(grads, params, o.weight_decay)
+  const std::vector<at::Tensor> g = kind_ == OptimizerKind::kAdam && weight_decay != 0
+                                        ? at::_foreach_add(grads, params, weight_decay)
                                         : grads;
-  const auto exp_avgs = pick(exp_avg_, live);
-  const auto exp_avg_sqs = pick(exp_avg_sq_, live);
+  const auto exp_avgs = pick(exp_avg_, group);
+  const auto exp_avg_sqs = pick(exp_avg_sq_, group);
   at::_foreach_mul_(exp_avgs, o.beta1);
   at::_foreach_add_(exp_avgs, g, 1.0 - o.beta1);
   at::_foreach_mul_(exp_avg_sqs, o.beta2);
@@ -188,8 +241,16 @@ std::string Optimizer::describe() const {
   std::string s = kind_ == OptimizerKind::kSgd    ? "SGD"
                   : kind_ == OptimizerKind::kAdam ? "Adam"
                                          : "AdamW";
-  if (kind_ == OptimizerKind::kSgd && options_.momentum != 0) {
-    s += " (momentum " + fmt_double(options_.momentum) + ")";
+  const OptimizerOptions& o = options_;
+  if (kind_ == OptimizerKind::kSgd && o.momentum != 0) {
+    s += " (" + std::string(o.nesterov ? "Nesterov " : "") + "momentum " + fmt_double(o.momentum) +
+         (o.dampening != 0 ? ", dampening " + fmt_double(o.dampening) : "") + ")";
+  }
+  if (o.weight_decay != 0 && o.no_decay_norm_bias) {
+    size_t undecayed = 0;
+    for (bool d : decays_) undecayed += d ? 0 : 1;
+    s += ", no weight decay on " + std::to_string(undecayed) + " of " + std::to_string(params_.size()) +
+         " parameters (fewer than 2 dimensions)";
   }
   if (fused_) {
     s += ", fused CUDA kernel";
@@ -208,6 +269,10 @@ std::vector<std::pair<std::string, at::Tensor>> Optimizer::state() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (size_t i = 0; i < momentum_.size(); ++i) {
     out.emplace_back("momentum." + std::to_string(i), momentum_[i]);
+  }
+  if (kind_ == OptimizerKind::kSgd) {  // step counts only with dampening
+    for (size_t i = 0; i < host_steps_.size(); ++i)
+      out.emplace_back("step." + std::to_string(i), at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
   }
   for (size_t i = 0; i < exp_avg_.size(); ++i) {
     const std::string n = std::to_string(i);
@@ -231,7 +296,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, at::Tensor>>
   // undefined for step counts kept on the host.
   std::vector<std::pair<std::string, at::Tensor>> expected = this->state();
   for (auto& kv : expected) {
-    if (kv.first.rfind("step.", 0) == 0 && !fused_) kv.second = at::Tensor();
+    if (kv.first.rfind("step.", 0) == 0 && steps_.empty()) kv.second = at::Tensor();
   }
   const std::string what = describe();
   for (const auto& kv : expected) {

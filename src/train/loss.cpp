@@ -1,9 +1,12 @@
 #include "train/loss.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cuda/fused_loss.h"
 #include "dtrain/error.h"
+#include "util/format.h"
 
 namespace dtrain::detail {
 
@@ -43,6 +46,34 @@ void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& dat
                                          : std::string()) +
                     ": use train.loss=mse, or classification data",
                 "train.loss");
+}
+
+void check_outputs_fit(const DataSpec& spec, const at::Tensor& out, const at::Tensor& targets,
+                       const std::string& model, const std::string& data) {
+  const std::vector<int64_t> got = out.sizes().vec(), want = targets.sizes().vec();
+  const std::string shapes = "outputs of shape " + shape_str(got) + " for targets of shape " + shape_str(want);
+  if (spec.num_classes > 0) {
+    const bool fits = got.size() == want.size() + 1 && std::equal(want.begin(), want.end(), got.begin());
+    if (!fits)
+      throw Error("model '" + model + "' gives " + shapes + " (one training sample of " + data +
+                      "); class ids need one score per class in the last dimension",
+                  "model.name");
+    if (got.back() < spec.num_classes)
+      throw Error("model '" + model + "' scores " + std::to_string(got.back()) + " classes (" + shapes +
+                      "), but the data (" + data + ") has " + std::to_string(spec.num_classes) +
+                      " classes, class ids 0.." + std::to_string(spec.num_classes - 1) +
+                      ": a class id the model has no output for would give a NaN loss; build the model with " +
+                      std::to_string(spec.num_classes) + " outputs (DataSpec::num_classes) or set data.num_classes",
+                  "model.name");
+    return;
+  }
+  std::vector<int64_t> rows = want;
+  if (rows.size() == 1) rows.push_back(1);  // (N,) targets are read as (N, 1) (compute_loss)
+  if (got != rows)
+    throw Error("model '" + model + "' gives " + shapes + " (one training sample of " + data + ", " +
+                    std::to_string(spec.target_dim) + " regression target(s)); they must be equal, as mse "
+                    "would broadcast one over the other",
+                "model.name");
 }
 
 }  // namespace dtrain::detail

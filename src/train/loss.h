@@ -22,4 +22,14 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
 // dataset's description).
 void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& data);
 
+// Once the model is built (the Trainer runs it on one training sample in evaluation mode): its
+// output `out` for `targets` must fit them. Class ids (N,) or (N, T) need outputs (N, W) or
+// (N, T, W) with W >= spec.num_classes, since the readers check every label against
+// spec.num_classes (data/labels.h), never against W, and a class id the model has no output for
+// gives a NaN loss on the GPU; regression targets (N, D) need outputs (N, D), as mse would
+// broadcast any other width. Anything else is an Error naming model.name, the model (`model`)
+// and the data (`data`).
+void check_outputs_fit(const DataSpec& spec, const at::Tensor& out, const at::Tensor& targets,
+                       const std::string& model, const std::string& data);
+
 }  // namespace dtrain::detail

@@ -50,7 +50,10 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   OptimizerOptions oo;
   oo.kind = t.optimizer;
   oo.momentum = t.momentum;
+  oo.dampening = t.dampening;
+  oo.nesterov = t.nesterov;
   oo.weight_decay = t.weight_decay;
+  oo.no_decay_norm_bias = t.no_decay_norm_bias;
   oo.beta1 = t.beta1;
   oo.beta2 = t.beta2;
   oo.eps = t.eps;

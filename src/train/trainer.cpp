@@ -3,6 +3,8 @@
 // does is in eager_step.cpp and graph_step.cpp; everything around the loop is a hook.
 #include "dtrain/trainer.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <optional>
 
 #include "cuda/memory.h"
@@ -110,6 +112,21 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     throw Error("the test split's pixel statistics differ from the training split's (" +
                 m.test->describe() + ", " + m.train->describe() + "); both are standardized alike");
   m.ctx.pixels = detail::PixelNormalizer(m.train->spec(), device);
+  if (m.train->size() > 0) {
+    // The model's outputs against the data's classes or targets, on one training sample in
+    // evaluation mode (no dropout drawn, no batch-norm statistics moved), before training.
+    m.watchdog.beat("output check");
+    const Batch one = m.train->get({0});
+    const bool was_training = m.model->is_training();
+    m.model->eval();
+    at::Tensor out;
+    {
+      at::NoGradGuard no_grad;
+      out = m.model->forward(m.ctx.pixels(one.inputs.to(device)));
+    }
+    m.model->train(was_training);
+    detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(), m.train->describe());
+  }
   for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
 }
 

@@ -107,22 +107,20 @@ void fused_adam(bool adamw, at::TensorList params, at::TensorList grads, at::Ten
 }
 
 void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-               const at::Tensor& lr_device, double lr, double momentum, double weight_decay) {
-  // The buffers start as zeros, so momentum * buf + grad equals the first-step rule buf = grad
-  // exactly: is_first_step stays false and the launch is the same on every step.
+               const at::Tensor& lr_device, double lr, const SgdArgs& a) {
+  // With dampening 0 the buffers start as zeros, so momentum * buf + grad equals the first-step
+  // rule buf = grad exactly: the caller keeps first_step false and the launch is the same on
+  // every step.
 #if DTRAIN_TORCH_AT_LEAST(2, 4)
   (void)lr;
-  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr_device,
-                  /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
-                  /*is_first_step=*/false);
+  at::_fused_sgd_(params, grads, momentum_buffers, a.weight_decay, a.momentum, lr_device,
+                  a.dampening, a.nesterov, /*maximize=*/false, a.first_step);
 #elif DTRAIN_TORCH_AT_LEAST(2, 3)
   (void)lr_device;
-  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr,
-                  /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
-                  /*is_first_step=*/false);
+  at::_fused_sgd_(params, grads, momentum_buffers, a.weight_decay, a.momentum, lr, a.dampening,
+                  a.nesterov, /*maximize=*/false, a.first_step);
 #else
-  (void)params, (void)grads, (void)momentum_buffers, (void)lr_device, (void)lr, (void)momentum,
-      (void)weight_decay;
+  (void)params, (void)grads, (void)momentum_buffers, (void)lr_device, (void)lr, (void)a;
   TORCH_CHECK(false, "fused SGD needs LibTorch 2.3");
 #endif
 }

@@ -71,8 +71,13 @@ constexpr bool kFusedSgdTakesTensorLr = DTRAIN_TORCH_AT_LEAST(2, 4);
 void fused_adam(bool adamw, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                 at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr_device,
                 double lr, double beta1, double beta2, double weight_decay, double eps);
-// One fused SGD launch (dampening 0, no Nesterov). momentum_buffers is empty when momentum is 0.
+// One fused SGD launch. momentum_buffers is empty when momentum is 0; first_step: the buffers are
+// set to the gradients (torch's first step) rather than updated with dampening.
+struct SgdArgs {
+  double momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, first_step = false;
+};
 void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-               const at::Tensor& lr_device, double lr, double momentum, double weight_decay);
+               const at::Tensor& lr_device, double lr, const SgdArgs& args);
 
 }  // namespace dtrain::compat

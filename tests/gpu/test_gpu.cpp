@@ -89,6 +89,27 @@ TEST(Gpu, FusedAdamWMatchesAdamW) {
   EXPECT_LT(max_rel(fused, plain), 1e-5);
 }
 
+// The fused kernels honour SGD's Nesterov momentum and dampening (its first step in a launch of
+// its own) and train.no_decay_norm_bias (a second launch with weight decay 0), in the captured
+// CUDA graph too (one rank on CUDA: train.cuda_graph auto).
+TEST(Gpu, FusedOptimizerOptionsMatchForeach) {
+  at::globalContext().setAllowTF32CuBLAS(false);
+  const std::vector<std::vector<std::string>> cases = {
+      {"train.optimizer=sgd", "train.lr=0.05", "train.momentum=0.9", "train.nesterov=true",
+       "train.weight_decay=0.01", "train.no_decay_norm_bias=true"},
+      {"train.optimizer=sgd", "train.lr=0.05", "train.momentum=0.9", "train.dampening=0.5"},
+      {"train.weight_decay=0.1", "train.no_decay_norm_bias=true"},
+      {"train.optimizer=adam", "train.weight_decay=0.1", "train.no_decay_norm_bias=true"}};
+  for (const auto& o : cases) {
+    SCOPED_TRACE(o[0] + " " + o.back());
+    TrainRun fused = train(kMlp, o, kGpu);
+    std::vector<std::string> plain_o = o;
+    plain_o.push_back("train.fused_optimizer=false");
+    TrainRun plain = train(kMlp, plain_o, kGpu);
+    EXPECT_LT(max_rel(fused, plain), 1e-5);
+  }
+}
+
 TEST(Gpu, NcclOneRankCollectives) {
   auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
   EXPECT_EQ(nccl->backend(), "nccl");

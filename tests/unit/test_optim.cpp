@@ -94,11 +94,13 @@ void write_values(std::ostream& f, const at::Tensor& t) {
 void write_spec(const std::string& path, const OptimizerOptions& o, const Scenario& s) {
   std::ofstream f(path);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g\n", to_string(o.kind), o.momentum,
-                o.weight_decay, o.beta1, o.beta2, o.eps);
+  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g %.17g %d %d\n", to_string(o.kind), o.momentum,
+                o.weight_decay, o.beta1, o.beta2, o.eps, o.dampening, o.nesterov ? 1 : 0,
+                o.no_decay_norm_bias ? 1 : 0);
   f << buf << s.init.size() << ' ' << s.lrs.size() << '\n';
   for (const auto& t : s.init) {
-    f << "p";
+    f << "p ";
+    for (int64_t d = 0; d < t.dim(); ++d) f << (d ? "x" : "") << t.size(d);
     write_values(f, t);
     f << '\n';
   }
@@ -123,21 +125,30 @@ import torch
 
 for spec in sys.argv[1:]:
     lines = open(spec).read().split("\n")
-    kind, momentum, wd, beta1, beta2, eps = lines[0].split()
-    momentum, wd, beta1, beta2, eps = (float(x) for x in (momentum, wd, beta1, beta2, eps))
+    kind, momentum, wd, beta1, beta2, eps, dampening, nesterov, no_decay = lines[0].split()
+    momentum, wd, beta1, beta2, eps, dampening = (
+        float(x) for x in (momentum, wd, beta1, beta2, eps, dampening))
+    nesterov, no_decay = nesterov == "1", no_decay == "1"
     n_params, n_steps = (int(x) for x in lines[1].split())
     row = 2
     params = []
     for _ in range(n_params):
-        values = [float(v) for v in lines[row].split()[1:]]
-        params.append(torch.tensor(values, dtype=torch.float32, requires_grad=True))
+        words = lines[row].split()
+        shape = [int(d) for d in words[1].split("x")]
+        values = [float(v) for v in words[2:]]
+        params.append(torch.tensor(values, dtype=torch.float32).reshape(shape).requires_grad_(True))
         row += 1
+    # nanoGPT's groups: every parameter of 2 or more dimensions decays, the others do not.
+    groups = [{"params": [p for p in params if p.dim() >= 2 or not no_decay]},
+              {"params": [p for p in params if p.dim() < 2 and no_decay], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
     if kind == "sgd":
-        opt = torch.optim.SGD(params, lr=1.0, momentum=momentum, weight_decay=wd)
+        opt = torch.optim.SGD(groups, lr=1.0, momentum=momentum, weight_decay=wd,
+                              dampening=dampening, nesterov=nesterov)
     elif kind == "adam":
-        opt = torch.optim.Adam(params, lr=1.0, betas=(beta1, beta2), eps=eps, weight_decay=wd)
+        opt = torch.optim.Adam(groups, lr=1.0, betas=(beta1, beta2), eps=eps, weight_decay=wd)
     elif kind == "adamw":
-        opt = torch.optim.AdamW(params, lr=1.0, betas=(beta1, beta2), eps=eps, weight_decay=wd)
+        opt = torch.optim.AdamW(groups, lr=1.0, betas=(beta1, beta2), eps=eps, weight_decay=wd)
     else:
         raise SystemExit("unknown kind " + kind)
     with open(spec + ".out", "w") as out:
@@ -150,10 +161,10 @@ for spec in sys.argv[1:]:
                 words = lines[row].split()[1:]
                 row += 1
                 p.grad = None if words == ["none"] else torch.tensor(
-                    [float(v) for v in words], dtype=torch.float32)
+                    [float(v) for v in words], dtype=torch.float32).reshape(p.shape)
             opt.step()
             for p in params:
-                out.write(" ".join(repr(v) for v in p.detach().tolist()) + "\n")
+                out.write(" ".join(repr(v) for v in p.detach().reshape(-1).tolist()) + "\n")
 print("DONE")
 )PY";
 
@@ -193,8 +204,10 @@ std::vector<std::vector<std::vector<at::Tensor>>> run_torch(
 
 std::string describe_options(const OptimizerOptions& o) {
   std::ostringstream s;
-  s << to_string(o.kind) << " momentum=" << o.momentum << " weight_decay=" << o.weight_decay
-    << " betas=(" << o.beta1 << ", " << o.beta2 << ") eps=" << o.eps;
+  s << to_string(o.kind) << " momentum=" << o.momentum << " dampening=" << o.dampening
+    << " nesterov=" << o.nesterov << " weight_decay=" << o.weight_decay
+    << " no_decay_norm_bias=" << o.no_decay_norm_bias << " betas=(" << o.beta1 << ", " << o.beta2
+    << ") eps=" << o.eps;
   return s.str();
 }
 
@@ -242,6 +255,56 @@ TEST(Optimizer, SgdMatchesTorchOptim) {
                        0.1);
 }
 
+OptimizerOptions sgd_with(double momentum, double dampening, bool nesterov, double wd, bool no_decay) {
+  OptimizerOptions o = opts("sgd", momentum, wd);
+  o.dampening = dampening;
+  o.nesterov = nesterov;
+  o.no_decay_norm_bias = no_decay;
+  return o;
+}
+
+// Nesterov and dampening; parameter 2 gets its first gradient on step 1, so its dampened buffer
+// starts a step later than the others'.
+TEST(Optimizer, SgdNesterovAndDampeningMatchTorchOptim) {
+  expect_matches_torch({sgd_with(0.9, 0, true, 0, false), sgd_with(0.8, 0, true, 0.01, false),
+                        sgd_with(0.9, 0.3, false, 0, false), sgd_with(0.7, 0.5, false, 0.05, true)},
+                       0.1);
+}
+
+// train.no_decay_norm_bias: the 1-dimensional parameter (index 1, shape [5]) is not decayed; the
+// 2- and 3-dimensional ones are. Large decays make the difference far above the tolerance.
+TEST(Optimizer, NoDecayForOneDimensionalParametersMatchesTorchParamGroups) {
+  auto with = [](const std::string& kind, double wd) {
+    OptimizerOptions o = opts(kind, kind == "sgd" ? 0.9 : 0, wd);
+    o.no_decay_norm_bias = true;
+    return o;
+  };
+  expect_matches_torch({with("sgd", 0.5), with("adam", 0.5), with("adamw", 0.5)}, 0.05);
+  // And it changes something: the undecayed parameter differs from a run that decays it.
+  const Scenario s = make_scenario(0.05);
+  const auto skip = run_dtrain(with("adamw", 0.5), s);
+  const auto decay = run_dtrain(opts("adamw", 0, 0.5), s);
+  EXPECT_TRUE(skip.back()[0].equal(decay.back()[0]));
+  EXPECT_FALSE(skip.back()[1].equal(decay.back()[1]));
+}
+
+TEST(Optimizer, NesterovNeedsMomentumAndNoDampening) {
+  const Scenario s = make_scenario(0.1);
+  auto params = fresh_params(s);
+  std::string msg = message_of([&] { Optimizer(params, sgd_with(0, 0, true, 0, false)); });
+  EXPECT_NE(msg.find("train.nesterov"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.momentum > 0"), std::string::npos) << msg;
+  msg = message_of([&] { Optimizer(params, sgd_with(0.9, 0.1, true, 0, false)); });
+  EXPECT_NE(msg.find("dampening 0.1"), std::string::npos) << msg;
+  msg = message_of([&] { Optimizer(params, sgd_with(0.9, 1.5, false, 0, false)); });
+  EXPECT_NE(msg.find("train.dampening"), std::string::npos) << msg;
+  OptimizerOptions o = sgd_with(0.9, 0, true, 0.1, true);
+  o.fused = false;
+  EXPECT_EQ(Optimizer(params, o).describe(),
+            "SGD (Nesterov momentum 0.9), no weight decay on 1 of 3 parameters (fewer than 2 dimensions), "
+            "multi-tensor (foreach)");
+}
+
 TEST(Optimizer, AdamMatchesTorchOptim) {
   OptimizerOptions tuned = opts("adam", 0, 0.01);
   tuned.beta1 = 0.8;
@@ -275,8 +338,9 @@ TEST(Optimizer, StepDoesNotWriteGradients) {
 // A fresh optimizer loaded with another's state continues exactly as the original does, and
 // differs from one that starts without it (so the state carries something).
 TEST(Optimizer, StateRoundTripContinuesIdentically) {
-  for (const auto& o : {opts("sgd", 0.9, 0.01), opts("adam", 0, 0.01), opts("adamw", 0, 0.05)}) {
-    SCOPED_TRACE(to_string(o.kind));
+  for (const auto& o : {opts("sgd", 0.9, 0.01), sgd_with(0.9, 0.5, false, 0.01, true), opts("adam", 0, 0.01),
+                        opts("adamw", 0, 0.05)}) {
+    SCOPED_TRACE(describe_options(o));
     const Scenario s = make_scenario(0.05);
     auto a_params = fresh_params(s);
     Optimizer a(a_params, o);
@@ -311,7 +375,7 @@ TEST(Optimizer, StateRoundTripContinuesIdentically) {
     }
     EXPECT_TRUE(c_differs);
     // The step counts came along: parameter 2 missed step 0, so it is one behind.
-    if (o.kind != OptimizerKind::kSgd) {
+    if (o.kind != OptimizerKind::kSgd || o.dampening != 0) {
       std::vector<double> steps;
       for (const auto& kv : b.state()) {
         if (kv.first.rfind("step.", 0) == 0) steps.push_back(kv.second.item<double>());

@@ -46,6 +46,37 @@ TEST(RunLimits, LossMustFitTheKindOfData) {
              {"train.loss", "class ids"});
 }
 
+// Once the model is built: its outputs for one sample against the data's classes or targets.
+TEST(RunLimits, ModelOutputsMustFitTheData) {
+  using dtrain::detail::check_outputs_fit;
+  dtrain::DataSpec classes;
+  classes.num_classes = 10;
+  const at::Tensor ids = at::zeros({1}, at::kLong);
+  EXPECT_NO_THROW(check_outputs_fit(classes, at::zeros({1, 10}), ids, "m", "d"));
+  EXPECT_NO_THROW(check_outputs_fit(classes, at::zeros({1, 12}), ids, "m", "d"));  // more scores: fine
+  // Fewer scores than classes: class ids 7..9 would index past the logits (NaN on the GPU).
+  expect_all(message_of([&] { check_outputs_fit(classes, at::zeros({1, 7}), ids, "mine", "csv x.csv"); }),
+             {"model.name", "model 'mine' scores 7 classes", "[1, 7]", "has 10 classes", "0..9", "csv x.csv",
+              "data.num_classes"});
+  expect_all(message_of([&] { check_outputs_fit(classes, at::zeros({1, 2, 10}), ids, "mine", "d"); }),
+             {"model.name", "outputs of shape [1, 2, 10] for targets of shape [1]"});
+  // A sequence model: (N, T) token targets, (N, T, V) logits.
+  dtrain::DataSpec tokens;
+  tokens.num_classes = 256;
+  const at::Tensor seq = at::zeros({1, 8}, at::kLong);
+  EXPECT_NO_THROW(check_outputs_fit(tokens, at::zeros({1, 8, 256}), seq, "gpt", "d"));
+  expect_all(message_of([&] { check_outputs_fit(tokens, at::zeros({1, 8, 100}), seq, "gpt", "d"); }),
+             {"scores 100 classes", "has 256 classes"});
+  // Regression: the widths must be equal (mse would broadcast).
+  dtrain::DataSpec regression;
+  regression.target_dim = 3;
+  EXPECT_NO_THROW(check_outputs_fit(regression, at::zeros({1, 3}), at::zeros({1, 3}), "m", "d"));
+  expect_all(message_of([&] { check_outputs_fit(regression, at::zeros({1, 1}), at::zeros({1, 3}), "m", "d"); }),
+             {"model.name", "outputs of shape [1, 1] for targets of shape [1, 3]", "3 regression target(s)", "broadcast"});
+  regression.target_dim = 1;
+  EXPECT_NO_THROW(check_outputs_fit(regression, at::zeros({1, 1}), at::zeros({1}), "m", "d"));
+}
+
 // A config resolved for one rank with `epochs` and `max_steps`; 512 samples in batches of 64
 // make 8 steps per epoch.
 dtrain::Config run_of(int64_t epochs, int64_t max_steps) {

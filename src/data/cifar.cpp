@@ -1,0 +1,264 @@
+// data.format cifar10 and cifar100: the binary version of CIFAR (cifar-10-binary.tar.gz,
+// cifar-100-binary.tar.gz). A file is a sequence of records, each the label byte(s) and then a
+// 32x32 colour image as 1024 red, 1024 green and 1024 blue bytes, rows top to bottom:
+//   - CIFAR-10: 1 label byte (0..9) + 3072 bytes; data_batch_1.bin .. data_batch_5.bin (10000
+//     records each) and test_batch.bin;
+//   - CIFAR-100: a coarse label byte (0..19), a fine label byte (0..99) + 3072 bytes; train.bin
+//     (50000 records) and test.bin.
+// The pixels stay uint8 (N, 3, 32, 32), standardized on the device per channel (Note [uint8
+// pixels]) with the train split's mean and std (data.normalize) or scaled to [0, 1]. A file that
+// is empty, not a whole number of records, or holds a label outside the classes is an Error
+// naming the file, the record and its byte offset.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/files.h"
+#include "data/labels.h"
+#include "data/splits.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "util/format.h"
+#include "util/host_memory.h"
+
+namespace dtrain::detail {
+namespace {
+
+constexpr int64_t kChannels = 3, kSide = 32, kPixels = kChannels * kSide * kSide;  // 3072
+
+struct Variant {
+  const char* name;        // "CIFAR-10"
+  const char* folder;      // what the official archive unpacks to
+  int64_t label_bytes;     // before the pixels of each record
+  int64_t label_at;        // which of them is the label used
+  int64_t classes;
+  std::vector<std::string> train, test;  // the official file names
+  int64_t record() const { return label_bytes + kPixels; }
+};
+
+Variant variant_of(const DataConfig& cfg) {
+  if (cfg.format == DataFormat::kCifar10)
+    return {"CIFAR-10", "cifar-10-batches-bin", 1, 0, 10,
+            {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+             "data_batch_5.bin"},
+            {"test_batch.bin"}};
+  const bool coarse = cfg.cifar_labels == CifarLabels::kCoarse;
+  return {coarse ? "CIFAR-100 (coarse labels)" : "CIFAR-100", "cifar-100-binary", 2,
+          coarse ? 0 : 1, coarse ? 20 : 100, {"train.bin"}, {"test.bin"}};
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// data.path, or the folder the official archive unpacked into under it.
+std::string data_folder(const DataConfig& cfg, const Variant& v) {
+  const std::string sub = cfg.path + (cfg.path.empty() || cfg.path.back() == '/' ? "" : "/") + v.folder;
+  if (!is_regular_file(cfg.path + "/" + v.train[0]) && is_directory(sub)) return sub;
+  return cfg.path;
+}
+
+// The split's files: the official names under the folder, or the patterns of `key`.
+std::vector<std::string> split_files(const DataConfig& cfg, const Variant& v, bool train) {
+  const std::string& patterns = train ? cfg.train_files : cfg.test_files;
+  const std::string key = train ? "data.train_files" : "data.test_files";
+  DataConfig in = cfg;
+  in.path = data_folder(cfg, v);
+  if (!patterns.empty()) return expand_files(in, patterns, key);
+  std::vector<std::string> files;
+  for (const std::string& name : train ? v.train : v.test) {
+    try {
+      files.push_back(data_file(in, name, "data.path"));
+    } catch (const Error& e) {
+      std::vector<std::string> all = v.train;
+      all.insert(all.end(), v.test.begin(), v.test.end());
+      throw Error(e.cause() + " (data.format " + to_string(cfg.format) + " reads the binary version's " +
+                      join_names(all) + " in data.path or in its " + v.folder + "/; name other files with " +
+                      key + ")",
+                  e.where());
+    }
+  }
+  return files;
+}
+
+// The file's size in bytes, checked to be a whole, non-zero number of records.
+int64_t checked_size(const std::string& path, const Variant& v) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw Error(std::string("cannot open: ") + std::strerror(errno), path);
+  std::fseek(f, 0, SEEK_END);
+  const int64_t size = std::ftell(f);
+  std::fclose(f);
+  if (size <= 0) throw Error("empty file: no " + std::string(v.name) + " records", path);
+  const int64_t rec = v.record();
+  if (size % rec != 0) {
+    const int64_t whole = size / rec;
+    // The other variant's record size fitting says which format the file is.
+    const int64_t other = v.label_bytes == 1 ? kPixels + 2 : kPixels + 1;
+    const std::string hint =
+        size % other == 0 ? format(" (its size is a whole number of %lld-byte records: is it %s?)",
+                                   static_cast<long long>(other),
+                                   v.label_bytes == 1 ? "CIFAR-100, data.format cifar100" : "CIFAR-10, data.format cifar10")
+                          : std::string();
+    throw Error(format("%lld bytes is not a whole number of %lld-byte %s records (%lld label byte%s + "
+                       "%lld pixels): record %lld, at byte offset %lld, is truncated to %lld bytes",
+                       static_cast<long long>(size), static_cast<long long>(rec), v.name,
+                       static_cast<long long>(v.label_bytes), v.label_bytes > 1 ? "s" : "",
+                       static_cast<long long>(kPixels), static_cast<long long>(whole),
+                       static_cast<long long>(whole * rec), static_cast<long long>(size - whole * rec)) +
+                    hint,
+                path);
+  }
+  return size;
+}
+
+struct Images {
+  at::Tensor pixels;  // (N, 3, 32, 32) uint8
+  at::Tensor labels;  // (N,) int64
+};
+
+// Every record of `files`, in order; each label checked against `space`.
+Images read_split(const std::vector<std::string>& files, const Variant& v, const LabelSpace& space,
+                  const std::string& keys) {
+  std::vector<int64_t> records;
+  int64_t total = 0;
+  for (const auto& path : files) {
+    records.push_back(checked_size(path, v) / v.record());
+    total += records.back();
+  }
+  Images out;
+  guard_host_memory(
+      [&] {
+        out.pixels = at::empty({total, kChannels, kSide, kSide}, at::kByte);
+        out.labels = at::empty({total}, at::kLong);
+      },
+      format("reading %lld %s images", static_cast<long long>(total), v.name), keys,
+      "name fewer files");
+  uint8_t* px = out.pixels.data_ptr<uint8_t>();
+  int64_t* lab = out.labels.data_ptr<int64_t>();
+  const int64_t rec = v.record(), chunk = 1024;  // records per read
+  std::vector<uint8_t> buf(static_cast<size_t>(chunk * rec));
+  int64_t n = 0;
+  for (size_t k = 0; k < files.size(); ++k) {
+    const std::string& path = files[k];
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!f) throw Error(std::string("cannot open: ") + std::strerror(errno), path);
+    for (int64_t first = 0; first < records[k]; first += chunk) {
+      const int64_t count = std::min(chunk, records[k] - first);
+      const size_t want = static_cast<size_t>(count * rec);
+      if (std::fread(buf.data(), 1, want, f.get()) != want)
+        throw Error(format("read failed at byte offset %lld (the file changed while being read?): %s",
+                           static_cast<long long>(first * rec), std::strerror(errno)),
+                    path);
+      for (int64_t r = 0; r < count; ++r, ++n) {
+        const uint8_t* record = buf.data() + r * rec;
+        const int64_t label = record[v.label_at];
+        if (label >= space.classes) {
+          const int64_t index = first + r;
+          throw Error(label_error(label,
+                                  format("record %lld (label at byte offset %lld)", static_cast<long long>(index),
+                                         static_cast<long long>(index * rec + v.label_at)),
+                                  0, space),
+                      path);
+        }
+        lab[n] = label;
+        std::memcpy(px + n * kPixels, record + v.label_bytes, kPixels);
+      }
+    }
+  }
+  return out;
+}
+
+// Per-channel mean and std of `pixels` (N, 3, H, W) uint8 scaled to [0, 1], exact: from each
+// channel's histogram of the 256 values.
+std::pair<std::vector<double>, std::vector<double>> channel_stats(const at::Tensor& pixels) {
+  std::vector<std::array<int64_t, 256>> hist(kChannels);
+  for (auto& h : hist) h.fill(0);
+  const uint8_t* p = pixels.data_ptr<uint8_t>();
+  const int64_t n = pixels.size(0), plane = pixels.size(2) * pixels.size(3);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < kChannels; ++c) {
+      auto& h = hist[static_cast<size_t>(c)];
+      const uint8_t* q = p + (i * kChannels + c) * plane;
+      for (int64_t j = 0; j < plane; ++j) ++h[q[j]];
+    }
+  std::vector<double> mean(kChannels), stdev(kChannels);
+  const double count = static_cast<double>(n * plane);
+  for (size_t c = 0; c < hist.size(); ++c) {
+    double sum = 0, sq = 0;
+    for (int v = 0; v < 256; ++v) sum += hist[c][static_cast<size_t>(v)] * (v / 255.0);
+    mean[c] = sum / count;
+    for (int v = 0; v < 256; ++v) {
+      const double d = v / 255.0 - mean[c];
+      sq += hist[c][static_cast<size_t>(v)] * d * d;
+    }
+    stdev[c] = std::sqrt(sq / count);
+  }
+  return {mean, stdev};
+}
+
+std::string triple(const std::vector<double>& v) {
+  return format("(%.4f, %.4f, %.4f)", v[0], v[1], v[2]);
+}
+
+std::string files_text(const std::vector<std::string>& files) {
+  return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
+}
+
+}  // namespace
+
+Splits make_cifar_splits(const DataConfig& cfg) {
+  const Variant v = variant_of(cfg);
+  const LabelSpace space =
+      label_space(cfg, v.classes, std::string(v.name) + " has " + std::to_string(v.classes) +
+                                      " classes (data.num_classes 0)");
+  const std::vector<std::string> train_files = split_files(cfg, v, /*train=*/true);
+  const std::vector<std::string> test_files = split_files(cfg, v, /*train=*/false);
+  const Images train = read_split(train_files, v, space, "data.path, data.train_files");
+  const Images test = read_split(test_files, v, space, "data.path, data.test_files");
+
+  DataSpec spec;
+  spec.input_shape = {kChannels, kSide, kSide};
+  spec.num_classes = space.classes;
+  spec.input_dtype = at::kFloat;
+  std::string scaling = "scaled to [0, 1] on the device";
+  if (cfg.normalize) {
+    auto [mean, stdev] = channel_stats(train.pixels);
+    for (size_t c = 0; c < stdev.size(); ++c)
+      if (!(stdev[c] > 1e-12))
+        throw Error(format("channel %zu of the train images has zero variance; cannot standardize "
+                           "(set data.normalize=false)", c),
+                    "data.normalize");
+    scaling = "standardized per channel on the device with the train mean " + triple(mean) +
+              " and std " + triple(stdev);
+    spec.pixel_mean = mean;
+    spec.pixel_std = stdev;
+  } else {
+    spec.pixel_mean.assign(kChannels, 0.0);
+    spec.pixel_std.assign(kChannels, 1.0);
+  }
+  auto describe = [&](const std::vector<std::string>& files, const Images& im) {
+    std::ostringstream d;
+    d << to_string(cfg.format) << " " << files_text(files) << " (" << im.pixels.size(0)
+      << " x 3x32x32 uint8, " << space.classes << " classes";
+    if (cfg.format == DataFormat::kCifar100) d << ", " << to_string(cfg.cifar_labels) << " labels";
+    d << "; " << scaling << ")";
+    return d.str();
+  };
+  Splits out;
+  out.train = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
+  out.test = std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));
+  return out;
+}
+
+}  // namespace dtrain::detail

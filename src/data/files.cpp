@@ -1,0 +1,82 @@
+// Finding data files (POSIX stat and glob, not std::filesystem: the pip wheels of LibTorch 2.x
+// export their own std::filesystem symbols, which can shadow libstdc++'s).
+#include "data/files.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <sstream>
+
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+namespace {
+
+std::string under_path(const DataConfig& cfg, const std::string& name) {
+  if (name.front() == '/' || cfg.path.empty()) return name;
+  return cfg.path + (cfg.path.back() == '/' ? "" : "/") + name;
+}
+
+}  // namespace
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string entry;
+  while (std::getline(in, entry, ',')) {
+    while (!entry.empty() && entry.front() == ' ') entry.erase(0, 1);
+    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
+    if (!entry.empty()) out.push_back(entry);
+  }
+  return out;
+}
+
+std::string data_file(const DataConfig& cfg, const std::string& name, const std::string& key) {
+  if (name.empty()) throw Error("file name is empty", key);
+  const std::string path = under_path(cfg, name);
+  if (!is_regular_file(path)) {
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    std::string hint;
+    if (name.front() != '/' && !is_directory(cfg.path)) {
+      hint = " (data.path '" + cfg.path + "' is not a directory)";
+    }
+    throw Error((exists ? "not a regular file: " : "file not found: ") + path + hint, key);
+  }
+  return path;
+}
+
+std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& patterns,
+                                      const std::string& key) {
+  std::vector<std::string> files;
+  for (const std::string& entry : split_list(patterns)) {
+    const std::string pattern = under_path(cfg, entry);
+    glob_t g{};
+    const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
+      globfree(&g);
+      throw Error("no file matches " + pattern, key);
+    }
+    if (rc != 0) {
+      globfree(&g);
+      throw Error("cannot expand " + pattern, key);
+    }
+    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+  }
+  if (files.empty()) throw Error("names no file", key);
+  return files;
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,31 @@
+// The data files a config names: one name under data.path, or comma-separated glob patterns.
+// Invariant: every path returned names an existing regular file; anything else is an Error
+// naming the path and the config key that named it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtrain {
+struct DataConfig;
+}
+
+namespace dtrain::detail {
+
+// `name` under cfg.path (an absolute name as is); a missing file, or one that is not a regular
+// file, is an Error naming the path and `key` (and data.path when it is not a directory).
+std::string data_file(const DataConfig& cfg, const std::string& name, const std::string& key);
+
+// The files the comma-separated glob patterns name, each pattern's matches sorted, in pattern
+// order; relative patterns are under cfg.path. A pattern that matches nothing, or a list that
+// names no file, is an Error naming `key`.
+std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& patterns,
+                                      const std::string& key);
+
+bool is_regular_file(const std::string& path);
+bool is_directory(const std::string& path);
+
+// The comma-separated entries of `list`, without surrounding spaces; empty entries dropped.
+std::vector<std::string> split_list(const std::string& list);
+
+}  // namespace dtrain::detail
