@@ -62,6 +62,7 @@ std::pair<int, int> mpi_place() {
 std::string data_size_keys(const DataConfig& d) {
   if (d.format == DataFormat::kIdx) return "data.path, data.train_images, data.test_images";
   if (d.format == DataFormat::kText) return "data.train_files";
+  if (d.format == DataFormat::kImageFolder) return "data.path, data.train_dir, data.test_dir";
   return "data.synthetic_size, data.synthetic_test_size, " +
          std::string(d.synthetic_task == SyntheticTask::kImages || d.synthetic_task == SyntheticTask::kTokens
                          ? "data.synthetic_shape"

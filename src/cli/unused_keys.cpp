@@ -34,10 +34,14 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   const std::string why_format = std::string("data.format is ") + to_string(format);
   const bool idx = format == DataFormat::kIdx, synthetic = format == DataFormat::kSynthetic;
   const bool tokens = format == DataFormat::kTokens, text = format == DataFormat::kText;
+  const bool images = format == DataFormat::kImageFolder;
   check("data.path", !synthetic, why_format);
-  for (const char* k : {"data.train_images", "data.train_labels", "data.test_images",
-                        "data.test_labels", "data.normalize"})
+  for (const char* k : {"data.train_images", "data.train_labels", "data.test_images", "data.test_labels"})
     check(k, idx, why_format);
+  check("data.normalize", idx || images, why_format);
+  for (const char* k : {"data.train_dir", "data.test_dir", "data.image_size", "data.resize", "data.crop_scale",
+                        "data.crop_ratio", "data.hflip", "data.scaled_decode", "data.pixel_mean", "data.pixel_std"})
+    check(k, images, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})

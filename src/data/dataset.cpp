@@ -1,5 +1,6 @@
 // In-memory datasets, and the factory that builds a run's train and test splits from DataConfig
-// (IDX files: idx_splits.cpp; generated data: synthetic.cpp).
+// (IDX files: idx_splits.cpp; generated data: synthetic.cpp; token and text files: tokens.cpp;
+// image folders: image_folder.cpp).
 #include "dtrain/data/dataset.h"
 
 #include <cstring>
@@ -33,6 +34,10 @@ Batch Dataset::get_pinned(const std::vector<int64_t>& indices) const {
   if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
   if (b.targets.defined()) b.targets = b.targets.pin_memory();
   return b;
+}
+
+Batch Dataset::fetch(const std::vector<int64_t>& indices, int64_t /*epoch*/, bool pinned) const {
+  return pinned ? get_pinned(indices) : get(indices);
 }
 
 at::Tensor TensorDataset::index_of(const std::vector<int64_t>& indices) const {
@@ -76,6 +81,7 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
     case DataFormat::kTokens: return detail::make_token_splits(cfg, seed);
     case DataFormat::kText: return detail::make_text_splits(cfg, seed);
+    case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed);
   }
   throw Error("unknown data format (internal error)", "data.format");
 }

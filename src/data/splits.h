@@ -1,4 +1,4 @@
-// The two ways a run's splits are built from DataConfig; make_datasets() picks one by data.format.
+// The ways a run's splits are built from DataConfig; make_datasets() picks one by data.format.
 #pragma once
 
 #include <cstdint>
@@ -19,5 +19,8 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed);
 // text: the bytes of text files. Windows of data.seq_len + 1 (Note [token windows]).
 Splits make_token_splits(const DataConfig& cfg, int64_t seed);
 Splits make_text_splits(const DataConfig& cfg, int64_t seed);
+// data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
+// in the loader's threads (Note [image transforms]); random crops drawn from `seed`.
+Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed);
 
 }  // namespace dtrain::detail
