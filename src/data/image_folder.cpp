@@ -64,6 +64,10 @@ struct Folder {
   int64_t skipped = 0;  // files without an image extension
 };
 
+std::string other_files(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " other file" : " other files");
+}
+
 bool is_image_name(const std::string& name) {
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -151,7 +155,7 @@ Folder scan(const std::string& root, const std::string& key, const std::vector<s
     }
     if (f.samples.size() == before)
       throw Error(dir + ": a class folder without a .jpg, .jpeg or .png file" +
-                      (skipped > 0 ? " (" + std::to_string(skipped) + " other files)" : std::string()),
+                      (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
                   key);
     f.skipped += skipped;
   }
@@ -220,8 +224,7 @@ class ImageFolderDataset : public Dataset {
                           static_cast<long long>(t_.size));
     description_ = format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
                           folder_.samples.size(), folder_.classes.size()) +
-                   (folder_.skipped > 0 ? format(" (%lld other files skipped)", static_cast<long long>(folder_.skipped))
-                                        : std::string()) +
+                   (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
                    ", " + how;
   }
 

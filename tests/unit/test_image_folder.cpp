@@ -263,7 +263,7 @@ TEST(ImageFolder, BadFoldersAndFilesAreErrorsNamingThem) {
   put(dir.path(), "train/b/x.png", "rgb.png");
   put(dir.path(), "train/a/readme.txt", "");
   expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
-             {"data.train_dir", dir.file("train/a"), "without a .jpg, .jpeg or .png file (1 other files)"});
+             {"data.train_dir", dir.file("train/a"), "without a .jpg, .jpeg or .png file (1 other file)"});
   put(dir.path(), "train/a/y.jpg", "rgb.jpg");
   put(dir.path(), "val/z/y.jpg", "rgb.jpg");
   expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.test_dir", dir.file("val/z"), "does not have"});
