@@ -23,7 +23,7 @@ namespace dtrain {
 
 // The choices of the config, as enums. to_string() gives the name a config file uses.
 enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
-enum class DataFormat { kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, kCsv };  // data.format
+enum class DataFormat { kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, kCsv, kImageFolder };  // data.format
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
@@ -138,6 +138,18 @@ struct DataConfig {
   CsvTask csv_task = CsvTask::kClassification;
   std::string target_columns;    // csv: the target column(s), comma-separated names
   std::string feature_columns;   // csv: the input columns, comma-separated; "" = all the others
+  // image folders (format image_folder, Note [image transforms]): data.path/<dir>/<class>/<image>
+  std::string train_dir = "train";  // relative to data.path
+  std::string test_dir = "val";     // "" = no test split
+  int64_t image_size = 224;         // side of the square crop the model sees
+  int64_t resize = 0;  // evaluation: the shorter side before the center crop; 0 = image_size * 8 / 7
+  std::vector<double> crop_scale = {0.08, 1.0};             // training crop: share of the area
+  std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};  // training crop: width / height
+  bool hflip = true;          // training: flip half of the crops left to right
+  bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
+  // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
+  std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
+  std::vector<double> pixel_std = {0.229, 0.224, 0.225};
   // synthetic data
   SyntheticTask synthetic_task = SyntheticTask::kRegression;
   int64_t synthetic_size = 4096;

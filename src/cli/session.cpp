@@ -64,6 +64,7 @@ std::string data_size_keys(const DataConfig& d) {
   if (d.format == DataFormat::kText || d.format == DataFormat::kCsv) return "data.train_files";
   if (d.format == DataFormat::kCifar10 || d.format == DataFormat::kCifar100)
     return "data.path, data.train_files, data.test_files";
+  if (d.format == DataFormat::kImageFolder) return "data.path, data.train_dir, data.test_dir";
   return "data.synthetic_size, data.synthetic_test_size, " +
          std::string(d.synthetic_task == SyntheticTask::kImages || d.synthetic_task == SyntheticTask::kTokens
                          ? "data.synthetic_shape"

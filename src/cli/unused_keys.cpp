@@ -37,13 +37,17 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   const bool tokens = format == DataFormat::kTokens, text = format == DataFormat::kText;
   const bool cifar = format == DataFormat::kCifar10 || format == DataFormat::kCifar100;
   const bool csv = format == DataFormat::kCsv;
+  const bool images = format == DataFormat::kImageFolder;
   check("data.path", !synthetic, why_format);
   for (const char* k : {"data.train_images", "data.train_labels", "data.test_images",
                         "data.test_labels"})
     check(k, idx, why_format);
-  check("data.normalize", idx || cifar || csv, why_format);
+  check("data.normalize", idx || cifar || csv || images, why_format);
   check("data.cifar_labels", format == DataFormat::kCifar100, why_format);
   for (const char* k : {"data.csv_task", "data.target_columns", "data.feature_columns"}) check(k, csv, why_format);
+  for (const char* k : {"data.train_dir", "data.test_dir", "data.image_size", "data.resize", "data.crop_scale",
+                        "data.crop_ratio", "data.hflip", "data.scaled_decode", "data.pixel_mean", "data.pixel_std"})
+    check(k, images, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})

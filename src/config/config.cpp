@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -235,6 +236,10 @@ void Config::resolve(int world) {
     if (data.seq_len == 0) data.seq_len = model.seq_len;
     if (data.num_classes == 0) data.num_classes = data.format == DataFormat::kText ? 256 : model.vocab_size;
   }
+  // Note [image transforms]: evaluation resizes the shorter side to data.resize, by default
+  // data.image_size x 8/7 rounded (torchvision's recipe: 256 for 224).
+  if (data.format == DataFormat::kImageFolder && data.resize == 0)
+    data.resize = std::llround(static_cast<double>(data.image_size) * 8.0 / 7.0);
   const int64_t g = train.global_batch;
   if (g % world != 0) {
     throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +

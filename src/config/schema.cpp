@@ -27,7 +27,8 @@ DTRAIN_CHOICE_NAMES(DeviceKind, {{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind
 DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFormat::kSynthetic},
                                  {"tokens", DataFormat::kTokens}, {"text", DataFormat::kText},
                                  {"cifar10", DataFormat::kCifar10}, {"cifar100", DataFormat::kCifar100},
-                                 {"csv", DataFormat::kCsv}})
+                                 {"csv", DataFormat::kCsv},
+                                 {"image_folder", DataFormat::kImageFolder}})
 DTRAIN_CHOICE_NAMES(CifarLabels, {{"fine", CifarLabels::kFine}, {"coarse", CifarLabels::kCoarse}})
 DTRAIN_CHOICE_NAMES(CsvTask, {{"classification", CsvTask::kClassification}, {"regression", CsvTask::kRegression}})
 DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto}, {"uint16", TokenDtype::kUint16}, {"uint32", TokenDtype::kUint32}})
@@ -154,13 +155,13 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.path", &C::model, &ModelConfig::path, "torchscript: the file of a module saved in Python with torch.jit.script(module).save(path); its forward(x) returns logits (or regression outputs) for a batch; its parameters are trained and checkpointed like a built-in model's, under the names of its state_dict()"));
     s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
     // data
-    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format: idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), cifar10 / cifar100 (the official binary version), csv (numeric columns under a header)"));
-    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text, cifar10, cifar100, csv: folder holding the data files (relative names are under it); cifar: the folder of the .bin files, or the one the official archive was unpacked in (holding cifar-10-batches-bin or cifar-100-binary)"));
+    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format: idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), cifar10 / cifar100 (the official binary version), image_folder (class folders of JPEG and PNG files, torchvision's ImageFolder layout), csv (numeric columns under a header)"));
+    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text, cifar10, cifar100, csv, image_folder: folder holding the data files (relative names are under it); cifar: the folder of the .bin files, or the one the official archive was unpacked in (holding cifar-10-batches-bin or cifar-100-binary)"));
     s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path"));
     s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels"));
     s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
     s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels"));
-    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std (idx: over all pixels; cifar: per channel, on the device; csv: per feature column); false: idx and cifar pixels scaled to [0, 1], csv features as written"));
+    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std (idx: over all pixels; image_folder: with data.pixel_mean and data.pixel_std, on the device; cifar: per channel, on the device; csv: per feature column); false: idx and cifar pixels scaled to [0, 1], csv features as written"));
     s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1; cifar: 10, 100 or 20); every train and test label must be in [0, num_classes)", at_least(0)));
     s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)));
     s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
@@ -176,6 +177,16 @@ const std::vector<Field>& schema() {
     s.push_back(choice("data.csv_task", &C::data, &DataConfig::csv_task, "csv: classification (one target column of class ids 0, 1, ...: whole numbers, 3 and 3.0 alike; train.loss cross_entropy) or regression (one or more float target columns; train.loss mse)"));
     s.push_back(field("data.target_columns", &C::data, &DataConfig::target_columns, "csv: the target column(s) by header name, comma-separated: one for classification, one or more for regression"));
     s.push_back(field("data.feature_columns", &C::data, &DataConfig::feature_columns, "csv: the input columns by header name, comma-separated, in this order; empty = every column that is not a target, in file order"));
+    s.push_back(field("data.train_dir", &C::data, &DataConfig::train_dir, "image_folder: the training images, <train_dir>/<class>/<file>.jpg|jpeg|png as torchvision's ImageFolder reads them (classes: the sorted subfolder names), relative to data.path"));
+    s.push_back(field("data.test_dir", &C::data, &DataConfig::test_dir, "image_folder: the evaluation images, laid out alike; its classes are looked up by name among the training classes (\"\" = no test split)"));
+    s.push_back(field("data.image_size", &C::data, &DataConfig::image_size, "image_folder: side of the square crop the model sees (torchvision's RandomResizedCrop / CenterCrop size)", at_least(1)));
+    s.push_back(field("data.resize", &C::data, &DataConfig::resize, "image_folder, evaluation: the shorter side is resized to this before the center crop (0 = data.image_size x 8/7 rounded: 256 for 224)", at_least(0)));
+    s.push_back(field("data.crop_scale", &C::data, &DataConfig::crop_scale, "image_folder, training: [low, high] share of the image's area a random crop covers (RandomResizedCrop's scale)", ordered_pair(0.0, 1.0)));
+    s.push_back(field("data.crop_ratio", &C::data, &DataConfig::crop_ratio, "image_folder, training: [low, high] aspect ratio (width / height) of a random crop, drawn log-uniformly (RandomResizedCrop's ratio)", ordered_pair(0.0, 1e6)));
+    s.push_back(field("data.hflip", &C::data, &DataConfig::hflip, "image_folder, training: flip half of the crops left to right (RandomHorizontalFlip)"));
+    s.push_back(field("data.scaled_decode", &C::data, &DataConfig::scaled_decode, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 of its size (libjpeg-turbo's reduced IDCTs), the smallest that keeps the crop at least data.image_size (evaluation: the shorter side at least data.resize): a fraction of the work for photos several times larger than the crop, pixels a few levels from a full-size decode's; false = always full size, as PIL"));
+    s.push_back(field("data.pixel_mean", &C::data, &DataConfig::pixel_mean, "image_folder with data.normalize: per-channel mean of x / 255, subtracted on the device (ImageNet's by default)", count_of(3)));
+    s.push_back(field("data.pixel_std", &C::data, &DataConfig::pixel_std, "image_folder with data.normalize: per-channel std of x / 255, divided by on the device (ImageNet's by default)", count_of(3, positive())));
     s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate"));
     s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
     s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));

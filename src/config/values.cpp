@@ -89,15 +89,18 @@ std::string parse_as<std::string>(const std::string& key, const YAML::Node& n,
   return n.Scalar();
 }
 
-template <>
-std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, const YAML::Node& n,
-                                                    const std::string& where) {
-  std::vector<int64_t> out;
+namespace {
+
+// A YAML sequence, or "64,32" / "[64, 32]" from the command line, of numbers of type T.
+template <class T>
+std::vector<T> parse_list(const std::string& key, const YAML::Node& n, const std::string& where,
+                          const char* what) {
+  std::vector<T> out;
   if (n.IsSequence()) {
-    for (const auto& e : n) out.push_back(parse_as<int64_t>(key, e, where));
+    for (const auto& e : n) out.push_back(parse_as<T>(key, e, where));
   } else if (n.IsScalar()) {
-    // "64,32" or "[64, 32]" (from the command line); "[]" or "" is the empty list. Every entry
-    // must be there: "8,,4", "8,4," and "[8,4" are errors, not [8, 4].
+    // "[]" or "" is the empty list. Every entry must be there: "8,,4", "8,4," and "[8,4" are
+    // errors, not [8, 4].
     std::string s = n.Scalar();
     auto trim = [](std::string t) {
       t.erase(0, t.find_first_not_of(" \t"));
@@ -115,12 +118,26 @@ std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, cons
       item = trim(item);
       if (item.empty())
         bad_value(key, where, "an empty entry in the list '" + n.Scalar() + "'");
-      out.push_back(parse_as<int64_t>(key, YAML::Node(item), where));
+      out.push_back(parse_as<T>(key, YAML::Node(item), where));
     }
   } else if (!n.IsNull()) {
-    bad_value(key, where, "expected a list of integers, got '" + scalar_text(n) + "'");
+    bad_value(key, where, std::string("expected a list of ") + what + ", got '" + scalar_text(n) + "'");
   }
   return out;
+}
+
+}  // namespace
+
+template <>
+std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, const YAML::Node& n,
+                                                    const std::string& where) {
+  return parse_list<int64_t>(key, n, where, "integers");
+}
+
+template <>
+std::vector<double> parse_as<std::vector<double>>(const std::string& key, const YAML::Node& n,
+                                                  const std::string& where) {
+  return parse_list<double>(key, n, where, "numbers");
 }
 
 std::string show(int64_t v) { return std::to_string(v); }
@@ -132,12 +149,18 @@ std::string show(const std::string& v) {
   return out.c_str();
 }
 std::string show(const std::vector<int64_t>& v) { return detail::shape_str(v); }
+std::string show(const std::vector<double>& v) {
+  std::vector<std::string> parts;
+  for (double x : v) parts.push_back(detail::exact_double(x));
+  return "[" + join(parts, ", ") + "]";
+}
 
 const char* type_name(int64_t*) { return "int"; }
 const char* type_name(double*) { return "float"; }
 const char* type_name(bool*) { return "bool"; }
 const char* type_name(std::string*) { return "string"; }
 const char* type_name(std::vector<int64_t>*) { return "int list"; }
+const char* type_name(std::vector<double>*) { return "float list"; }
 
 Check<int64_t> at_least(int64_t lo) {
   return [lo](const std::string& key, const int64_t& v, const std::string& where) {
@@ -166,6 +189,25 @@ Check<std::vector<int64_t>> all_positive(bool allow_empty) {
     if (v.empty() && !allow_empty) bad_value(key, where, "must not be empty");
     for (int64_t x : v)
       if (x <= 0) bad_value(key, where, "every entry must be > 0, got " + std::to_string(x));
+  };
+}
+
+Check<std::vector<double>> count_of(size_t n, Check<double> each) {
+  return [n, each](const std::string& key, const std::vector<double>& v, const std::string& where) {
+    if (v.size() != n)
+      bad_value(key, where, "needs " + std::to_string(n) + " numbers, got " + std::to_string(v.size()) +
+                                " (" + show(v) + ")");
+    if (each)
+      for (double x : v) each(key, x, where);
+  };
+}
+Check<std::vector<double>> ordered_pair(double above, double at_most) {
+  return [above, at_most](const std::string& key, const std::vector<double>& v, const std::string& where) {
+    count_of(2)(key, v, where);
+    for (double x : v)
+      if (!(x > above && x <= at_most))
+        bad_value(key, where, "every entry must be in (" + show(above) + ", " + show(at_most) + "], got " + show(v));
+    if (v[0] > v[1]) bad_value(key, where, "needs [low, high] with low <= high, got " + show(v));
   };
 }
 

@@ -32,6 +32,9 @@ std::string parse_as<std::string>(const std::string& key, const YAML::Node& n,
 template <>
 std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, const YAML::Node& n,
                                                     const std::string& where);
+template <>
+std::vector<double> parse_as<std::vector<double>>(const std::string& key, const YAML::Node& n,
+                                                  const std::string& where);
 
 // A value as the dump writes it (and the parser reads back).
 std::string show(int64_t v);
@@ -39,12 +42,14 @@ std::string show(double v);
 std::string show(bool v);
 std::string show(const std::string& v);
 std::string show(const std::vector<int64_t>& v);
+std::string show(const std::vector<double>& v);
 
 const char* type_name(int64_t*);
 const char* type_name(double*);
 const char* type_name(bool*);
 const char* type_name(std::string*);
 const char* type_name(std::vector<int64_t>*);
+const char* type_name(std::vector<double>*);
 
 // A range check of one key's value; empty = any value.
 template <class T>
@@ -55,5 +60,9 @@ Check<double> positive();
 Check<double> non_negative();
 Check<double> in_range(double lo, double hi);  // [lo, hi)
 Check<std::vector<int64_t>> all_positive(bool allow_empty);
+// Exactly `n` numbers, each passing `each` (empty: any).
+Check<std::vector<double>> count_of(size_t n, Check<double> each = {});
+// Two numbers lo <= hi, both in (above, at_most].
+Check<std::vector<double>> ordered_pair(double above, double at_most);
 
 }  // namespace dtrain::config

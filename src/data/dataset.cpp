@@ -1,6 +1,6 @@
 // In-memory datasets, and the factory that builds a run's train and test splits from DataConfig
 // (IDX files: idx_splits.cpp; generated data: synthetic.cpp; token and text files: tokens.cpp;
-// CIFAR: cifar.cpp; CSV: csv.cpp).
+// CIFAR: cifar.cpp; CSV: csv.cpp; image folders: image_folder.cpp).
 #include "dtrain/data/dataset.h"
 
 #include <cstring>
@@ -34,6 +34,10 @@ Batch Dataset::get_pinned(const std::vector<int64_t>& indices) const {
   if (b.inputs.defined()) b.inputs = b.inputs.pin_memory();
   if (b.targets.defined()) b.targets = b.targets.pin_memory();
   return b;
+}
+
+Batch Dataset::fetch(const std::vector<int64_t>& indices, int64_t /*epoch*/, bool pinned) const {
+  return pinned ? get_pinned(indices) : get(indices);
 }
 
 at::Tensor TensorDataset::index_of(const std::vector<int64_t>& indices) const {
@@ -80,6 +84,7 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kCifar10:
     case DataFormat::kCifar100: return detail::make_cifar_splits(cfg);
     case DataFormat::kCsv: return detail::make_csv_splits(cfg, seed);
+    case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed);
   }
   throw Error("unknown data format (internal error)", "data.format");
 }

@@ -14,9 +14,12 @@
 namespace dtrain {
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> plan,
-               LoaderOptions options)
-    : dataset_(std::move(dataset)), plan_(std::move(plan)), options_(options) {
+               LoaderOptions options, std::vector<int64_t> epochs)
+    : dataset_(std::move(dataset)), plan_(std::move(plan)), epochs_(std::move(epochs)), options_(options) {
   if (!dataset_) throw Error("the loader needs a dataset, got none");
+  if (!epochs_.empty() && epochs_.size() != plan_.size())
+    throw Error("the loader got " + std::to_string(epochs_.size()) + " epochs for a plan of " +
+                std::to_string(plan_.size()) + " batches (internal error)");
   if (options_.workers < 0) {
     throw Error("must be >= 0, got " + std::to_string(options_.workers), "data.workers");
   }
@@ -94,7 +97,7 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   const auto& indices = plan_[static_cast<size_t>(i)];
   // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
   const bool pin = options_.pin_memory && options_.device.is_cuda();
-  b = pin ? dataset_->get_pinned(indices) : dataset_->get(indices);
+  b = dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pin);
   if (pin && copy_to_device) {
     // One event after both copies: the consumer waits once.
     std::shared_ptr<void> ready;

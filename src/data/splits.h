@@ -23,5 +23,8 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed);
 Splits make_cifar_splits(const DataConfig& cfg);
 // data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
+// data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
+// in the loader's threads (Note [image transforms]); random crops drawn from `seed`.
+Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed);
 
 }  // namespace dtrain::detail

@@ -57,6 +57,7 @@ StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, 
       const int64_t begin = s * rank_batch;
       const int64_t end = std::min<int64_t>(begin + rank_batch, mine.size());
       plan.batches.emplace_back(mine.begin() + begin, mine.begin() + end);
+      plan.epochs.push_back(epoch);
     }
   }
   return plan;

@@ -14,6 +14,7 @@ struct StepPlan {
   int64_t total_steps = 0;  // min(steps_per_epoch * epochs, max_steps)
   // Per step from `first_step` on: this rank's share of the global batch.
   std::vector<std::vector<int64_t>> batches;
+  std::vector<int64_t> epochs;  // the epoch of each of `batches` (Dataset::fetch)
 };
 
 // PyTorch's DistributedSampler order (seed run.seed, reshuffled each epoch when data.shuffle),

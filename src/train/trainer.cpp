@@ -262,7 +262,7 @@ TrainSummary Trainer::fit() {
     return a.stop();
   };
 
-  Loader loader(m.train, std::move(plan.batches), m.loader_options());
+  Loader loader(m.train, std::move(plan.batches), m.loader_options(), std::move(plan.epochs));
   detail::QueueMark queued;  // the end of the last step's GPU work
   int64_t rate_steps = 0;
   auto window_start = Clock::now();

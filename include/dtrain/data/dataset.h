@@ -40,6 +40,12 @@ class Dataset {
   // only). The default pins get()'s result, one more copy of the batch; a dataset that can
   // gather straight into pinned memory overrides it.
   virtual Batch get_pinned(const std::vector<int64_t>& indices) const;
+  // What the loader calls: the batch as drawn in training epoch `epoch`, pinned or not. A dataset
+  // whose samples change from draw to draw (an image folder's random crops and flips, Note [image
+  // transforms]) takes that randomness from (run.seed, epoch, sample index), so that a run is
+  // the same on any number of ranks and when resumed; the default ignores the epoch and calls
+  // get_pinned() or get().
+  virtual Batch fetch(const std::vector<int64_t>& indices, int64_t epoch, bool pinned) const;
   virtual DataSpec spec() const = 0;
   virtual std::string describe() const = 0;
 };
@@ -71,7 +77,7 @@ struct Splits {
   std::shared_ptr<Dataset> test;  // may be null
 };
 
-// Build the train and test splits the config describes (format idx or synthetic).
+// Build the train and test splits the config describes (data.format).
 // Errors name the data.* key or the file.
 Splits make_datasets(const DataConfig& cfg, int64_t seed);
 

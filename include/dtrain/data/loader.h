@@ -32,8 +32,10 @@ struct LoaderOptions {
 
 class Loader {
  public:
+  // `epochs[i]`: the training epoch plan batch i belongs to, passed to Dataset::fetch (empty: 0
+  // for every batch, as for evaluation).
   Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> plan,
-         LoaderOptions options);
+         LoaderOptions options, std::vector<int64_t> epochs = {});
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -55,6 +57,7 @@ class Loader {
 
   std::shared_ptr<const Dataset> dataset_;
   std::vector<std::vector<int64_t>> plan_;
+  std::vector<int64_t> epochs_;  // per plan batch, or empty
   LoaderOptions options_;
 
   std::mutex mu_;

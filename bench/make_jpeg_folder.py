@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes a folder of synthetic JPEGs shaped like ImageNet's, for bench/configs/resnet50_jpeg.yaml.
+
+    python3 bench/make_jpeg_folder.py OUT [--images 4000] [--classes 100] [--val 0]
+
+OUT/train/<class>/<n>.jpg (and OUT/val/... with --val N), as torchvision's ImageFolder and
+dtrain's data.format image_folder read them. Each image is 300-500 x 250-450 pixels (ImageNet's
+training images average about 400 x 350 and 110 KB): a gradient, a few random shapes and fine
+noise, saved by PIL at quality 90 with 4:2:0 chroma, about 90 KB, so that decoding one costs
+about what decoding an ImageNet photo costs. The pixels carry no class: the benchmark measures
+throughput, not learning. Needs only PIL (Debian's python3-pil); uses every CPU (--jobs).
+Prints the count, the mean size in pixels and bytes, and the time taken.
+"""
+import argparse
+import multiprocessing
+import os
+import random
+import time
+
+from PIL import Image, ImageDraw, ImageFilter
+
+
+def make_image(rng):
+    w, h = rng.randint(300, 500), rng.randint(250, 450)
+    # Large smooth areas and edges: a gradient between two colors, a few shapes on it.
+    grad = Image.linear_gradient("L").resize((w, h)).rotate(rng.uniform(0, 360))
+    colors = [Image.new("RGB", (w, h), tuple(rng.randrange(256) for _ in range(3))) for _ in range(2)]
+    img = Image.composite(colors[0], colors[1], grad)
+    draw = ImageDraw.Draw(img)
+    for _ in range(rng.randint(3, 8)):
+        x0, y0 = rng.randrange(w), rng.randrange(h)
+        x1, y1 = x0 + rng.randint(20, w // 2), y0 + rng.randint(20, h // 2)
+        color = tuple(rng.randrange(256) for _ in range(3))
+        shape = rng.choice(("ellipse", "rectangle", "polygon"))
+        if shape == "ellipse":
+            draw.ellipse((x0, y0, x1, y1), fill=color)
+        elif shape == "rectangle":
+            draw.rectangle((x0, y0, x1, y1), fill=color)
+        else:
+            draw.polygon([(rng.randrange(w), rng.randrange(h)) for _ in range(rng.randint(3, 6))], fill=color)
+    # Texture everywhere: noise blurred below a pixel, mixed in (a photo's entropy per pixel).
+    noise = Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3)).filter(ImageFilter.GaussianBlur(0.4))
+    return Image.blend(img, noise, 0.55)
+
+
+def write_one(job):
+    path, seed, quality = job
+    img = make_image(random.Random(seed))
+    img.save(path, quality=quality)
+    return img.size[0] * img.size[1], os.path.getsize(path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", help="folder to write (train/ and val/ under it)")
+    p.add_argument("--images", type=int, default=4000, help="training images (default 4000)")
+    p.add_argument("--val", type=int, default=0, help="evaluation images under val/ (default 0)")
+    p.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
+    p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
+    a = p.parse_args()
+    if a.images < a.classes:
+        p.error(f"--images {a.images} is fewer than --classes {a.classes}: every class folder needs an image")
+    jobs = []
+    for split, count in (("train", a.images), ("val", a.val)):
+        for i in range(count):
+            d = os.path.join(a.out, split, f"c{i % a.classes:04d}")
+            os.makedirs(d, exist_ok=True)
+            jobs.append((os.path.join(d, f"{i:07d}.jpg"), a.seed * 1_000_003 + len(jobs), a.quality))
+    start = time.time()
+    with multiprocessing.Pool(a.jobs) as pool:
+        sizes = pool.map(write_one, jobs, chunksize=16)
+    pixels = sum(s[0] for s in sizes) / len(sizes)
+    nbytes = sum(s[1] for s in sizes)
+    print(f"{len(sizes)} JPEGs in {a.out} ({a.images} train, {a.val} val, {a.classes} classes): "
+          f"{pixels / 1e3:.0f} kilopixels and {nbytes / len(sizes) / 1e3:.0f} KB each on average, "
+          f"{nbytes / 1e6:.0f} MB in all, {time.time() - start:.1f} s with {a.jobs} processes")
+
+
+if __name__ == "__main__":
+    main()

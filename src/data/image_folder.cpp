@@ -1,0 +1,370 @@
+// data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
+// in the loader's threads into uint8 batches.
+//
+// Note [image transforms]: the folder is read as torchvision's ImageFolder reads it: under
+// data.path/data.train_dir (and data.test_dir) every subfolder is a class, the classes sorted by
+// name and numbered from 0; a class's images are the files below its folder (subfolders too,
+// symbolic links followed) whose names end in .jpg, .jpeg or .png (any case), in sorted order.
+// Other files are skipped, as torchvision skips files without an image extension, and counted in
+// the description; unlike torchvision, dtrain reads no other image formats (BMP, TIFF, WebP).
+// No class folder, or a class folder without an image, is an error naming the folder. The test
+// folder's classes are looked up by name among the training classes (a class missing from the
+// test folder shifts no label; one the training folder lacks is an error).
+// Each sample is decoded (image_codec.h) and transformed (image_transforms.h) as torchvision's
+// defaults on PIL images do, into data.image_size x data.image_size RGB pixels, uint8 (N, 3, S, S),
+// standardized on the device (Note [uint8 pixels]) with data.pixel_mean / data.pixel_std
+// (ImageNet's) when data.normalize, else only divided by 255:
+//   training:   RandomResizedCrop(S, data.crop_scale, data.crop_ratio), then
+//               RandomHorizontalFlip (data.hflip);
+//   evaluation: Resize(data.resize: the shorter side) and CenterCrop(S).
+// Resampling is PIL's antialiased bilinear filter, so a PNG gives PIL's pixels exactly, and so
+// does a JPEG decoded at full size (data.scaled_decode: false) by the same libjpeg-turbo. With
+// data.scaled_decode (the default) a JPEG is decoded at the smallest of 1/2, 1/4, 1/8 of its size
+// that still holds the crop at S pixels or more (evaluation: the shorter side at data.resize or more), and the
+// crop is mapped into the smaller image; the output then differs from PIL's by the DCT's own
+// shrinking, a few levels per pixel, for a fraction of the work on large photos.
+// A training crop and flip are drawn from (run.seed, epoch, sample index) (SampleRandom), so a
+// run is reproducible on any number of ranks and after a resume; a sample that the sampler
+// repeats within one epoch (padding to a multiple of the world size) gets the same crop twice.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "data/image_codec.h"
+#include "data/image_transforms.h"
+#include "data/splits.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "util/format.h"
+
+namespace dtrain::detail {
+namespace {
+
+struct Sample {
+  std::string path;
+  int64_t label = 0;
+};
+
+struct Folder {
+  std::string root;
+  std::vector<std::string> classes;  // sorted
+  std::vector<Sample> samples;
+  int64_t skipped = 0;  // files without an image extension
+};
+
+std::string other_files(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " other file" : " other files");
+}
+
+bool is_image_name(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* ext : {".jpg", ".jpeg", ".png"}) {
+    const size_t n = std::strlen(ext);
+    if (lower.size() > n && lower.compare(lower.size() - n, n, ext) == 0) return true;
+  }
+  return false;
+}
+
+// The entries of `dir` (symbolic links followed) as (name, is a folder); an Error naming `key`
+// when it cannot be read.
+std::vector<std::pair<std::string, bool>> entries(const std::string& dir, const std::string& key) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) throw Error("cannot read the folder " + dir + ": " + std::strerror(errno), key);
+  std::vector<std::pair<std::string, bool>> out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool folder = e->d_type == DT_DIR;
+    if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+      struct stat st {};
+      folder = ::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    out.emplace_back(name, folder);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// os.walk(dir, followlinks=True), sorted by folder path as torchvision sorts it: every folder
+// under `dir` (itself first) with its file names, sorted. A folder reached twice through links
+// is walked once.
+void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& seen,
+          std::vector<std::pair<std::string, std::vector<std::string>>>& out, const std::string& key) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
+  std::vector<std::string> files, folders;
+  for (auto& [name, folder] : entries(dir, key)) (folder ? folders : files).push_back(name);
+  out.emplace_back(dir, std::move(files));
+  for (const auto& f : folders) walk(dir + "/" + f, seen, out, key);
+}
+
+// The classes and images under `root` (data.path/<key's value>). With `known` (the training
+// folder's classes), a class is numbered by its place there.
+Folder scan(const std::string& root, const std::string& key, const std::vector<std::string>* known) {
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0)
+    throw Error("no folder " + root + " (" + std::strerror(errno) + "): data.format image_folder reads " +
+                    root + "/<class>/<image>",
+                key);
+  if (!S_ISDIR(st.st_mode)) throw Error(root + " is not a folder", key);
+  Folder f;
+  f.root = root;
+  for (const auto& [name, folder] : entries(root, key))
+    if (folder) f.classes.push_back(name);
+  if (f.classes.empty())
+    throw Error(root + " holds no class folders: data.format image_folder reads " + root + "/<class>/<image>", key);
+  for (size_t c = 0; c < f.classes.size(); ++c) {
+    int64_t label = static_cast<int64_t>(c);
+    if (known != nullptr) {
+      const auto it = std::find(known->begin(), known->end(), f.classes[c]);
+      if (it == known->end())
+        throw Error(root + "/" + f.classes[c] + " is a class the training folder does not have (its " +
+                        std::to_string(known->size()) + " classes are the subfolders of data.train_dir)",
+                    key);
+      label = it - known->begin();
+    }
+    const std::string dir = root + "/" + f.classes[c];
+    std::vector<std::pair<std::string, std::vector<std::string>>> tree;
+    std::set<std::pair<dev_t, ino_t>> seen;
+    walk(dir, seen, tree, key);
+    std::sort(tree.begin(), tree.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const size_t before = f.samples.size();
+    int64_t skipped = 0;
+    for (const auto& [folder, files] : tree) {
+      for (const auto& name : files) {
+        if (is_image_name(name)) {
+          f.samples.push_back(Sample{folder + "/" + name, label});
+        } else {
+          ++skipped;
+        }
+      }
+    }
+    if (f.samples.size() == before)
+      throw Error(dir + ": a class folder without a .jpg, .jpeg or .png file" +
+                      (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
+                  key);
+    f.skipped += skipped;
+  }
+  return f;
+}
+
+// The whole file into `bytes` (its size returned); an Error naming the file otherwise.
+size_t read_into(const std::string& path, std::vector<uint8_t>& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot stat: " + std::strerror(err));
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (bytes.size() < size) bytes.resize(size);
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
+                  (n == 0 ? "the file ended" : std::strerror(err)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (size == 0) throw Error(path + ": an empty file");
+  return size;
+}
+
+struct Transform {
+  bool train = true;
+  int64_t size = 224, resize = 256;
+  std::vector<double> scale, ratio;
+  bool hflip = true, scaled_decode = true;
+};
+
+// What one loader thread needs to turn files into pixels; one per fetch() call.
+struct Worker {
+  JpegDecoder jpeg;
+  Resampler resampler;
+  RgbImage image;
+  std::vector<uint8_t> bytes;
+};
+
+class ImageFolderDataset : public Dataset {
+ public:
+  ImageFolderDataset(Folder folder, Transform t, int64_t classes, std::vector<double> mean,
+                     std::vector<double> std, uint64_t seed)
+      : folder_(std::move(folder)), t_(std::move(t)), classes_(classes), seed_(seed) {
+    spec_.input_shape = {3, t_.size, t_.size};
+    spec_.num_classes = classes_;
+    spec_.input_dtype = at::kFloat;
+    spec_.pixel_mean = std::move(mean);
+    spec_.pixel_std = std::move(std);
+    const std::string how =
+        t_.train ? format("random resized crops to %lld (scale [%g, %g], ratio [%g, %g])%s",
+                          static_cast<long long>(t_.size), t_.scale[0], t_.scale[1], t_.ratio[0],
+                          t_.ratio[1], t_.hflip ? ", flipped at random" : "")
+                 : format("resized to %lld, center crops of %lld", static_cast<long long>(t_.resize),
+                          static_cast<long long>(t_.size));
+    description_ = format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
+                          folder_.samples.size(), folder_.classes.size()) +
+                   (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
+                   ", " + how;
+  }
+
+  int64_t size() const override { return static_cast<int64_t>(folder_.samples.size()); }
+  Batch get(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, false); }
+  Batch get_pinned(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, true); }
+  DataSpec spec() const override { return spec_; }
+  std::string describe() const override { return description_; }
+
+  Batch fetch(const std::vector<int64_t>& indices, int64_t epoch, bool pinned) const override {
+    const auto n = static_cast<int64_t>(indices.size());
+    const int64_t s = t_.size;
+    at::Tensor inputs = at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    at::Tensor targets = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(pinned));
+    uint8_t* x = inputs.data_ptr<uint8_t>();
+    int64_t* y = targets.data_ptr<int64_t>();
+    Worker w;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = indices[static_cast<size_t>(k)];
+      if (i < 0 || i >= size())
+        throw Error("sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(size()) + ")",
+                    description_);
+      const Sample& sample = folder_.samples[static_cast<size_t>(i)];
+      load(sample.path, i, epoch, w, x + k * 3 * s * s);
+      y[k] = sample.label;
+    }
+    return Batch{inputs, targets};
+  }
+
+ private:
+  // One image into 3 planes of S x S (Note [image transforms]).
+  void load(const std::string& path, int64_t index, int64_t epoch, Worker& w, uint8_t* out) const {
+    const size_t n = read_into(path, w.bytes);
+    const uint8_t* data = w.bytes.data();
+    SampleRandom random(seed_, epoch, index);
+    const int64_t s = t_.size;
+    const bool jpeg = sniff_image(data, n, path) == ImageFormat::kJpeg;
+    int64_t width = 0, height = 0;
+    if (jpeg) {
+      std::tie(width, height) = w.jpeg.size(data, n, path);
+    } else {
+      decode_png(data, n, path, w.image);
+      width = w.image.width, height = w.image.height;
+    }
+    CropBox crop;
+    CenterCrop center;
+    JpegScale scale;
+    if (t_.train) {
+      crop = random_resized_crop(width, height, t_.scale, t_.ratio, random);
+      if (jpeg && t_.scaled_decode)
+        scale = w.jpeg.scale_for(static_cast<double>(crop.width), static_cast<double>(crop.height), s, s);
+    } else {
+      center = resize_center_crop(width, height, t_.resize, s);
+      if (jpeg && t_.scaled_decode)
+        scale = w.jpeg.scale_for(static_cast<double>(width), static_cast<double>(height), center.resized_width,
+                                 center.resized_height);
+    }
+    if (jpeg) w.jpeg.decode(data, n, path, scale, w.image);
+    const RgbView image{w.image.pixels.data(), w.image.width, w.image.height, w.image.width * 3};
+    const double f = static_cast<double>(scale.num) / scale.denom;
+    if (!t_.train) {
+      const Box box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
+      w.resampler.run(image, box, center.resized_width, center.resized_height, center.crop, false, out);
+      return;
+    }
+    // The crop in the decoded image's pixels: the smallest whole-pixel region around it (the
+    // crop itself at full size), and the crop's exact place within that region.
+    const double x0 = static_cast<double>(crop.left) * f, x1 = static_cast<double>(crop.left + crop.width) * f;
+    const double y0 = static_cast<double>(crop.top) * f, y1 = static_cast<double>(crop.top + crop.height) * f;
+    CropBox region;
+    region.left = static_cast<int64_t>(std::floor(x0));
+    region.top = static_cast<int64_t>(std::floor(y0));
+    region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), image.width) - region.left;
+    region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), image.height) - region.top;
+    const auto left = static_cast<double>(region.left), top = static_cast<double>(region.top);
+    const bool flip = t_.hflip && random.uniform(0, 1) < 0.5;
+    w.resampler.run(image.sub(region), Box{x0 - left, y0 - top, x1 - left, y1 - top}, s, s, CropBox{0, 0, s, s},
+                    flip, out);
+  }
+
+  Folder folder_;
+  Transform t_;
+  int64_t classes_;
+  uint64_t seed_;
+  DataSpec spec_;
+  std::string description_;
+};
+
+void check_settings(const DataConfig& cfg) {
+  Config::check_value("data.image_size", static_cast<double>(cfg.image_size));
+  if (cfg.resize == 0)
+    throw Error("is 0: set it, or resolve the config so that it comes from data.image_size", "data.resize");
+  if (cfg.resize < cfg.image_size)
+    throw Error("is " + std::to_string(cfg.resize) + ", smaller than the crop, data.image_size " +
+                    std::to_string(cfg.image_size) + ": evaluation resizes the shorter side to data.resize, then crops",
+                "data.resize");
+  auto pair = [](const std::vector<double>& v, const char* key, double above, double at_most) {
+    if (v.size() != 2 || !(v[0] > above && v[0] <= v[1] && v[1] <= at_most))
+      throw Error(format("needs [low, high] with %g < low <= high <= %g, got %zu numbers", above, at_most, v.size()), key);
+  };
+  pair(cfg.crop_scale, "data.crop_scale", 0.0, 1.0);
+  pair(cfg.crop_ratio, "data.crop_ratio", 0.0, 1e6);
+  if (cfg.pixel_mean.size() != 3) throw Error("needs 3 numbers (R, G, B)", "data.pixel_mean");
+  if (cfg.pixel_std.size() != 3 || !std::all_of(cfg.pixel_std.begin(), cfg.pixel_std.end(), [](double v) { return v > 0; }))
+    throw Error("needs 3 numbers (R, G, B), each > 0", "data.pixel_std");
+}
+
+std::string under(const std::string& path, const std::string& dir) {
+  if (!dir.empty() && dir.front() == '/') return dir;
+  if (path.empty()) return dir;
+  return path + (path.back() == '/' ? "" : "/") + dir;
+}
+
+}  // namespace
+
+Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed) {
+  check_settings(cfg);
+  if (cfg.train_dir.empty()) throw Error("is empty: name the folder of training images", "data.train_dir");
+  Folder train = scan(under(cfg.path, cfg.train_dir), "data.train_dir", nullptr);
+  const auto found = static_cast<int64_t>(train.classes.size());
+  if (cfg.num_classes > 0 && cfg.num_classes < found)
+    throw Error("is " + std::to_string(cfg.num_classes) + ", but " + train.root + " holds " + std::to_string(found) +
+                    " class folders (labels 0.." + std::to_string(found - 1) + "); leave it at 0 to take the folder's",
+                "data.num_classes");
+  const int64_t classes = cfg.num_classes > 0 ? cfg.num_classes : found;
+  std::vector<double> mean = cfg.normalize ? cfg.pixel_mean : std::vector<double>{0, 0, 0};
+  std::vector<double> stdev = cfg.normalize ? cfg.pixel_std : std::vector<double>{1, 1, 1};
+  Transform t;
+  t.size = cfg.image_size, t.resize = cfg.resize, t.scale = cfg.crop_scale, t.ratio = cfg.crop_ratio;
+  t.hflip = cfg.hflip, t.scaled_decode = cfg.scaled_decode;
+  Splits out;
+  std::vector<std::string> names = train.classes;
+  out.train = std::make_shared<ImageFolderDataset>(std::move(train), t, classes, mean, stdev,
+                                                   static_cast<uint64_t>(seed));
+  if (!cfg.test_dir.empty()) {
+    t.train = false;
+    out.test = std::make_shared<ImageFolderDataset>(scan(under(cfg.path, cfg.test_dir), "data.test_dir", &names), t,
+                                                    classes, mean, stdev, static_cast<uint64_t>(seed));
+  }
+  return out;
+}
+
+}  // namespace dtrain::detail

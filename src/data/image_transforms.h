@@ -1,0 +1,92 @@
+// The image transforms of data.format image_folder (Note [image transforms] in image_folder.cpp),
+// computed as torchvision computes its defaults on PIL images:
+//   training:   RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(0.5)
+//   evaluation: Resize(shorter side) + CenterCrop(size)
+// The crop geometry follows torchvision's code step for step (its rounding included); the
+// resampling is PIL's bilinear filter (Image.resize(..., BILINEAR)): a triangle whose support
+// widens with the shrink factor (antialiased), fixed-point with PIL's precision and rounding, a
+// horizontal pass then a vertical one. On the same decoded pixels and the same crop the output
+// equals PIL's, byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::detail {
+
+// One sample's random draws: a splitmix64 stream keyed by (seed, epoch, sample index), the same
+// whatever thread or rank draws it.
+class SampleRandom {
+ public:
+  SampleRandom(uint64_t seed, int64_t epoch, int64_t index);
+  uint64_t next();
+  double uniform(double lo, double hi);  // [lo, hi)
+  int64_t below(int64_t n);              // [0, n), n >= 1
+ private:
+  uint64_t state_;
+};
+
+// A region of an image in pixels: torchvision's (i, j, h, w).
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// RandomResizedCrop.get_params: up to 10 draws of an area share in [scale[0], scale[1]) and a
+// log-uniform aspect ratio in [ratio[0], ratio[1]); the first crop that fits the image is placed
+// uniformly; if none fits, the largest centered crop whose aspect ratio is clamped into `ratio`.
+CropBox random_resized_crop(int64_t width, int64_t height, const std::vector<double>& scale,
+                            const std::vector<double>& ratio, SampleRandom& random);
+
+// Resize(resize) then CenterCrop(size) of a width x height image: the resized image's size
+// (shorter side = resize, the longer int(resize * longer / shorter)) and where the crop lies in it
+// (torchvision: int(round((resized - size) / 2.0)), Python's round: halves to even).
+struct CenterCrop {
+  int64_t resized_width = 0, resized_height = 0;
+  CropBox crop;
+};
+CenterCrop resize_center_crop(int64_t width, int64_t height, int64_t resize, int64_t size);
+
+// Interleaved RGB pixels: `height` rows of `width` pixels, `stride` bytes apart.
+struct RgbView {
+  const uint8_t* data = nullptr;
+  int64_t width = 0, height = 0, stride = 0;
+  RgbView sub(const CropBox& b) const {  // the region b of this view
+    return RgbView{data + b.top * stride + b.left * 3, b.width, b.height, stride};
+  }
+};
+
+// A rectangle of source pixels in (fractional) pixel coordinates: [x0, x1) x [y0, y1).
+struct Box {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+// PIL's bilinear resampling of `box` of `src` onto a grid_width x grid_height image (PIL's
+// src.resize((grid_width, grid_height), BILINEAR, box)); the filter never reads outside `src`,
+// so PIL's img.crop(c).resize(...) is resample(view.sub(c), whole box, ...). Only `window` of
+// the result is computed; it is written into `planes`: 3 planes (R, G, B) of window.height x
+// window.width, row-major, mirrored left to right when `flip`. Holds its scratch buffers and
+// coefficients across calls: one per thread.
+class Resampler {
+ public:
+  void run(const RgbView& src, const Box& box, int64_t grid_width, int64_t grid_height,
+           const CropBox& window, bool flip, uint8_t* planes);
+
+ private:
+  struct Taps {  // per output index: first source index, tap count; weights at k * ksize
+    std::vector<int64_t> first, count;
+    std::vector<int32_t> weights;
+    int64_t ksize = 0;
+    bool fixed = false;     // every count is ksize (the source holds ksize pixels)
+    bool identity = false;  // output index o is source index o + offset: no filtering
+    int64_t offset = 0;
+  };
+  // PIL's coefficients for output indices [out_first, out_first + out_count) of out_size;
+  // `fixed`: padded to ksize taps each where the source allows (Taps::fixed).
+  static void plan(Taps& t, int64_t in_size, double in0, double in1, int64_t out_size, int64_t out_first,
+                   int64_t out_count, bool fixed);
+  Taps h_, v_;
+  std::vector<uint8_t> rows_;  // the horizontal pass's output rows, interleaved
+  std::vector<int32_t> acc_;
+};
+
+}  // namespace dtrain::detail
