@@ -4,7 +4,7 @@
 #
 #   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/
 #   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
-#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 tiny cnn gpt2compile
+#   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 resnet50jpeg tiny cnn gpt2compile
 #                                     # resnet50compile profile (default: all but profile)
 #   bash launch/gpu.sh observe        # dtrain env, dtrain bench (GPT-2 sweep up to out of memory),
 #                                     # a ResNet-50 run with its report, TensorBoard read back
@@ -54,7 +54,7 @@ bench_one() {
 }
 
 bench() {
-  local cases=${*:-gpt2 resnet50 tiny cnn gpt2compile resnet50compile}
+  local cases=${*:-gpt2 resnet50 resnet50jpeg tiny cnn gpt2compile resnet50compile}
   : >"$OUT/bench.log"
   for c in $cases; do
     case $c in
@@ -82,6 +82,11 @@ bench() {
         bench_one dtrain_resnet50_fp32 $BIN bench/configs/resnet50.yaml run.dir="$OUT/runs" train.precision=fp32 run.name=resnet50_fp32
         bench_one torch_resnet50 $PY bench/torch_resnet.py
         bench_one torch_resnet50_fp32 $PY bench/torch_resnet.py --fp32 ;;
+      resnet50jpeg)  # ResNet-50 fed from JPEG files (bench/README.md): the loader or the GPU?
+        [ -d "$OUT/jpeg/train" ] || $PY bench/make_jpeg_folder.py "$OUT/jpeg" --images 4000 | tee -a "$OUT/bench.log"
+        bench_one dtrain_resnet50_jpeg $BIN bench/configs/resnet50_jpeg.yaml data.path="$OUT/jpeg" run.dir="$OUT/runs"
+        bench_one dtrain_resnet50_jpeg_workers $BIN bench bench/configs/resnet50_jpeg.yaml data.path="$OUT/jpeg" \
+          --workers 2,4,8,12,15 --out "$OUT/runs/resnet50_jpeg_workers" ;;
       tiny)
         bench_one dtrain_tiny $BIN bench/configs/tiny.yaml run.dir="$OUT/runs"
         bench_one dtrain_tiny_eager $BIN bench/configs/tiny.yaml run.dir="$OUT/runs" train.cuda_graph=off run.name=tiny_eager
