@@ -23,11 +23,26 @@ PY=${PYTHON:-python3}
 FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || FMNIST=$PWD/.data/fashion-mnist
 BIN=build-gpu/bin/dtrain
+[ -d /opt/dtrain-deps/usr/lib/x86_64-linux-gnu ] &&
+  export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# A GPU image without the image libraries' headers: Debian packages of libturbojpeg0-dev,
+# libturbojpeg0, libpng-dev, libpng16-16 and zlib1g-dev (`apt-get download ...`) in $DTRAIN_DEBS
+# are unpacked into /opt/dtrain-deps and searched by CMake and the loader.
+unpack_debs() {
+  local d=${DTRAIN_DEBS:-.deps}
+  ls "$d"/*.deb >/dev/null 2>&1 || return 0
+  for f in "$d"/*.deb; do dpkg -x "$f" /opt/dtrain-deps; done
+  EXTRA_PREFIX=/opt/dtrain-deps/usr
+  case ":${LD_LIBRARY_PATH:-}:" in *:/opt/dtrain-deps/usr/lib/x86_64-linux-gnu:*) ;; *)
+    export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;; esac
+}
 
 build() {
   local prefix
   prefix=$($PY -c 'import torch;print(torch.utils.cmake_prefix_path)') || { echo "no torch in $PY"; return 1; }
-  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  unpack_debs
+  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix${EXTRA_PREFIX:+;$EXTRA_PREFIX}" \
       -DCMAKE_CUDA_ARCHITECTURES=90 &&
     ninja -C build-gpu; } 2>&1 | tee "$OUT/build.log" | grep -E "error|FAILED|dtrain:|Linking CXX executable bin" ; return "${PIPESTATUS[0]}"
 }

@@ -9,11 +9,16 @@
 // One warp per row, fp32 arithmetic throughout. The weight and bias gradients are summed per
 // warp in shared memory, then over the block's warps, then over blocks (sum_partials), each in a
 // fixed order: the result is deterministic (no atomics).
+// Rows of 128·V floats (V = 2, 3, 4, 6, 8: C = 256 ... 1024, GPT's widths) with 16-byte aligned
+// tensors take a second pair of kernels that keep the row in registers (each lane V float4s):
+// every element is read from memory once, in 16-byte loads; the arithmetic and its order per
+// element are the same.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/column_sum.h"
 #include "cuda/element_types.cuh"
@@ -121,6 +126,182 @@ __global__ void ln_backward(const Y* __restrict__ dy, const float* __restrict__ 
   }
 }
 
+// 4 consecutive elements of T as floats, and back (16 bytes of fp32, 8 of fp16/bf16).
+template <typename T> struct Vec4;
+template <> struct Vec4<float> {
+  __device__ __forceinline__ static float4 load(const float* p) { return *reinterpret_cast<const float4*>(p); }
+  __device__ __forceinline__ static void store(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+};
+template <typename H> struct Vec4Half {
+  __device__ __forceinline__ static float4 load(const H* p) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const H* h = reinterpret_cast<const H*>(&raw);
+    return make_float4(to_float(h[0]), to_float(h[1]), to_float(h[2]), to_float(h[3]));
+  }
+  __device__ __forceinline__ static void store(H* p, float4 v) {
+    uint2 raw;
+    H* h = reinterpret_cast<H*>(&raw);
+    h[0] = from_float<H>(v.x), h[1] = from_float<H>(v.y), h[2] = from_float<H>(v.z), h[3] = from_float<H>(v.w);
+    *reinterpret_cast<uint2*>(p) = raw;
+  }
+};
+template <> struct Vec4<__half> : Vec4Half<__half> {};
+template <> struct Vec4<__nv_bfloat16> : Vec4Half<__nv_bfloat16> {};
+
+__device__ __forceinline__ float& at4(float4& v, int j) { return (&v.x)[j]; }
+__device__ __forceinline__ float at4(const float4& v, int j) { return (&v.x)[j]; }
+
+// Lane `lane` holds the row's float4s lane, lane + 32, ..., lane + 32·(V-1).
+template <typename R, typename Y, int V>
+__global__ void __launch_bounds__(kForwardWarps * kWarp)
+    ln_forward_reg(const float* __restrict__ x, const R* __restrict__ r, float* __restrict__ s_out,
+                   Y* __restrict__ y, const float* __restrict__ w, const float* __restrict__ b,
+                   float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
+                   float eps) {
+  constexpr int c = 128 * V;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kForwardWarps + threadIdx.x / kWarp;
+  if (row >= rows) return;
+  float4 v[V];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t at = row * c + 4 * (lane + kWarp * k);
+    v[k] = Vec4<float>::load(x + at);
+    if (r) {
+      const float4 rv = Vec4<R>::load(r + at);
+      v[k].x += rv.x, v[k].y += rv.y, v[k].z += rv.z, v[k].w += rv.w;
+      Vec4<float>::store(s_out + at, v[k]);
+    }
+    sum += v[k].x + v[k].y + v[k].z + v[k].w;
+  }
+  const float mean = warp_sum(sum) / c;
+  float sq = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float d = at4(v[k], j) - mean;
+      sq += d * d;
+    }
+  const float rstd = rsqrtf(warp_sum(sq) / c + eps);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int col = 4 * (lane + kWarp * k);
+    const float4 wv = Vec4<float>::load(w + col), bv = Vec4<float>::load(b + col);
+    float4 o;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) at4(o, j) = (at4(v[k], j) - mean) * rstd * at4(wv, j) + at4(bv, j);
+    Vec4<Y>::store(y + row * c + col, o);
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// As ln_backward, with the row's dy and xhat in registers (2·V float4s a lane). The weight is
+// read through the L1 cache and dw, db are summed in shared memory as there, so that 2 blocks of
+// 8 warps share an SM (at 150 registers, with w, dw and db in registers too, one block fit and
+// the step was 1.1% slower than with the generic kernel; capped at 80 registers for 3 blocks, it
+// spilled and gained nothing; measured on GPT-2, docs/PERFORMANCE.md).
+template <typename R, typename Y, int V>
+__global__ void __launch_bounds__(8 * kWarp, 2)
+    ln_backward_reg(const Y* __restrict__ dy, const float* __restrict__ ds_in,
+                    const float* __restrict__ s, const float* __restrict__ w,
+                    const float* __restrict__ mean, const float* __restrict__ rstd,
+                    float* __restrict__ dx, R* __restrict__ dr, float* __restrict__ part,
+                    int64_t rows) {
+  constexpr int c = 128 * V;
+  extern __shared__ float shared[];
+  const int warps = blockDim.x / kWarp;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float* dw_acc = shared + static_cast<size_t>(warp) * 2 * c;
+  float* db_acc = dw_acc + c;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int col = 4 * (lane + kWarp * k);
+    Vec4<float>::store(dw_acc + col, make_float4(0.f, 0.f, 0.f, 0.f));
+    Vec4<float>::store(db_acc + col, make_float4(0.f, 0.f, 0.f, 0.f));
+  }
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * warps + warp; row < rows; row += stride) {
+    const float m = mean[row], rs = rstd[row];
+    float4 d[V], xh[V];
+    float g_sum = 0.f, gx_sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t at = row * c + 4 * (lane + kWarp * k);
+      d[k] = Vec4<Y>::load(dy + at);
+      xh[k] = Vec4<float>::load(s + at);
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(w) + lane + kWarp * k);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        at4(xh[k], j) = (at4(xh[k], j) - m) * rs;
+        const float g = at4(d[k], j) * at4(wv, j);
+        g_sum += g;
+        gx_sum += g * at4(xh[k], j);
+      }
+    }
+    const float g_mean = warp_sum(g_sum) / c, gx_mean = warp_sum(gx_sum) / c;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int col = 4 * (lane + kWarp * k);
+      const int64_t at = row * c + col;
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(w) + lane + kWarp * k);
+      const float4 in = ds_in ? Vec4<float>::load(ds_in + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 o, dwv = Vec4<float>::load(dw_acc + col), dbv = Vec4<float>::load(db_acc + col);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float v = rs * (at4(d[k], j) * at4(wv, j) - g_mean - at4(xh[k], j) * gx_mean);
+        if (ds_in) v += at4(in, j);
+        at4(o, j) = v;
+        at4(dwv, j) += at4(d[k], j) * at4(xh[k], j);  // this lane's own columns: no race
+        at4(dbv, j) += at4(d[k], j);
+      }
+      Vec4<float>::store(dw_acc + col, dwv);
+      Vec4<float>::store(db_acc + col, dbv);
+      Vec4<float>::store(dx + at, o);
+      if (dr) Vec4<R>::store(dr + at, o);
+    }
+  }
+  __syncthreads();
+  float* out = part + static_cast<size_t>(blockIdx.x) * 2 * c;
+  for (int i = threadIdx.x; i < 2 * c; i += blockDim.x) {
+    float v = 0.f;
+    for (int k = 0; k < warps; ++k) v += shared[static_cast<size_t>(k) * 2 * c + i];
+    out[i] = v;
+  }
+}
+
+// The register kernels' V for a row width, or 0 when the generic kernels run it.
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+int reg_vec(int c) {
+  switch (c) {
+    case 256: return 2;
+    case 384: return 3;
+    case 512: return 4;
+    case 768: return 6;
+    case 1024: return 8;
+  }
+  return 0;
+}
+
+template <typename F>
+cudaError_t with_vec(int v, F&& f) {
+  switch (v) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 // dtype codes: 0 fp32, 1 fp16, 2 bf16.
 template <template <typename, typename> class F, typename... Args>
 cudaError_t dispatch(int r_dtype, int y_dtype, Args&&... args) {
@@ -148,6 +329,14 @@ struct Forward {
                          cudaStream_t stream) {
     if (rows == 0) return cudaSuccess;
     const auto blocks = static_cast<unsigned>((rows + kForwardWarps - 1) / kForwardWarps);
+    const int v = reg_vec(c);
+    if (v && aligned16(x) && aligned16(r) && aligned16(s) && aligned16(y) && aligned16(w) && aligned16(b)) {
+      return with_vec(v, [&](auto vc) {
+        ln_forward_reg<R, Y, decltype(vc)::value><<<blocks, kForwardWarps * kWarp, 0, stream>>>(
+            x, static_cast<const R*>(r), s, static_cast<Y*>(y), w, b, mean, rstd, rows, eps);
+        return cudaGetLastError();
+      });
+    }
     ln_forward<R, Y><<<blocks, kForwardWarps * kWarp, 0, stream>>>(
         x, static_cast<const R*>(r), s, static_cast<Y*>(y), w, b, mean, rstd, rows, c, eps);
     return cudaGetLastError();
@@ -162,10 +351,21 @@ struct Backward {
     const int warps = ln_backward_warps(c);
     const int blocks = ln_backward_blocks(rows, c);
     if (rows > 0) {
-      ln_backward<R, Y><<<blocks, warps * kWarp, static_cast<size_t>(warps) * 2 * c * sizeof(float),
-                          stream>>>(static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx,
-                                    static_cast<R*>(dr), part, rows, c);
-      const cudaError_t e = cudaGetLastError();
+      const size_t shared = static_cast<size_t>(warps) * 2 * c * sizeof(float);
+      const int v = reg_vec(c);
+      cudaError_t e;
+      if (v && aligned16(dy) && aligned16(ds_in) && aligned16(s) && aligned16(w) && aligned16(dx) &&
+          aligned16(dr)) {
+        e = with_vec(v, [&](auto vc) {
+          ln_backward_reg<R, Y, decltype(vc)::value><<<blocks, warps * kWarp, shared, stream>>>(
+              static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part, rows);
+          return cudaGetLastError();
+        });
+      } else {
+        ln_backward<R, Y><<<blocks, warps * kWarp, shared, stream>>>(
+            static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part, rows, c);
+        e = cudaGetLastError();
+      }
       if (e != cudaSuccess) return e;
     }
     return sum_partials(part, rows > 0 ? blocks : 0, 2 * static_cast<int64_t>(c), c, dw, db, stream);

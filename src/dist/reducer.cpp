@@ -9,6 +9,7 @@
 
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "util/torch_compat.h"
 
 namespace dtrain {
 
@@ -123,13 +124,48 @@ void Reducer::on_ready(size_t i) {
   ready_[i] = 1;
   arrival_.push_back(i);
   const size_t b = bucket_of_[i];
-  const at::Tensor& g = params_[i].grad();
-  at::Tensor slot = flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel());
-  if (g.defined()) slot.copy_(g.reshape({-1}));
-  else slot.zero_();
   if (--pending_[b] == 0) {
+    fill(b);
     timeline_[b].ready = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     if (options_.overlap) launch_ready_buckets();
+  }
+}
+
+at::Tensor Reducer::slot(size_t i) const {
+  // The parameter's span of its bucket, laid out as the parameter is in memory (channels-last
+  // weights included), so that the averaged gradient can stay there as the parameter's grad().
+  const at::Tensor& p = params_[i];
+  const at::Tensor& flat = flat_[bucket_of_[i]];
+  const int64_t offset = flat.storage_offset() + static_cast<int64_t>(offset_of_[i]);
+  if (p.is_non_overlapping_and_dense()) return flat.as_strided(p.sizes(), p.strides(), offset);
+  return flat.narrow(0, static_cast<int64_t>(offset_of_[i]), p.numel()).view(p.sizes());
+}
+
+void Reducer::fill(size_t b) {
+  // One multi-tensor copy per bucket (Note [bucket views]); a gradient that already is its slot
+  // is not copied, a missing one is zeros.
+  std::vector<at::Tensor> pieces;
+  bool simple = true;
+  for (size_t i : buckets_[b]) {
+    const at::Tensor& g = params_[i].grad();
+    const at::Tensor& p = params_[i];
+    if (!g.defined() || g.scalar_type() != flat_[b].scalar_type() || g.strides() != p.strides() ||
+        !g.is_non_overlapping_and_dense() || g.is_alias_of(flat_[b])) {
+      simple = false;
+      break;
+    }
+    pieces.push_back(g.as_strided({g.numel()}, {1}, g.storage_offset()));
+  }
+  if (simple) {
+    compat::copy_into_flat(flat_[b], pieces);
+    return;
+  }
+  for (size_t i : buckets_[b]) {
+    const at::Tensor& g = params_[i].grad();
+    at::Tensor s = slot(i);
+    if (!g.defined()) s.zero_();
+    else if (!(g.is_alias_of(flat_[b]) && g.data_ptr() == s.data_ptr() && g.strides() == s.strides()))
+      s.copy_(g);
   }
 }
 
@@ -173,8 +209,11 @@ void Reducer::finish(bool abandon) {
       // Contribute zeros (other ranks may have used it: the average stays right).
       ready_[i] = 1;
       const size_t b = bucket_of_[i];
-      flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel()).zero_();
-      if (--pending_[b] == 0) timeline_[b].ready = backward_end_;
+      params_[i].mutable_grad() = at::Tensor();
+      if (--pending_[b] == 0) {
+        fill(b);
+        timeline_[b].ready = backward_end_;
+      }
     }
   }
   launch_ready_buckets();
@@ -183,10 +222,16 @@ void Reducer::finish(bool abandon) {
     works_[b]->wait();
     timeline_[b].done = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     for (size_t i : buckets_[b]) {
-      at::Tensor slot = flat_[b].narrow(0, static_cast<int64_t>(offset_of_[i]), params_[i].numel());
+      // grad() becomes a view of the averaged bucket (Note [bucket views]); only a bucket of
+      // another dtype (dist.comm_dtype) is copied back.
+      at::Tensor s = slot(i);
       at::Tensor& g = params_[i].mutable_grad();
-      if (!g.defined()) g = at::empty_like(params_[i]);
-      g.copy_(slot.view(params_[i].sizes()));
+      if (s.scalar_type() == params_[i].scalar_type()) {
+        g = s;
+      } else {
+        if (!g.defined() || g.scalar_type() != params_[i].scalar_type()) g = at::empty_like(params_[i]);
+        g.copy_(s);
+      }
     }
   }
   works_.clear();

@@ -50,6 +50,21 @@ void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& fact
 #endif
 }
 
+void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces) {
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  std::vector<at::Tensor> slices;
+  int64_t at = 0;
+  for (const auto& p : pieces) {
+    slices.push_back(flat.narrow(0, at, p.numel()));
+    at += p.numel();
+  }
+  at::_foreach_copy_(slices, pieces);
+#else
+  at::Tensor out = flat;
+  at::cat_out(out, pieces, 0);
+#endif
+}
+
 bool set_sdp_backend(SdpBackend backend) {
 #if DTRAIN_TORCH_AT_LEAST(2, 4)
   auto& ctx = at::globalContext();

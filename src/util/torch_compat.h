@@ -34,6 +34,10 @@ constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
 // from 2.1, one launch per tensor before.
 void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
 
+// The 1-D tensors `pieces` (one dtype, flat's) copied one after another into `flat` (exactly
+// their total length): one multi-tensor launch from 2.1 (_foreach_copy_), one concatenation before.
+void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces);
+
 // Scaled dot-product attention: public at::scaled_dot_product_attention from 2.0, the private
 // tuple-returning one in 1.13. q, k, v: (B, H, T, D).
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,

@@ -150,8 +150,51 @@ TEST(Reducer, UnusedParametersAllowedContributeZero) {
     loss.backward();
     reducer.finish();
     EXPECT_DOUBLE_EQ(params[0].grad()[0][0].item<double>(), 1.0);
-    EXPECT_DOUBLE_EQ(params[1].grad()[0][0].item<double>(), (w.size - 1.0) / w.size);
+    EXPECT_NEAR(params[1].grad()[0][0].item<double>(), (w.size - 1.0) / w.size, 1e-7);  // fp32
   }
+}
+
+// The averaged gradients stay in the bucket buffers (Note [bucket views]). Each grad() is a view of
+// its bucket laid out like its parameter (a channels-last weight keeps its strides, as the fused
+// optimizers need), and a step that does not clear the gradients accumulates into those views.
+TEST(Reducer, GradientsStayInTheBucketsInTheParametersLayout) {
+  World w;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  at::manual_seed(7);  // the same parameters and coefficients on every rank
+  std::vector<at::Tensor> params = {
+      at::randn({4, 3, 2, 5}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true),
+      at::randn({6}).requires_grad_(true),
+      at::randn({5, 7}).requires_grad_(true)};
+  std::vector<at::Tensor> coef;
+  for (const auto& p : params) coef.push_back(at::randn(p.sizes(), p.options()));
+  Reducer reducer(params, names_for(params.size()), *comm, *comm, ReducerOptions{});
+  auto backward = [&] {
+    at::Tensor loss = at::zeros({});
+    for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * coef[i]).sum();
+    (loss * static_cast<double>(w.rank + 1)).backward();
+  };
+  const double mean = (w.size + 1) / 2.0;  // of (rank + 1) over the ranks
+  for (int step = 0; step < 2; ++step) {    // step 1 runs after the re-plan
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    reducer.prepare(true);
+    backward();
+    reducer.finish();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& g = params[i].grad();
+      EXPECT_EQ(g.strides(), params[i].strides()) << "parameter " << i;
+      EXPECT_TRUE(at::allclose(g, coef[i] * mean, 1e-6, 1e-6)) << "parameter " << i;
+    }
+    // One bucket (the default cap): every gradient lives in the same buffer.
+    ASSERT_EQ(reducer.buckets().size(), 1u);
+    EXPECT_TRUE(params[0].grad().is_alias_of(params[2].grad()));
+    EXPECT_TRUE(params[1].grad().is_alias_of(params[2].grad()));
+  }
+  // No clearing: autograd adds into the views, and the average is of the sums.
+  reducer.prepare(true);
+  backward();
+  reducer.finish();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(at::allclose(params[i].grad(), coef[i] * (2 * mean), 1e-6, 1e-6)) << i;
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ void check(const Case& k) {
 }
 
 TEST(FusedLayerNorm, MatchesLibTorchForwardAndGradients) {
-  for (int64_t width : {768, 100, 2})
+  for (int64_t width : {768, 1024, 384, 100, 2})  // the first three: the register kernels
     for (auto residual : {at::ScalarType::Undefined, at::kFloat, at::kBFloat16, at::kHalf})
       for (auto autocast : {Precision::kFp32, Precision::kBf16, Precision::kFp16})
         check({width, residual, autocast});
