@@ -41,8 +41,8 @@ struct Linear : public torch::autograd::Function<Linear> {
     if (ctx->needs_input_grad(0))
       dx = at::mm(dy, w).view(x.sizes()).to(static_cast<at::ScalarType>(ctx->saved_data["x"].toInt()));
     if (ctx->needs_input_grad(1)) {
-      dw = at::mm(dy.t(), x.reshape({-1, in}))
-               .to(static_cast<at::ScalarType>(ctx->saved_data["w"].toInt()));
+      dw = weight_gradient(dy.t(), x.reshape({-1, in}),
+                           static_cast<at::ScalarType>(ctx->saved_data["w"].toInt()));
     }
     if (ctx->needs_input_grad(2))
       db = column_sums(dy).to(static_cast<at::ScalarType>(ctx->saved_data["b"].toInt()));
@@ -51,6 +51,10 @@ struct Linear : public torch::autograd::Function<Linear> {
 };
 
 }  // namespace
+
+at::Tensor weight_gradient(const at::Tensor& dy_t, const at::Tensor& x, at::ScalarType w_type) {
+  return w_type == at::kFloat ? compat::mm_as_float(dy_t, x) : at::mm(dy_t, x).to(w_type);
+}
 
 at::Tensor column_sums(const at::Tensor& dy) {
   const int64_t rows = dy.size(0), cols = dy.size(1);

@@ -46,11 +46,11 @@ struct Mlp : public torch::autograd::Function<Mlp> {
     const int64_t c = fw.size(1);
     const at::Tensor dy = grads[0].to(xc.scalar_type()).reshape({-1, c}).contiguous();  // (N, C)
     const at::Tensor d_proj_b = column_sums(dy).to(type_of(ctx->saved_data["proj_b"]));
-    const at::Tensor d_proj_w = at::mm(dy.t(), h).to(type_of(ctx->saved_data["proj_w"]));
+    const at::Tensor d_proj_w = weight_gradient(dy.t(), h, type_of(ctx->saved_data["proj_w"]));
     // Backward without an epilogue: Note [MLP GEMM epilogues].
     const at::Tensor d_pre = at::gelu_backward(at::mm(dy, pw), pre, "tanh");
     const at::Tensor d_fc_b = column_sums(d_pre);
-    const at::Tensor d_fc_w = at::mm(d_pre.t(), xc).to(type_of(ctx->saved_data["fc_w"]));
+    const at::Tensor d_fc_w = weight_gradient(d_pre.t(), xc, type_of(ctx->saved_data["fc_w"]));
     const at::Tensor dx = at::mm(d_pre, fw)
                               .view(ctx->saved_data["shape"].toIntVector())
                               .to(type_of(ctx->saved_data["x"]));

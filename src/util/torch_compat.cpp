@@ -50,6 +50,13 @@ void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& fact
 #endif
 }
 
+at::Tensor mm_as_float(const at::Tensor& a, const at::Tensor& b) {
+#if DTRAIN_TORCH_AT_LEAST(2, 8)
+  if (a.is_cuda() && a.scalar_type() != at::kFloat) return at::mm(a, b, at::kFloat);
+#endif
+  return at::mm(a, b).to(at::kFloat);
+}
+
 void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces) {
 #if DTRAIN_TORCH_AT_LEAST(2, 1)
   std::vector<at::Tensor> slices;

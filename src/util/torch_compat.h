@@ -34,6 +34,11 @@ constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
 // from 2.1, one launch per tensor before.
 void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
 
+// a · b (2-D, fp16 or bf16) as fp32, for a weight gradient kept in fp32: from 2.8 the GEMM
+// writes fp32 itself (at::mm's out_dtype, CUDA only); otherwise, and on CPUs, a cast of the product.
+at::Tensor mm_as_float(const at::Tensor& a, const at::Tensor& b);
+constexpr bool kHasMmOutDtype = DTRAIN_TORCH_AT_LEAST(2, 8);
+
 // The 1-D tensors `pieces` (one dtype, flat's) copied one after another into `flat` (exactly
 // their total length): one multi-tensor launch from 2.1 (_foreach_copy_), one concatenation before.
 void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces);
