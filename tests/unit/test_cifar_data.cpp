@@ -63,8 +63,10 @@ void write_cifar10(const std::string& dir) {
 }
 
 DataConfig cifar_config(const std::string& path, DataFormat format = DataFormat::kCifar10) {
-  DataConfig cfg;
-  cfg.format = format;
+  // A run's defaults, resolved: no random crops or flips (Note [cifar augmentation]).
+  Config c = Config::from_string(std::string("data: {format: ") + to_string(format) + "}\n");
+  c.resolve(1);
+  DataConfig cfg = c.data;
   cfg.path = path;
   cfg.normalize = false;
   return cfg;
