@@ -179,6 +179,10 @@ Config Config::from_string(const std::string& yaml, const std::string& origin,
                   key);
     c.apply_override(o);
   }
+  // Note [cifar augmentation]: a config that does not set data.hflip flips no CIFAR image.
+  if ((c.data.format == DataFormat::kCifar10 || c.data.format == DataFormat::kCifar100) &&
+      c.origin_of("data.hflip") == "default")
+    c.data.hflip = false;
   return c;
 }
 
@@ -240,10 +244,6 @@ void Config::resolve(int world) {
   // data.image_size x 8/7 rounded (torchvision's recipe: 256 for 224).
   if (data.format == DataFormat::kImageFolder && data.resize == 0)
     data.resize = std::llround(static_cast<double>(data.image_size) * 8.0 / 7.0);
-  // Note [cifar augmentation]: CIFAR images are flipped only when the config asks for it.
-  if ((data.format == DataFormat::kCifar10 || data.format == DataFormat::kCifar100) &&
-      origin_of("data.hflip") == "default")
-    data.hflip = false;
   const int64_t g = train.global_batch;
   if (g % world != 0) {
     throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +

@@ -10,9 +10,10 @@
 // as image_folder's do (Note [image transforms]): a run is the same on any number of ranks and
 // after a resume, and a sample the sampler repeats within an epoch gets the same crop twice. Only
 // the training split is augmented; the test split is read as it is. Off unless asked for:
-// data.crop_padding defaults to 0, and Config::resolve turns data.hflip (on by default for
-// image_folder) off for cifar10 and cifar100 unless the config sets it, so a config written
-// before these keys reads the same pixels.
+// data.crop_padding defaults to 0, and a config read from YAML (Config::from_string, from_file)
+// for cifar10 or cifar100 that does not set data.hflip (on by default, for image_folder) gets
+// data.hflip false, so a config written before these keys reads the same pixels. A DataConfig
+// filled in C++ keeps the value it holds.
 #include "data/crop_flip.h"
 
 #include <ATen/ATen.h>

@@ -242,10 +242,13 @@ TEST(CifarAugment, EvaluationImagesAndTheDefaultConfigAreNeverAugmented) {
 }
 
 TEST(CifarAugment, KeysAreCheckedResolvedAndReportedWhereUnused) {
-  // data.hflip: on for image_folder, off for CIFAR unless the config sets it.
+  // data.hflip: on for image_folder, off for CIFAR unless the config sets it, whether the file
+  // or an override names the format.
   EXPECT_TRUE(resolved("/x", {"data.format=image_folder"}).hflip);
   EXPECT_FALSE(resolved("/x", {"data.format=cifar100"}).hflip);
   EXPECT_TRUE(resolved("/x", {"data.hflip=true"}).hflip);
+  EXPECT_FALSE(Config::from_string("data: {format: idx}\n", "<string>", {"data.format=cifar10"}).data.hflip);
+  EXPECT_TRUE(Config::from_string("data: {format: cifar10, hflip: true}\n").data.hflip);
   // The resolved settings load again as the same settings.
   Config c = Config::from_string("data: {format: cifar10, crop_padding: 4}\n");
   c.resolve(1);
