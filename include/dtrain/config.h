@@ -148,8 +148,8 @@ struct DataConfig {
   int64_t resize = 0;  // evaluation: the shorter side before the center crop; 0 = image_size * 8 / 7
   std::vector<double> crop_scale = {0.08, 1.0};             // training crop: share of the area
   std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};  // training crop: width / height
-  // training: flip half of the images left to right (image_folder's crops; cifar10 / cifar100:
-  // Config::resolve turns it off unless the config sets it, Note [cifar augmentation])
+  // training: flip half of the images left to right (image_folder's crops; cifar10 / cifar100: a
+  // config read from YAML that does not set it gets false, Note [cifar augmentation])
   bool hflip = true;
   bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
