@@ -38,9 +38,9 @@ struct CropBox {
 };
 
 // RandomCrop(size, padding) of an image of that size: the image padded by `padding` pixels of
-// fill on every side, a crop of the image's size placed uniformly in it (RandomCrop.get_params:
+// value 0 on every side, a crop of the image's size placed uniformly in it (RandomCrop.get_params:
 // top, then left, each in [0, 2 padding]), then mirrored left to right when `flip`. The output is
-// the input moved right by dx and down by dy, each in [-padding, padding], fill shifted in.
+// the input moved right by dx and down by dy, each in [-padding, padding], zeros shifted in.
 struct PadCrop {
   int64_t dx = 0, dy = 0;
   bool flip = false;
