@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes a folder of synthetic JPEGs shaped like ImageNet's, for bench/configs/resnet50_jpeg.yaml.
+"""Writes a folder of synthetic JPEGs shaped like ImageNet's, for bench/configs/resnet50_jpeg.yaml,
+or Fashion-MNIST as JPEGs in class folders, for configs/imagefolder_resnet.yaml.
 
     python3 bench/make_jpeg_folder.py OUT [--images 4000] [--classes 100] [--val 0]
+    python3 bench/make_jpeg_folder.py OUT --fashion /usr/share/datasets/fashion-mnist [--images N] [--val N]
 
 OUT/train/<class>/<n>.jpg (and OUT/val/... with --val N), as torchvision's ImageFolder and
 dtrain's data.format image_folder read them. Each image is 300-500 x 250-450 pixels (ImageNet's
@@ -10,17 +12,29 @@ noise, saved by PIL at quality 90 with 4:2:0 chroma, about 90 KB, so that decodi
 about what decoding an ImageNet photo costs. The pixels carry no class: the benchmark measures
 throughput, not learning. Needs only PIL (Debian's python3-pil); uses every CPU (--jobs).
 Prints the count, the mean size in pixels and bytes, and the time taken.
+
+With --fashion DIR: Fashion-MNIST's IDX files in DIR (gzipped or not; bench/_fashion.py) with
+their real labels, the training images under OUT/train/<class>/ and the test images under
+OUT/val/<class>/, the classes 0_tshirt_top .. 9_ankle_boot (their sorted order is the label's),
+each image its 28x28 gray pixels as a one-component JPEG. --images and --val take the first N of
+each split (default: all, 60000 and 10000). PIL encodes them when it is installed; without it
+bench/_jpeg_gray.py does (numpy only, the same tables and quality scaling as libjpeg; --encoder
+numpy chooses it).
 """
 import argparse
+import io
 import multiprocessing
 import os
 import random
 import time
 
-from PIL import Image, ImageDraw, ImageFilter
+FASHION_CLASSES = ["0_tshirt_top", "1_trouser", "2_pullover", "3_dress", "4_coat", "5_sandal", "6_shirt",
+                   "7_sneaker", "8_bag", "9_ankle_boot"]
 
 
 def make_image(rng):
+    from PIL import Image, ImageDraw, ImageFilter  # only the synthetic images need PIL
+
     w, h = rng.randint(300, 500), rng.randint(250, 450)
     # Large smooth areas and edges: a gradient between two colors, a few shapes on it.
     grad = Image.linear_gradient("L").resize((w, h)).rotate(rng.uniform(0, 360))
@@ -50,16 +64,76 @@ def write_one(job):
     return img.size[0] * img.size[1], os.path.getsize(path)
 
 
+def gray_jpeg_encoder(choice):
+    """A function (H, W) uint8 -> JPEG bytes, and which encoder it is: PIL's, or with `choice`
+    "numpy" or without PIL, bench/_jpeg_gray.py's."""
+    try:
+        if choice == "numpy":
+            raise ImportError
+        from PIL import Image
+    except ImportError:
+        if choice == "pil":
+            raise SystemExit("make_jpeg_folder: --encoder pil, but PIL is not installed")
+        import _jpeg_gray
+        return _jpeg_gray.encode, "bench/_jpeg_gray.py" + ("" if choice == "numpy" else " (no PIL)")
+
+    def encode(pixels, quality):
+        buf = io.BytesIO()
+        Image.fromarray(pixels, "L").save(buf, format="JPEG", quality=quality)
+        return buf.getvalue()
+    return encode, "PIL"
+
+
+def write_fashion(job):
+    jobs, quality, choice = job
+    encode, _ = gray_jpeg_encoder(choice)
+    total = 0
+    for path, pixels in jobs:
+        data = encode(pixels, quality)
+        with open(path, "wb") as f:
+            f.write(data)
+        total += len(data)
+    return total
+
+
+def fashion(a):
+    from _fashion import fashion_split
+
+    start = time.time()
+    jobs, counts = [], {}
+    for split, which, limit in (("train", "train", a.images), ("val", "test", a.val)):
+        images, labels = fashion_split(a.fashion, which, "make_jpeg_folder")
+        n = len(images) if limit is None else min(limit, len(images))
+        counts[split] = n
+        for c in FASHION_CLASSES:
+            os.makedirs(os.path.join(a.out, split, c), exist_ok=True)
+        for i in range(n):
+            jobs.append((os.path.join(a.out, split, FASHION_CLASSES[labels[i]], f"{i:05d}.jpg"), images[i]))
+    chunks = [(jobs[k:k + 500], a.quality, a.encoder) for k in range(0, len(jobs), 500)]
+    with multiprocessing.Pool(a.jobs) as pool:
+        nbytes = sum(pool.map(write_fashion, chunks))
+    print(f"{len(jobs)} JPEGs of Fashion-MNIST from {a.fashion} in {a.out} ({counts['train']} train, "
+          f"{counts['val']} val, 10 classes; encoded by {gray_jpeg_encoder(a.encoder)[1]}): {nbytes / len(jobs):.0f} bytes "
+          f"each on average, {time.time() - start:.1f} s with {a.jobs} processes")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", help="folder to write (train/ and val/ under it)")
-    p.add_argument("--images", type=int, default=4000, help="training images (default 4000)")
-    p.add_argument("--val", type=int, default=0, help="evaluation images under val/ (default 0)")
+    p.add_argument("--images", type=int, help="training images (default 4000; --fashion: all 60000)")
+    p.add_argument("--val", type=int, help="evaluation images under val/ (default 0; --fashion: all 10000)")
+    p.add_argument("--fashion", metavar="DIR", help="write Fashion-MNIST's images (IDX files in DIR) with their labels")
+    p.add_argument("--encoder", choices=("auto", "pil", "numpy"), default="auto",
+                   help="--fashion: who encodes the JPEGs (auto: PIL if installed, else numpy)")
     p.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
     a = p.parse_args()
+    if a.fashion:
+        return fashion(a)
+    a.images = 4000 if a.images is None else a.images
+    a.val = 0 if a.val is None else a.val
     if a.images < a.classes:
         p.error(f"--images {a.images} is fewer than --classes {a.classes}: every class folder needs an image")
     jobs = []

@@ -134,6 +134,9 @@ struct DataConfig {
   double test_fraction = 0.1;    // text: the last share of the bytes kept for evaluation; csv
                                  // without test_files: a seeded random share of the rows
   CifarLabels cifar_labels = CifarLabels::kFine;  // cifar100: fine (100) or coarse (20) labels
+  // cifar10 / cifar100, training: RandomCrop(32, padding=crop_padding) on zero-padded images
+  // (Note [cifar augmentation]); 0 = off
+  int64_t crop_padding = 0;
   // csv: a header of column names, then numeric rows (src/data/csv.cpp)
   CsvTask csv_task = CsvTask::kClassification;
   std::string target_columns;    // csv: the target column(s), comma-separated names
@@ -145,7 +148,9 @@ struct DataConfig {
   int64_t resize = 0;  // evaluation: the shorter side before the center crop; 0 = image_size * 8 / 7
   std::vector<double> crop_scale = {0.08, 1.0};             // training crop: share of the area
   std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};  // training crop: width / height
-  bool hflip = true;          // training: flip half of the crops left to right
+  // training: flip half of the images left to right (image_folder's crops; cifar10 / cifar100: a
+  // config read from YAML that does not set it gets false, Note [cifar augmentation])
+  bool hflip = true;
   bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};

@@ -46,8 +46,10 @@ std::vector<std::string> unused_keys(const Config& cfg) {
   check("data.cifar_labels", format == DataFormat::kCifar100, why_format);
   for (const char* k : {"data.csv_task", "data.target_columns", "data.feature_columns"}) check(k, csv, why_format);
   for (const char* k : {"data.train_dir", "data.test_dir", "data.image_size", "data.resize", "data.crop_scale",
-                        "data.crop_ratio", "data.hflip", "data.scaled_decode", "data.pixel_mean", "data.pixel_std"})
+                        "data.crop_ratio", "data.scaled_decode", "data.pixel_mean", "data.pixel_std"})
     check(k, images, why_format);
+  check("data.hflip", images || cifar, why_format);
+  check("data.crop_padding", cifar, why_format);
   for (const char* k : {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
                         "data.synthetic_test_size", "data.synthetic_features",
                         "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"})

@@ -179,6 +179,10 @@ Config Config::from_string(const std::string& yaml, const std::string& origin,
                   key);
     c.apply_override(o);
   }
+  // Note [cifar augmentation]: a config that does not set data.hflip flips no CIFAR image.
+  if ((c.data.format == DataFormat::kCifar10 || c.data.format == DataFormat::kCifar100) &&
+      c.origin_of("data.hflip") == "default")
+    c.data.hflip = false;
   return c;
 }
 

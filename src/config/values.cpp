@@ -167,6 +167,14 @@ Check<int64_t> at_least(int64_t lo) {
     if (v < lo) bad_value(key, where, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
   };
 }
+Check<int64_t> int_range(int64_t lo, int64_t hi, std::string why) {
+  return [lo, hi, why](const std::string& key, const int64_t& v, const std::string& where) {
+    if (v < lo || v > hi)
+      bad_value(key, where,
+                "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v) +
+                    (why.empty() ? "" : " (" + why + ")"));
+  };
+}
 Check<double> positive() {
   return [](const std::string& key, const double& v, const std::string& where) {
     if (!(v > 0)) bad_value(key, where, "must be > 0, got " + show(v));

@@ -56,6 +56,7 @@ template <class T>
 using Check = std::function<void(const std::string& key, const T& v, const std::string& where)>;
 
 Check<int64_t> at_least(int64_t lo);
+Check<int64_t> int_range(int64_t lo, int64_t hi, std::string why = {});  // [lo, hi]; `why` says why
 Check<double> positive();
 Check<double> non_negative();
 Check<double> in_range(double lo, double hi);  // [lo, hi)

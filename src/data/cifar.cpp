@@ -6,9 +6,10 @@
 //   - CIFAR-100: a coarse label byte (0..19), a fine label byte (0..99) + 3072 bytes; train.bin
 //     (50000 records) and test.bin.
 // The pixels stay uint8 (N, 3, 32, 32), standardized on the device per channel (Note [uint8
-// pixels]) with the train split's mean and std (data.normalize) or scaled to [0, 1]. A file that
-// is empty, not a whole number of records, or holds a label outside the classes is an Error
-// naming the file, the record and its byte offset.
+// pixels]) with the train split's mean and std (data.normalize) or scaled to [0, 1]. The training
+// split can be augmented with random crops of the zero-padded images and flips (data.crop_padding,
+// data.hflip: Note [cifar augmentation]). A file that is empty, not a whole number of records, or
+// holds a label outside the classes is an Error naming the file, the record and its byte offset.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "data/crop_flip.h"
 #include "data/files.h"
 #include "data/labels.h"
 #include "data/splits.h"
@@ -217,7 +219,8 @@ std::string files_text(const std::vector<std::string>& files) {
 
 }  // namespace
 
-Splits make_cifar_splits(const DataConfig& cfg) {
+Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
+  Config::check_value("data.crop_padding", static_cast<double>(cfg.crop_padding));
   const Variant v = variant_of(cfg);
   const LabelSpace space =
       label_space(cfg, v.classes, std::string(v.name) + " has " + std::to_string(v.classes) +
@@ -256,7 +259,11 @@ Splits make_cifar_splits(const DataConfig& cfg) {
     return d.str();
   };
   Splits out;
-  out.train = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
+  auto images = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
+  if (cfg.crop_padding > 0 || cfg.hflip)
+    out.train = random_crop_flip(std::move(images), cfg.crop_padding, cfg.hflip, static_cast<uint64_t>(seed));
+  else
+    out.train = std::move(images);
   out.test = std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));
   return out;
 }

@@ -82,7 +82,7 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kTokens: return detail::make_token_splits(cfg, seed);
     case DataFormat::kText: return detail::make_text_splits(cfg, seed);
     case DataFormat::kCifar10:
-    case DataFormat::kCifar100: return detail::make_cifar_splits(cfg);
+    case DataFormat::kCifar100: return detail::make_cifar_splits(cfg, seed);
     case DataFormat::kCsv: return detail::make_csv_splits(cfg, seed);
     case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed);
   }

@@ -300,7 +300,7 @@ class ImageFolderDataset : public Dataset {
     region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), image.width) - region.left;
     region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), image.height) - region.top;
     const auto left = static_cast<double>(region.left), top = static_cast<double>(region.top);
-    const bool flip = t_.hflip && random.uniform(0, 1) < 0.5;
+    const bool flip = t_.hflip && random_flip(random);
     w.resampler.run(image.sub(region), Box{x0 - left, y0 - top, x1 - left, y1 - top}, s, s, CropBox{0, 0, s, s},
                     flip, out);
   }

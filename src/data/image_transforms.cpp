@@ -48,6 +48,40 @@ int64_t SampleRandom::below(int64_t n) {
   return static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(n)) >> 64);
 }
 
+bool random_flip(SampleRandom& random) { return random.uniform(0, 1) < 0.5; }
+
+PadCrop random_pad_crop(int64_t padding, bool hflip, SampleRandom& random) {
+  PadCrop p;
+  // The padded image is 2 padding larger than the crop each way: torch.randint(0, 2 padding + 1).
+  const int64_t top = random.below(2 * padding + 1);
+  const int64_t left = random.below(2 * padding + 1);
+  p.dy = padding - top;  // crop row y is the padded image's y + top, the input's y + top - padding
+  p.dx = padding - left;
+  p.flip = hflip && random_flip(random);
+  return p;
+}
+
+void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p, uint8_t* out) {
+  std::memset(out, 0, static_cast<size_t>(planes * height * width));
+  // The input columns [x0, x1) land in the output; rows likewise.
+  const int64_t x0 = std::max<int64_t>(0, -p.dx), x1 = std::min(width, width - p.dx);
+  const int64_t y0 = std::max<int64_t>(0, -p.dy), y1 = std::min(height, height - p.dy);
+  if (x0 >= x1 || y0 >= y1) return;
+  for (int64_t c = 0; c < planes; ++c) {
+    const uint8_t* src = in + c * height * width;
+    uint8_t* dst = out + c * height * width;
+    for (int64_t y = y0; y < y1; ++y) {
+      const uint8_t* s = src + y * width;
+      uint8_t* d = dst + (y + p.dy) * width;
+      if (!p.flip) {
+        std::memcpy(d + x0 + p.dx, s + x0, static_cast<size_t>(x1 - x0));
+      } else {  // input column x lands at x + dx, mirrored to width - 1 - (x + dx)
+        for (int64_t x = x0; x < x1; ++x) d[width - 1 - (x + p.dx)] = s[x];
+      }
+    }
+  }
+}
+
 CropBox random_resized_crop(int64_t width, int64_t height, const std::vector<double>& scale,
                             const std::vector<double>& ratio, SampleRandom& random) {
   const double area = static_cast<double>(width) * static_cast<double>(height);

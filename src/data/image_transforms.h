@@ -1,7 +1,10 @@
-// The image transforms of data.format image_folder (Note [image transforms] in image_folder.cpp),
-// computed as torchvision computes its defaults on PIL images:
+// torchvision's image transforms on uint8 pixels, their random draws keyed by (seed, epoch,
+// sample index). data.format image_folder (Note [image transforms] in image_folder.cpp) computes
+// its defaults as torchvision does on PIL images:
 //   training:   RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(0.5)
 //   evaluation: Resize(shorter side) + CenterCrop(size)
+// and CIFAR's training images (Note [cifar augmentation] in crop_flip.cpp) take
+//   RandomCrop(size of the image, padding, fill 0) + RandomHorizontalFlip(0.5).
 // The crop geometry follows torchvision's code step for step (its rounding included); the
 // resampling is PIL's bilinear filter (Image.resize(..., BILINEAR)): a triangle whose support
 // widens with the shrink factor (antialiased), fixed-point with PIL's precision and rounding, a
@@ -26,10 +29,28 @@ class SampleRandom {
   uint64_t state_;
 };
 
+// RandomHorizontalFlip(0.5)'s draw: torch.rand(1) < 0.5.
+bool random_flip(SampleRandom& random);
+
 // A region of an image in pixels: torchvision's (i, j, h, w).
 struct CropBox {
   int64_t top = 0, left = 0, height = 0, width = 0;
 };
+
+// RandomCrop(size, padding) of an image of that size: the image padded by `padding` pixels of
+// value 0 on every side, a crop of the image's size placed uniformly in it (RandomCrop.get_params:
+// top, then left, each in [0, 2 padding]), then mirrored left to right when `flip`. The output is
+// the input moved right by dx and down by dy, each in [-padding, padding], zeros shifted in.
+struct PadCrop {
+  int64_t dx = 0, dy = 0;
+  bool flip = false;
+};
+// The crop's draws (top, then left) and, with `hflip`, random_flip's.
+PadCrop random_pad_crop(int64_t padding, bool hflip, SampleRandom& random);
+// `planes` planes of height x width pixels, row-major, from `in` into `out` (not overlapping):
+// out(c, y, x) = in(c, y - dy, x' - dx), x' = width - 1 - x when flipping, else x; 0 where that
+// falls outside the image (torchvision pads with fill 0 before any normalization).
+void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p, uint8_t* out);
 
 // RandomResizedCrop.get_params: up to 10 draws of an area share in [scale[0], scale[1]) and a
 // log-uniform aspect ratio in [ratio[0], ratio[1]); the first crop that fits the image is placed

@@ -19,8 +19,9 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed);
 // text: the bytes of text files. Windows of data.seq_len + 1 (Note [token windows]).
 Splits make_token_splits(const DataConfig& cfg, int64_t seed);
 Splits make_text_splits(const DataConfig& cfg, int64_t seed);
-// data.format cifar10, cifar100: the binary version's batches under data.path (cifar.cpp).
-Splits make_cifar_splits(const DataConfig& cfg);
+// data.format cifar10, cifar100: the binary version's batches under data.path (cifar.cpp); the
+// training split's random crops and flips drawn from `seed` (Note [cifar augmentation]).
+Splits make_cifar_splits(const DataConfig& cfg, int64_t seed);
 // data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed

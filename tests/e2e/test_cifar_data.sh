@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # data.format cifar10 / cifar100 on a tiny folder in the binary version's layout, written here by
 # Python: each class a colour of its own plus noise, so that a small CNN learns it. Under mpirun
-# -np 2 the training loss falls and the test accuracy is far above chance; configs/
+# -np 2, with the config's random crops and flips, the training loss falls and the test accuracy
+# is far above chance; configs/
 # cifar_resnet18.yaml runs a few steps on the same folder; CIFAR-100's fine and coarse labels
 # train; and a truncated file or a label outside the classes is an error naming the file and the
 # record.
@@ -58,6 +59,8 @@ run 300 c10 "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/cifar_resnet
 [[ $rc == 0 ]] || { show c10; fail "cifar10: exit $rc"; }
 grep -q "cifar10 .*data_batch_1.bin and 4 more (320 x 3x32x32 uint8, 10 classes; standardized per channel" \
   "$tmp/c10.out" "$tmp/c10.err" || { show c10; fail "cifar10: the log does not describe the data"; }
+grep -q "training: random 32x32 crops of the image padded by 4 zero pixels, flipped at random; test: cifar10 .*test_batch.bin" \
+  "$tmp/c10.out" "$tmp/c10.err" || { show c10; fail "cifar10: the log does not describe the config's augmentation"; }
 "$py" - "$tmp/runs/c10/metrics.jsonl" <<'PY' || { show c10; fail "cifar10: the loss did not fall"; }
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]

@@ -63,8 +63,8 @@ void write_cifar10(const std::string& dir) {
 }
 
 DataConfig cifar_config(const std::string& path, DataFormat format = DataFormat::kCifar10) {
-  DataConfig cfg;
-  cfg.format = format;
+  // The defaults of a config file: no random crops or flips (Note [cifar augmentation]).
+  DataConfig cfg = Config::from_string(std::string("data: {format: ") + to_string(format) + "}\n").data;
   cfg.path = path;
   cfg.normalize = false;
   return cfg;
