@@ -40,6 +40,17 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The block's sum over its warps' (dw, db) rows in shared memory, in warp order, into
+// part[block] = (dw (c), db (c)). After a __syncthreads().
+__device__ __forceinline__ void block_partials(const float* shared, int warps, int c, float* part) {
+  float* out = part + static_cast<size_t>(blockIdx.x) * 2 * c;
+  for (int i = threadIdx.x; i < 2 * c; i += blockDim.x) {
+    float v = 0.f;
+    for (int k = 0; k < warps; ++k) v += shared[static_cast<size_t>(k) * 2 * c + i];
+    out[i] = v;
+  }
+}
+
 template <typename R, typename Y>
 __global__ void __launch_bounds__(kForwardWarps * kWarp)
     ln_forward(const float* __restrict__ x, const R* __restrict__ r, float* __restrict__ s_out,
@@ -117,13 +128,7 @@ __global__ void ln_backward(const Y* __restrict__ dy, const float* __restrict__ 
     }
   }
   __syncthreads();
-  // The block's sum over its warps, in warp order, into part[block] = (dw (c), db (c)).
-  float* out = part + static_cast<size_t>(blockIdx.x) * 2 * c;
-  for (int i = threadIdx.x; i < 2 * c; i += blockDim.x) {
-    float v = 0.f;
-    for (int k = 0; k < warps; ++k) v += shared[static_cast<size_t>(k) * 2 * c + i];
-    out[i] = v;
-  }
+  block_partials(shared, warps, c, part);
 }
 
 // 4 consecutive elements of T as floats, and back (16 bytes of fp32, 8 of fp16/bf16).
@@ -269,12 +274,7 @@ __global__ void __launch_bounds__(8 * kWarp, 2)
     }
   }
   __syncthreads();
-  float* out = part + static_cast<size_t>(blockIdx.x) * 2 * c;
-  for (int i = threadIdx.x; i < 2 * c; i += blockDim.x) {
-    float v = 0.f;
-    for (int k = 0; k < warps; ++k) v += shared[static_cast<size_t>(k) * 2 * c + i];
-    out[i] = v;
-  }
+  block_partials(shared, warps, c, part);
 }
 
 // The register kernels' V for a row width, or 0 when the generic kernels run it.
