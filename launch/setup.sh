@@ -44,6 +44,9 @@ packages=(build-essential cmake ninja-build libtorch-dev libopenmpi-dev openmpi-
           libyaml-cpp-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
           python3-torch dataset-fashion-mnist fortunes libturbojpeg0-dev libpng-dev python3-pil
           libopenblas0-openmp)
+# The test suite only: Slurm and munge, which the slurm tier starts as a one-node cluster of its
+# own to run launch/dtrain-slurm.sbatch for real (tests/slurm/).
+if [[ $mode == test ]]; then packages+=(slurm-wlm munge); fi
 
 # A CUDA PyTorch in python3 brings a CUDA LibTorch (and reference values for the tests): build
 # against it instead of Debian's CPU libtorch-dev. A CPU PyTorch, or a python3 without torch (pyenv,

@@ -15,6 +15,8 @@
 
 #include "runtime/launch_check.h"
 
+#include <mpi.h>
+
 #include "dtrain/error.h"
 #include "dtrain/runtime.h"
 
@@ -61,7 +63,8 @@ std::string show(const std::optional<int64_t>& v) { return v ? std::to_string(*v
 std::vector<std::string> Runtime::launcher_variables() {
   return {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
           "SLURM_STEP_ID",        "SLURM_STEPID",         "SLURM_PROCID",
-          "SLURM_LOCALID",        "SLURM_NTASKS",         "SLURM_STEP_NUM_TASKS"};
+          "SLURM_LOCALID",        "SLURM_NTASKS",         "SLURM_STEP_NUM_TASKS",
+          "PMIX_RANK",            "PMI_RANK",             "PMI_FD"};
 }
 
 void Runtime::check_launcher(const std::map<std::string, std::string>& env) const {
@@ -96,6 +99,26 @@ void detail::check_launch(const std::map<std::string, std::string>& env, int ran
               "run directory. Start dtrain with srun --mpi=pmix (or the PMI your Open MPI "
               "supports: srun --mpi=list; pmi2 on older setups), or with mpirun inside the "
               "allocation");
+}
+
+std::string detail::launch_error_before_mpi(const std::map<std::string, std::string>& env) {
+#ifdef OPEN_MPI
+  constexpr bool open_mpi = true;
+#else
+  constexpr bool open_mpi = false;
+#endif
+  if (!open_mpi || env.count("OMPI_COMM_WORLD_SIZE") || !in_srun_step(env)) return "";
+  for (const char* pmi : {"PMIX_RANK", "PMI_RANK", "PMI_FD"})
+    if (env.count(pmi)) return "";
+  std::optional<int64_t> ntasks = number(env, "SLURM_STEP_NUM_TASKS");
+  if (!ntasks) ntasks = number(env, "SLURM_NTASKS");
+  return "srun started this process as task " + show(number(env, "SLURM_PROCID")) + " of " +
+         show(ntasks) +
+         " without PMIx or PMI (srun --mpi=none, or a cluster whose MpiDefault is none), so the "
+         "tasks cannot join one MPI job: Open MPI would stop in MPI_Init. Nothing was trained or "
+         "written. Start dtrain with srun --mpi=pmix (srun --mpi=list shows what the cluster "
+         "has; with launch/dtrain-slurm.sbatch set DTRAIN_SRUN_ARGS=--mpi=pmix), or with mpirun "
+         "inside the allocation";
 }
 
 std::string detail::launcher_name(const std::map<std::string, std::string>& env) {

@@ -11,6 +11,13 @@ namespace dtrain::detail {
 void check_launch(const std::map<std::string, std::string>& env, int rank, int world,
                   int local_rank);
 
+// Before MPI starts: a task of an srun step that srun gave no PMI of any kind (no PMIX_RANK,
+// PMI_RANK or PMI_FD: `srun --mpi=none`, or a cluster whose MpiDefault is none) cannot join the
+// step's other tasks in one MPI job, and Open MPI, which joins them through PMIx, stops inside
+// MPI_Init with its own message. This says so first, naming the task and the fix; "" otherwise
+// (and always for an MPI other than Open MPI).
+std::string launch_error_before_mpi(const std::map<std::string, std::string>& env);
+
 // Which launcher started this process: "mpirun" (Open MPI's variables), "srun" (a task of an
 // srun step) or "none".
 std::string launcher_name(const std::map<std::string, std::string>& env);

@@ -40,3 +40,26 @@ e2e_torch_python() {
   "$py" -c 'import torch' 2>/dev/null ||
     fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
 }
+
+# same_model A B: the model tensors of two checkpoints' state.pt are equal (bit for bit).
+same_model() {
+  "$py" - "$1/state.pt" "$2/state.pt" <<'PY' || fail "the checkpoints $1 and $2 hold different models"
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert a["step"] == b["step"], (a["step"], b["step"])
+for k in a["model"]:
+    assert torch.equal(a["model"][k], b["model"][k]), k
+for k in a["optimizer"]:
+    assert torch.equal(a["optimizer"][k], b["optimizer"][k]), k
+print("same model and optimizer state at step", a["step"])
+PY
+}
+
+# wait_for_training DIR: until DIR/metrics.jsonl has a record (the ranks are past set-up).
+wait_for_training() {
+  for _ in $(seq 1 600); do
+    [[ -s $1/metrics.jsonl ]] && return 0
+    sleep 0.1
+  done
+  fail "no training record in $1/metrics.jsonl after 60 s"
+}

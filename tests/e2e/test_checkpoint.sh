@@ -13,36 +13,11 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup checkpoint
-py=${DTRAIN_REF_PYTHON:-}
-[[ -n $py && -x $py ]] || py=$(command -v python3 || true)
-"$py" -c "import torch" 2>/dev/null || fail "python3 with torch (Debian: python3-torch) is needed to compare checkpoints"
+e2e_torch_python
 
 cfg=$src/configs/synthetic_linear.yaml
 # 128 steps per epoch; the learning rate is constant, so a run may be resumed with more epochs.
 common=(run.dir="$tmp/runs" run.log_every=20 data.workers=0 run.timeout_s=60 train.eval=false)
-
-# same_model A B: the model tensors of two checkpoints' state.pt are equal (bit for bit).
-same_model() {
-  "$py" - "$1/state.pt" "$2/state.pt" <<'PY' || fail "the checkpoints $1 and $2 hold different models"
-import sys, torch
-a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
-assert a["step"] == b["step"], (a["step"], b["step"])
-for k in a["model"]:
-    assert torch.equal(a["model"][k], b["model"][k]), k
-for k in a["optimizer"]:
-    assert torch.equal(a["optimizer"][k], b["optimizer"][k]), k
-print("same model and optimizer state at step", a["step"])
-PY
-}
-
-# wait_for_training DIR: until DIR/metrics.jsonl has a record (the ranks are past set-up).
-wait_for_training() {
-  for _ in $(seq 1 600); do
-    [[ -s $1/metrics.jsonl ]] && return 0
-    sleep 0.1
-  done
-  fail "no training record in $1/metrics.jsonl after 60 s"
-}
 
 # rank_pids NAME: the dtrain processes of run NAME.
 rank_pids() {

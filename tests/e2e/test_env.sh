@@ -109,13 +109,14 @@ EOF
 echo "ok: mpirun -np 2: both ranks and their bindings on rank 0"
 
 # ---- Slurm's numbers against MPI's ---------------------------------------------------------
-# A task of an srun step that MPI sees alone: training would stop (the launch check), exit 1.
-run 60 srun "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 \
+# A task of an srun step (with a PMI rank) that MPI sees alone: training would stop (the launch
+# check), exit 1.
+run 60 srun "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 PMI_RANK=0 \
   "$bin" env
 expect_rc srun 1
 has srun "error: the MPI/PMI setup is wrong: srun started this process as task 0 of 2" \
   "srun --mpi=pmix" "Result: 1 problem(s) above would stop training (exit 1)"
-run 60 srunjson "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 \
+run 60 srunjson "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 PMI_RANK=0 \
   "$bin" env --json
 expect_rc srunjson 1
 "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"] == 1 and d["launcher"] == "srun" and any(h["stops"] for h in d["hints"]), d' \

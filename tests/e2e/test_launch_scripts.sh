@@ -4,8 +4,9 @@
 # one here, dry run); launch/mpirun-hosts.sh runs a real 2-rank job from a hostfile naming
 # localhost with 2 slots, and builds -npernode from GPUS_PER_NODE (dry run);
 # launch/dtrain-slurm.sbatch runs under fake srun and scontrol that record their arguments: srun
-# gets the binary, the config, checkpoint.resume=auto and the overrides; exit 75 requeues the
-# job, 0 and 1 do not; the exit code is passed on.
+# gets the binary, the config, checkpoint.resume=auto and the overrides; exit 75 and 138 (SIGUSR1
+# before dtrain could handle it) requeue the job, 0 and 1 do not; the exit code is passed on.
+# (tests/slurm/test_slurm.sh runs the script under a real Slurm.)
 # Env (set by ctest): DTRAIN_BIN, DTRAIN_SOURCE_DIR.
 set -euo pipefail
 
@@ -92,6 +93,11 @@ slurm srun_75 75
 [[ -e $tmp/scontrol.args && $(cat "$tmp/scontrol.args") == "requeue 4242" ]] ||
   { show srun_75; fail "dtrain exit 75 did not run 'scontrol requeue 4242'"; }
 echo "ok: sbatch: exit 75 requeues the job (scontrol $(cat "$tmp/scontrol.args")) and is passed on"
+slurm srun_138 138
+[[ $rc == 138 ]] || { show srun_138; fail "tasks ended by SIGUSR1: the script exited $rc"; }
+[[ -e $tmp/scontrol.args && $(cat "$tmp/scontrol.args") == "requeue 4242" ]] ||
+  { show srun_138; fail "tasks ended by SIGUSR1 (exit 138) did not requeue the job"; }
+echo "ok: sbatch: tasks ended by SIGUSR1 before dtrain could save (138) requeue the job"
 slurm srun_1 1
 [[ $rc == 1 ]] || { show srun_1; fail "dtrain exit 1: the script exited $rc"; }
 [[ ! -e $tmp/scontrol.args ]] || fail "exit 1 requeued the job"

@@ -100,6 +100,32 @@ TEST(LaunchCheck, UnderMpirunOmpiVariablesWinOverInheritedSlurmOnes) {
   EXPECT_FALSE(contains(e, "srun"));
 }
 
+TEST(LaunchCheck, AnSrunTaskWithoutAnyPmiIsRefusedBeforeMpiStarts) {
+  // srun --mpi=none: the step's variables and no PMIx / PMI ones (what a real srun sets).
+  Env env = {{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
+             {"SLURM_PROCID", "1"},  {"SLURM_LOCALID", "1"}};
+  const std::string e = detail::launch_error_before_mpi(env);
+  EXPECT_TRUE(contains(e, "srun started this process as task 1 of 2 without PMIx or PMI"));
+  EXPECT_TRUE(contains(e, "srun --mpi=pmix"));
+  EXPECT_TRUE(contains(e, "DTRAIN_SRUN_ARGS=--mpi=pmix"));
+  // A single task without PMI cannot start Open MPI either.
+  EXPECT_NE(detail::launch_error_before_mpi({{"SLURM_STEP_ID", "3"}, {"SLURM_NTASKS", "1"},
+                                             {"SLURM_PROCID", "0"}}),
+            "");
+  // Any PMI: MPI_Init may join the tasks; the check after it compares the numbers.
+  for (const char* pmi : {"PMIX_RANK", "PMI_RANK", "PMI_FD"}) {
+    Env with = env;
+    with[pmi] = "1";
+    EXPECT_EQ(detail::launch_error_before_mpi(with), "") << pmi;
+  }
+  // mpirun's ranks, a batch script (no step), no Slurm at all: nothing to say.
+  Env ompi = env;
+  ompi["OMPI_COMM_WORLD_SIZE"] = "2";
+  EXPECT_EQ(detail::launch_error_before_mpi(ompi), "");
+  EXPECT_EQ(detail::launch_error_before_mpi({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "0"}}), "");
+  EXPECT_EQ(detail::launch_error_before_mpi({}), "");
+}
+
 std::optional<detail::Heartbeat> beat(int64_t step, int64_t seq, double age, const char* phase) {
   detail::Heartbeat b;
   b.step = step;

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# slurm tier: launch/dtrain-slurm.sbatch under a real Slurm (Debian's slurm-wlm 22.05 and munge),
+# started by this test as a one-node cluster of its own (cluster.sh) and stopped at the end, also
+# on failure. The script is submitted as a user would, from the repository root, with the options
+# a CPU-only partition needs on the command line (--gpus-per-node=0, --cpus-per-task=1, one node
+# of 2 tasks); every job trains 2 CPU ranks through `srun --mpi=pmix` (the cluster's MpiDefault).
+#   a. a job trains to the end: exit 0, 2 ranks in one MPI job; it is the reference;
+#   b. `scancel --signal=USR1` (what --signal=USR1@N sends before the time limit) to a running
+#      job: every rank checkpoints, exit 75, the script requeues the job, the requeued job
+#      (restart 1) resumes from the checkpoint;
+#   e. `scancel` of that job while it trains again (SIGTERM to its tasks): a checkpoint, which a
+#      new job resumes, ending with the same model and optimizer state as (a), bit for bit;
+#   c. a real time limit (--time=1 --signal=USR1@50) with nobody sending a signal: the same cycle
+#      (as many times as the limit strikes), ending equal to an uninterrupted job of its length;
+#   d. `srun --mpi=none` (DTRAIN_SRUN_ARGS): an error naming the task and the fix, exit 1, nothing
+#      trained, the run directory of (a) unchanged.
+# Slurm holds a requeued job for 2 minutes before it may start again (its BeginTime); the test
+# releases it at once (`scontrol update jobid=N starttime=now`), as an administrator can.
+# Env (set by ctest): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_REF_PYTHON.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../e2e/common.sh"
+source "$here/cluster.sh"
+e2e_setup slurm
+trap 'slurm_cluster_stop "$tmp/"; rm -rf "$tmp"' EXIT
+e2e_torch_python
+export DTRAIN_BIN=$bin
+# Two ranks of one job share the 2-core CI machine with a second job's: a rank that waits in MPI
+# yields its core instead of spinning.
+export OMPI_MCA_mpi_yield_when_idle=1
+slurm_cluster_start "$tmp/cluster" 8
+
+cfg=$src/configs/synthetic_linear.yaml
+# 128 steps per epoch (global batch 128, 64 per rank); one thread per rank, so that every job
+# computes alike wherever Slurm puts it.
+common=(run.dir="$tmp/runs" run.threads=1 run.log_every=500 data.workers=0 train.eval=false
+        run.timeout_s=60)
+short=(train.epochs=40)  # 5,120 steps: about 8 s on 2 CPU ranks
+long=(train.epochs=150)  # 19,200 steps: about 30 s alone, longer beside another job
+
+# submit LOG [sbatch options] -- [overrides]: the job id. The job's output goes to $tmp/LOG.log.
+submit() {
+  local log=$1 opts=()
+  shift
+  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+  shift
+  (cd "$src" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 \
+    --output="$tmp/$log.log" "${opts[@]}" launch/dtrain-slurm.sbatch "$cfg" "${common[@]}" "$@") |
+    cut -d';' -f1
+}
+joblog() { tail -n 40 "$tmp/$1.log" >&2 || true; }
+has() {  # has LOG TEXT...: each TEXT is in the job's output
+  local log=$1 t
+  shift
+  for t in "$@"; do grep -qF -- "$t" "$tmp/$log.log" || { joblog "$log"; fail "$log: the job's output lacks '$t'"; }; done
+}
+# final RUN: the run's newest checkpoint folder.
+final() { ls -d "$tmp/runs/$1/checkpoints"/step-* | sort | tail -1; }
+ended() { wait_job_state "$1" "$2" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY; }
+# wait_log LOG SECS TEXT: until the job's output holds TEXT.
+wait_log() {
+  for _ in $(seq 1 $(($2 * 4))); do
+    grep -qF -- "$3" "$tmp/$1.log" 2>/dev/null && return 0
+    sleep 0.25
+  done
+  joblog "$1"
+  fail "$1: no '$3' in the job's output after $2 s"
+}
+# release ID: a requeued job held by Slurm (PENDING, BeginTime) may start now, once the steps of
+# its last run are gone (what Slurm's hold waits for: a step of the same id started while the old
+# one still cleans up fails to launch).
+release() {
+  [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reason) == BeginTime ]] || return 0
+  for _ in $(seq 1 120); do
+    pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
+    sleep 0.25
+  done
+  scontrol update jobid="$1" starttime=now
+}
+
+# ---- a. a job that trains to its end -----------------------------------------------------------
+plain=$(submit plain -- run.name=plain "${short[@]}")
+ended "$plain" 120
+[[ $(job_field "$plain" JobState) == COMPLETED ]] || { joblog plain; fail "a: job $plain ended $(job_field "$plain" JobState)"; }
+has plain "world 2 rank(s)" "dtrain: exit 0" "restart 0"
+end_plain=$(final plain)
+[[ $end_plain == */step-000005120 ]] || fail "a: the last checkpoint is $end_plain, not step 5120"
+echo "ok a: job $plain: 2 tasks through srun --mpi=pmix trained 5120 steps, exit 0"
+
+# ---- d. srun --mpi=none ---------------------------------------------------------------------
+before=$(cd "$tmp/runs" && find . -type f -exec md5sum {} + | sort)
+nopmi=$(DTRAIN_SRUN_ARGS=--mpi=none submit nopmi -- run.name=plain "${short[@]}")
+ended "$nopmi" 60
+[[ $(job_field "$nopmi" JobState) == FAILED ]] || { joblog nopmi; fail "d: job $nopmi ended $(job_field "$nopmi" JobState)"; }
+has nopmi "[task 0] error: srun started this process as task 0 of 2 without PMIx or PMI" \
+  "[task 1] error: srun started this process as task 1 of 2" "srun --mpi=pmix" "dtrain: exit 1"
+after=$(cd "$tmp/runs" && find . -type f -exec md5sum {} + | sort)
+[[ $before == "$after" ]] || fail "d: a job without PMI changed files under $tmp/runs"
+echo "ok d: srun --mpi=none: '$(grep -m1 -o 'error: .*' "$tmp/nopmi.log" | cut -c1-90)...', nothing written"
+
+# ---- b. USR1 to the tasks: checkpoint, exit 75, requeue, resume --------------------------------
+job=$(submit preempt -- run.name=preempt "${short[@]}")
+wait_for_training "$tmp/runs/preempt"
+scancel --signal=USR1 "$job"
+for _ in $(seq 1 120); do [[ $(job_field "$job" Restarts) == 1 ]] && break; sleep 0.5; done
+[[ $(job_field "$job" Restarts) == 1 ]] || { joblog preempt; fail "b: job $job was not requeued after USR1"; }
+has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
+step_b=$(sed -nE 's/.*stopped by SIGUSR1 after step ([0-9]+).*/\1/p' "$tmp/preempt.log" | head -1)
+release "$job"
+wait_log preempt 60 "restart 1)"
+wait_log preempt 60 "at step $step_b"
+echo "ok b: job $job: USR1 -> checkpoint at step $step_b, exit 75, requeued, restart 1 resumed there"
+
+# ---- e. scancel (SIGTERM to the tasks) of the training job; a new job resumes -------------------
+scancel "$job"
+ended "$job" 60
+has preempt "stopped by SIGTERM after step"
+step_e=$(sed -nE 's/.*stopped by SIGTERM after step ([0-9]+).*/\1/p' "$tmp/preempt.log" | head -1)
+(( step_e > step_b && step_e < 5120 )) || { joblog preempt; fail "e: stopped at step $step_e (USR1 stopped at $step_b, the end is 5120)"; }
+[[ -f $(printf '%s/runs/preempt/checkpoints/step-%09d/COMPLETE' "$tmp" "$step_e") ]] ||
+  fail "e: no complete checkpoint at step $step_e"
+again=$(submit preempt2 -- run.name=preempt "${short[@]}")
+ended "$again" 120
+[[ $(job_field "$again" JobState) == COMPLETED ]] || { joblog preempt2; fail "e: job $again ended $(job_field "$again" JobState)"; }
+has preempt2 "at step $step_e" "dtrain: exit 0"
+same_model "$(final preempt)" "$end_plain"
+echo "ok e: scancel -> checkpoint at step $step_e; job $again resumed it; the result equals job $plain's"
+
+# ---- c. a real time limit: Slurm's own USR1, requeue, resume, until done --------------------------
+whole=$(submit whole -- run.name=whole "${long[@]}")
+timed=$(submit timed --time=1 --signal=USR1@50 -- run.name=timed "${long[@]}")
+for _ in $(seq 1 1200); do
+  state=$(job_field "$timed" JobState)
+  [[ $state == PENDING ]] && release "$timed"
+  [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED || $state == TIMEOUT ]] && break
+  sleep 0.5
+done
+[[ $state == COMPLETED ]] || { joblog timed; fail "c: job $timed ended $state"; }
+restarts=$(job_field "$timed" Restarts)
+((restarts >= 1)) || { joblog timed; fail "c: the time limit never stopped job $timed (restarts $restarts)"; }
+has timed "stopped by SIGUSR1 after step" "requeueing job $timed" "restart $restarts)" "dtrain: exit 0"
+ended "$whole" 240
+[[ $(job_field "$whole" JobState) == COMPLETED ]] || { joblog whole; fail "c: job $whole ended $(job_field "$whole" JobState)"; }
+same_model "$(final timed)" "$(final whole)"
+echo "ok c: job $timed: the time limit stopped it $restarts time(s) (steps $(sed -nE 's/.*stopped by SIGUSR1 after step ([0-9]+).*/\1/p' "$tmp/timed.log" | tr '\n' ' ')), each resumed; the result equals job $whole's"
+echo "PASS"
