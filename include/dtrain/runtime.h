@@ -42,7 +42,8 @@ class Runtime {
   MPI_Comm mpi_comm() const { return comm_; }
 
   // Pick the device ("auto" | "cpu" | "cuda"), set intra-op threads, create communicators.
-  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU.
+  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU. Warns,
+  // once per host, when the launcher's binding leaves at least half of the host's CPUs idle.
   void setup(const RunConfig& run, const DistConfig& dist);
 
   const at::Device& device() const { return device_; }
@@ -58,7 +59,9 @@ class Runtime {
   // local_rank(). Throws dtrain::Error (both sets of numbers, and the fix) when they differ: a
   // broken MPI/PMI setup that would otherwise start N one-rank runs. `env` holds the values of
   // launcher_variables() that are set, read before MPI started (the `dtrain` program does so).
-  void check_launcher(const std::map<std::string, std::string>& env) const;
+  // Called before setup(), it also tells setup() which launcher bound the CPUs: under srun the
+  // binding is Slurm's allocation, so setup() says nothing of idle CPUs (runtime/cpu_binding.h).
+  void check_launcher(const std::map<std::string, std::string>& env);
   static std::vector<std::string> launcher_variables();
 
   // Abandons the collectives in flight on this rank (NCCL: ncclCommAbort) so that it can end
@@ -72,6 +75,7 @@ class Runtime {
   void init_facts();
 
   bool owns_mpi_ = false;
+  bool srun_ = false;  // check_launcher() saw a task of an srun step
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
   std::string host_;

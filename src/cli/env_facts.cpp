@@ -12,6 +12,7 @@
 #include "dtrain/version.h"
 #include "runtime/binding.h"
 #include "runtime/launch_check.h"
+#include "runtime/cpu_binding.h"
 #include "runtime/threads.h"
 #include "telemetry/nvml.h"
 #include "util/torch_compat.h"
@@ -57,6 +58,7 @@ MachineFacts machine_facts(const std::map<std::string, std::string>& env) {
   m.driver = nvml.driver_version();
   m.nvml_cuda_driver = nvml.cuda_driver_version();
   m.online_cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  m.host_cpus = detail::host_cpus();
   m.mpi_library = mpi_library_version();
   m.mpi_standard = mpi_standard_version();
   m.cuda_devices = cuda_device_count();
@@ -116,9 +118,10 @@ RankFacts rank_facts(const Runtime& rt, const std::map<std::string, std::string>
   r.cpu_count = detail::affinity_cpus();
   MPI_Comm node;
   MPI_Comm_split_type(rt.mpi_comm(), MPI_COMM_TYPE_SHARED, r.rank, MPI_INFO_NULL, &node);
-  const int sharing = detail::ranks_sharing_cpus(node);
+  const detail::NodeCpus node_cpus = detail::node_cpus(node);
   MPI_Comm_free(&node);
-  const detail::ThreadChoice t = detail::choose_threads(r.cpu_count, sharing, run.threads);
+  r.node_cpus_used = node_cpus.used;
+  const detail::ThreadChoice t = detail::choose_threads(r.cpu_count, node_cpus.sharing, run.threads);
   r.threads = t.threads;
   r.threads_reason = t.reason;
   return r;

@@ -37,6 +37,7 @@ struct MachineFacts {
   std::string mpi_library, mpi_standard;
   int cuda_devices = 0;      // visible to CUDA in this process
   int online_cpus = 0;       // CPUs of this host that are online (sysconf), whatever the binding
+  int host_cpus = 0;         // of those, the ones the job could use (cgroup; cpu_binding.h)
   std::vector<GpuFacts> gpus;  // NVML's, else CUDA's without figures
   std::optional<std::string> cuda_visible_devices;
   std::map<std::string, std::string> environment;  // the launcher-related variables that are set
@@ -52,6 +53,7 @@ struct RankFacts {
   std::string gpu_pci;       // the bound GPU's PCI bus id ("" on the CPU)
   std::string cpus;          // the affinity mask: "0-3,8"
   int cpu_count = 0;
+  int node_cpus_used = 0;    // CPUs in the union of the masks of this host's ranks (0: unknown)
   int threads = 1;           // intra-op threads run.threads gives this rank
   std::string threads_reason;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/cpu_binding.h"
 #include "util/versions.h"
 
 namespace dtrain::cli {
@@ -52,16 +53,16 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
            gpus_text(static_cast<size_t>(m.cuda_devices)) +
            ": ranks on one GPU slow each other down and share its memory; start one rank per GPU");
 
-  // A launcher that binds each rank to a few CPUs of a larger host (OpenMPI binds to one core
-  // each for 2 ranks or fewer) leaves most of them idle: each rank runs that many threads.
-  if (m.online_cpus > 0 && r.cpu_count > 0 && r.cpu_count * std::max(1, r.local_world) * 2 <= m.online_cpus)
-    advise("rank " + std::to_string(r.rank) + " may use " + std::to_string(r.cpu_count) + " of the " +
-           std::to_string(m.online_cpus) + " CPUs of " + r.host + " (the launcher's binding), so it runs " +
-           std::to_string(r.threads) + " intra-op thread(s) and " +
-           std::to_string(m.online_cpus - r.cpu_count * std::max(1, r.local_world)) +
-           " CPUs stay idle; with mpirun, --bind-to none (or --map-by slot:PE=" +
-           std::to_string(std::max(1, m.online_cpus / std::max(1, r.local_world))) +
-           ") gives each of the " + std::to_string(std::max(1, r.local_world)) + " rank(s) more");
+  // A launcher that binds each rank to a few CPUs of a larger host (Open MPI binds to one core
+  // each for 2 ranks or fewer) leaves most of them idle (runtime/cpu_binding.h).
+  if (r.cpu_count > 0) {
+    const detail::CpuBinding b{r.rank,         r.host,
+                               r.cpu_count,    r.threads,
+                               r.local_world,  r.node_cpus_used,
+                               m.host_cpus > 0 ? m.host_cpus : m.online_cpus, r.launcher == "srun"};
+    const std::string idle = detail::idle_cpus_advice(b);
+    if (!idle.empty()) advise(idle);
+  }
 
   // The driver must support the CUDA runtime: an older major version cannot run it at all; an
   // older minor version of the same major runs it (CUDA's minor version compatibility) except

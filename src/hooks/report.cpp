@@ -19,6 +19,7 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "hooks/standard.h"
+#include "runtime/cpu_binding.h"
 #include "telemetry/diagnosis.h"
 #include "telemetry/report_html.h"
 #include "util/format.h"
@@ -125,6 +126,10 @@ class Report : public Hook {
     in.rank_phases = s.rank_phases;
     in.rank_hosts = hosts_;
     in.workers = c.data.workers, in.prefetch = c.data.prefetch, in.pin_memory = c.data.pin_memory;
+    if (const auto b = detail::recorded_cpu_binding()) {
+      in.rank_cpus = b->rank_cpus, in.idle_cpus = detail::idle_cpus(*b);
+      in.binding_fix = detail::binding_fix(*b);
+    }
     in.buckets = s.buckets, in.backward_end = s.backward_end;
     in.bucket_cap_mb = c.dist.bucket_cap_mb, in.first_bucket_mb = c.dist.first_bucket_mb;
     in.overlap = c.dist.overlap;

@@ -67,7 +67,8 @@ std::vector<std::string> Runtime::launcher_variables() {
           "PMIX_RANK",            "PMI_RANK",             "PMI_FD"};
 }
 
-void Runtime::check_launcher(const std::map<std::string, std::string>& env) const {
+void Runtime::check_launcher(const std::map<std::string, std::string>& env) {
+  srun_ = detail::launcher_name(env) == "srun";
   detail::check_launch(env, rank_, world_, local_rank_);
 }
 

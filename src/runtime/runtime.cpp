@@ -11,6 +11,8 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "runtime/binding.h"
+#include "runtime/cpu_binding.h"
+#include "runtime/gpu_sharing.h"
 #include "runtime/threads.h"
 
 namespace dtrain {
@@ -88,24 +90,37 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
   // that may use the same CPUs (runtime/threads.h).
   MPI_Comm node;
   MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  const int sharing = detail::ranks_sharing_cpus(node);
+  const detail::NodeCpus cpus = detail::node_cpus(node);
   MPI_Comm_free(&node);
-  const detail::ThreadChoice threads =
-      detail::choose_threads(detail::affinity_cpus(), sharing, run.threads);
+  const int mine = detail::affinity_cpus();
+  const detail::ThreadChoice threads = detail::choose_threads(mine, cpus.sharing, run.threads);
   if (!threads.warning.empty()) log::warn(threads.warning);
   at::set_num_threads(threads.threads);
   log::detail("intra-op threads per rank: " + std::to_string(threads.threads) + " (" +
               threads.reason + ")");
+  // The launcher's binding against the host (runtime/cpu_binding.h): said once per host.
+  const detail::CpuBinding binding{rank_,         host_,     mine, threads.threads, local_world_,
+                                   cpus.used,     detail::host_cpus(), srun_};
+  detail::record_cpu_binding(binding);
+  const std::string idle = detail::idle_cpus_advice(binding);
+  if (!idle.empty() && local_rank_ == 0) log::warn(idle);
 
   Backend backend = dist.backend;
   if (backend == Backend::kAuto) backend = device_.is_cuda() ? Backend::kNccl : Backend::kMpi;
   if (backend == Backend::kNccl && !device_.is_cuda())
     throw Error("dist.backend is nccl but this rank computes on the CPU; use mpi", "dist.backend");
   cpu_comm_ = make_mpi_communicator(comm_);
-  if (backend == Backend::kNccl)
+  if (backend == Backend::kNccl) {
+    // More ranks of this host than GPUs: NCCL needs each its own host identity, set before the
+    // process's first NCCL call (Note [ranks sharing a GPU]).
+    const detail::GpuSharing sharing =
+        detail::gpu_sharing(rank_, host_, local_world_, gpus, local_world_ == world_);
+    detail::apply_gpu_sharing(sharing);
+    if (!sharing.note.empty() && local_rank_ == 0) log::warn(sharing.note);
     comm_backend_ = make_nccl_communicator(comm_, device_.index());
-  else
+  } else {
     comm_backend_ = make_mpi_communicator(comm_);
+  }
 }
 
 Communicator& Runtime::comm() {

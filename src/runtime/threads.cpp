@@ -59,7 +59,7 @@ std::string cpu_list_text(const std::vector<int>& cpus) {
   return s;
 }
 
-int ranks_sharing_cpus(MPI_Comm node) {
+NodeCpus node_cpus(MPI_Comm node) {
   cpu_set_t mine;
   CPU_ZERO(&mine);
   if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
@@ -69,13 +69,19 @@ int ranks_sharing_cpus(MPI_Comm node) {
   MPI_Comm_size(node, &n);
   std::vector<cpu_set_t> all(static_cast<size_t>(n));
   MPI_Allgather(&mine, sizeof(cpu_set_t), MPI_BYTE, all.data(), sizeof(cpu_set_t), MPI_BYTE, node);
-  int sharing = 0;
+  NodeCpus out;
+  out.sharing = 0;
+  cpu_set_t every;
+  CPU_ZERO(&every);
   for (auto& other : all) {
     cpu_set_t both;
     CPU_AND(&both, &mine, &other);
-    if (CPU_COUNT(&both) > 0) ++sharing;
+    if (CPU_COUNT(&both) > 0) ++out.sharing;
+    CPU_OR(&every, &every, &other);
   }
-  return std::max(1, sharing);
+  out.sharing = std::max(1, out.sharing);
+  out.used = std::max(1, CPU_COUNT(&every));
+  return out;
 }
 
 }  // namespace dtrain::detail

@@ -29,8 +29,12 @@ std::vector<int> affinity_cpu_list();
 // CPU numbers as taskset and /proc write them: "0-3,8,10-11" ("" for none).
 std::string cpu_list_text(const std::vector<int>& cpus);
 
-// The ranks of `node` (ranks sharing memory) whose affinity masks overlap this rank's, this
-// one included. A collective over `node`.
-int ranks_sharing_cpus(MPI_Comm node);
+// The CPUs of one node (ranks sharing memory) as its ranks' affinity masks give them out.
+struct NodeCpus {
+  int sharing = 1;  // ranks whose masks overlap this rank's, this one included
+  int used = 1;     // CPUs in the union of every rank's mask
+};
+// A collective over `node`.
+NodeCpus node_cpus(MPI_Comm node);
 
 }  // namespace dtrain::detail

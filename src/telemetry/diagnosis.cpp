@@ -58,6 +58,12 @@ void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& ou
             ": each batch costs the loader too much; raise data.prefetch from " + num(in.prefetch) +
             (in.on_cuda && !in.pin_memory ? ", set data.pin_memory=true (now false)" : "") +
             " and make the dataset's get() cheaper (decode or augment ahead of time)";
+  if (in.idle_cpus > 0 && in.workers > 0 && in.rank_cpus < in.workers + 1) {
+    f.what += "; each rank may use " + num(in.rank_cpus) + " CPU(s) (the launcher's binding) for its " +
+              num(in.workers) + " loader thread(s) and its training thread, while " +
+              num(in.idle_cpus) + " CPUs of the host stay idle";
+    f.fix = "give each rank more CPUs: " + in.binding_fix + "; or " + f.fix;
+  }
   out.push_back(f);
 }
 

@@ -7,7 +7,9 @@
 // (PhaseTimes::total(), evaluation excluded), on rank 0. The thresholds and why:
 //   - data-bound above 10%: with prefetching, a loader that keeps up leaves the training thread
 //     waiting only for the first batches (well under 1%); a tenth of the step spent waiting is a
-//     gain a user sees once the loader keeps up, and far above the noise of the host clock.
+//     gain a user sees once the loader keeps up, and far above the noise of the host clock. The
+//     launcher's binding is named as the cause when it gives rank 0 fewer CPUs than its loader
+//     threads and its training thread while at least half of the host's CPUs stay idle.
 //   - communication-bound above 10%: the all-reduce hidden behind backward is counted in compute;
 //     what is left in `comm` is the wait after backward (plus one small agreement per step), so
 //     a tenth of the step there is communication that overlap did not hide.
@@ -51,6 +53,10 @@ struct DiagnosisInput {
   // The loader: data.workers, data.prefetch, data.pin_memory.
   int64_t workers = 0, prefetch = 0;
   bool pin_memory = false;
+  // The launcher's binding on rank 0's host (runtime/cpu_binding.h): the CPUs rank 0 may use, the
+  // host's CPUs no rank may use (0: none idle, or unknown) and what would give each rank more.
+  int rank_cpus = 0, idle_cpus = 0;
+  std::string binding_fix;
   // The gradient engine's last synchronized step on rank 0 (empty: one rank, no engine), and
   // the settings: dist.bucket_cap_mb, dist.first_bucket_mb, dist.overlap, dist.grad_dtype.
   std::vector<BucketTiming> buckets;

@@ -1,5 +1,7 @@
 // Data-parallel equivalence: N ranks with B/N samples each must reach the same parameters as
-// one rank with the whole batch B (the reference runs on every rank over MPI_COMM_SELF).
+// one rank with the whole batch B (the reference runs on every rank over MPI_COMM_SELF). Under
+// --backend=nccl (test::nccl_mode()) both train on the GPU and the N ranks average their
+// gradients through NCCL, also inside CUDA graphs.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -37,11 +39,13 @@ struct Result {
 };
 
 // Train with `comm` (its world size decides the per-rank batch) and return the parameters.
-// `init_seed` >= 0 seeds the model's initialization instead of run.seed.
+// `init_seed` >= 0 seeds the model's initialization instead of run.seed. Under nccl_mode() the
+// world's runs average their gradients through NCCL.
 Result train_with(MPI_Comm mpi_comm, const std::vector<std::string>& overrides,
-                  int64_t init_seed = -1, at::Device device = at::kCPU) {
-  test::RunSetup s = test::setup_run(kBase, "equivalence", overrides, mpi_comm, init_seed);
-  Trainer trainer(s.cfg, *s.comm, *s.comm, device, s.model, s.data.train, s.data.test);
+                  int64_t init_seed = -1, at::Device device = test::test_device()) {
+  const bool nccl = test::nccl_mode() && mpi_comm == MPI_COMM_WORLD;
+  test::RunSetup s = test::setup_run(kBase, "equivalence", overrides, mpi_comm, init_seed, nccl);
+  Trainer trainer(s.cfg, s.gradients(), *s.comm, device, s.model, s.data.train, s.data.test);
   const TrainSummary summary = trainer.fit();
   Result r;
   for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().cpu().clone());
@@ -96,6 +100,23 @@ TEST(Equivalence, TinyBucketsSameParametersAsOneRank) {
 
 TEST(Equivalence, OverlapOffSameParametersAsOneRank) {
   expect_equivalent({"dist.overlap=false", "train.micro_batch=2"}, {});
+}
+
+TEST(Equivalence, GraphStepsWithTheAllReduceInsideSameParametersAsEagerSteps) {
+  // CUDA graphs capture the step with its bucketed NCCL all-reduce (small buckets: several).
+  if (!test::nccl_mode()) GTEST_SKIP() << "needs the GPU and NCCL: runs in gpu.nccl.npN";
+  const std::vector<std::string> o = {"dist.bucket_cap_mb=0.0005", "dist.first_bucket_mb=0.0005"};
+  auto with = [&](const char* graph) {
+    std::vector<std::string> v = o;
+    v.push_back(graph);
+    return v;
+  };
+  Result graph = train_with(MPI_COMM_WORLD, with("train.cuda_graph=on"));
+  Result eager = train_with(MPI_COMM_WORLD, with("train.cuda_graph=off"));
+  Result init = train_with(MPI_COMM_SELF, {"train.max_steps=1", "train.lr=1e-12"});
+  ASSERT_GT(max_relative_difference(eager, init), 1e-2);
+  EXPECT_LT(max_relative_difference(graph, eager), 1e-6);
+  EXPECT_LT(max_relative_difference(graph, train_with(MPI_COMM_SELF, {})), 1e-5);
 }
 
 TEST(Equivalence, Bf16GradientsStayClose) {

@@ -1,6 +1,7 @@
 // Out-of-memory recovery under mpirun: one chosen rank fails one chosen step (a FaultInjector);
 // every rank abandons the step, halves the micro-batch, redoes it, and training ends with the
-// same parameters as a run that never failed.
+// same parameters as a run that never failed. Under --backend=nccl on the GPU with NCCL
+// gradients (test::nccl_mode()).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -46,15 +47,16 @@ class OomOnce : public FaultInjector {
 
 // `victim` (a rank) fails step `step` once; -1: nobody fails.
 TrainRun train(int victim, int64_t step) {
-  test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11);
-  Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
+  test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11, test::nccl_mode());
+  Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
+                  s.data.test);
   if (s.comm->rank() == victim) trainer.set_fault_injector(std::make_shared<OomOnce>(step));
   const uint64_t hash_before = trainer.config().hash();
   TrainRun r;
   r.summary = trainer.fit();
   // The micro-batch recovery chose lives in the step engine: the config is unchanged.
   EXPECT_EQ(trainer.config().hash(), hash_before);
-  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().clone());
+  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().cpu().clone());
   return r;
 }
 

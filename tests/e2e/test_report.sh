@@ -6,7 +6,9 @@
 #     with a "step" span per step holding "data", "compute", "comm", "optimizer" in that order,
 #     bucket spans within their step, and timeline.json merges both ranks (pids 0 and 1).
 #   - Training data slowed on purpose (dtrain_e2e_slow_data, a Dataset that sleeps) is reported
-#     data-bound, naming data.workers; the same run without the delay is not.
+#     data-bound, naming data.workers; the same run without the delay is not. One rank that
+#     mpirun binds to one core of this host is warned at the start of the idle CPUs, and its
+#     data-bound finding names the binding and --bind-to none; unbound, neither is said.
 # Env (set by ctest): DTRAIN_SLOW_DATA (the program), DTRAIN_REF_PYTHON, DTRAIN_MPIEXEC.
 set -euo pipefail
 
@@ -101,6 +103,24 @@ grep -qE "^  data-bound: [0-9]+% of step time waiting for data" "$tmp/slowed.out
 grep -q "fix: raise data.workers from 1" "$tmp/slowed.out" || { show slowed; fail "the fix does not name data.workers"; }
 grep -q "data-bound" "$tmp/slow/slow_data/report.txt" || fail "report.txt lacks the data-bound finding"
 echo "ok: $(grep -E '^  data-bound' "$tmp/slowed.out")"
+# One rank bound to one core of this host (Open MPI's default for 2 ranks or fewer) with 2 loader
+# threads: the start warns of the idle CPUs, the data-bound finding names the binding and its fix;
+# unbound, neither does.
+run 300 bound "$mpiexec" "${mpi_flags[@]}" -np 1 --bind-to core "$slow" 50 run.dir="$tmp/bound" data.workers=2
+[[ $rc == 0 ]] || { show bound; fail "the bound run exited with $rc"; }
+grep -qE "may use 1 of the [0-9]+ CPUs of .* \(the launcher's binding\).* CPUs stay idle; with mpirun, --bind-to none" "$tmp/bound.err" ||
+  { show bound; fail "one rank bound to one core: no warning of the idle CPUs at the start"; }
+grep -qE "^  data-bound: .*each rank may use 1 CPU\(s\) \(the launcher's binding\) for its 2 loader thread\(s\)" "$tmp/bound.out" ||
+  { show bound; fail "the data-bound finding does not name the binding"; }
+grep -q "fix: give each rank more CPUs: with mpirun, --bind-to none" "$tmp/bound.out" ||
+  { show bound; fail "the data-bound fix does not name --bind-to none"; }
+echo "ok: $(grep -oE "may use 1 of the [0-9]+ CPUs.*stay idle" "$tmp/bound.err")"
+run 300 unbound "$mpiexec" "${mpi_flags[@]}" -np 1 --bind-to none "$slow" 50 run.dir="$tmp/unbound" data.workers=2
+[[ $rc == 0 ]] || { show unbound; fail "the unbound run exited with $rc"; }
+if grep -q "stay idle\|launcher's binding" "$tmp/unbound.out" "$tmp/unbound.err"; then
+  show unbound; fail "a rank free to use every CPU was told of its binding"
+fi
+echo "ok: unbound, no word of the binding"
 run 300 fast "$mpiexec" "${mpi_flags[@]}" -np 2 "$slow" 0 run.dir="$tmp/fast"
 [[ $rc == 0 ]] || { show fast; fail "the fast run exited with $rc"; }
 grep -q "^diagnosis:" "$tmp/fast.out" || { show fast; fail "no diagnosis"; }

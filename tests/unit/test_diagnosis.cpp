@@ -65,6 +65,25 @@ TEST(Diagnosis, SlowLoaderIsDataBoundAndNamesTheWorkers) {
   EXPECT_FALSE(find(fs, "compute-bound")) << "a bottleneck was found: no dominant-phase line";
 }
 
+TEST(Diagnosis, ABindingThatStarvesTheLoaderIsNamedWithItsFix) {
+  // mpirun -np 2 on a 16-CPU host: each rank bound to 1 core, 2 loader threads, 14 CPUs idle.
+  DiagnosisInput in = run(phases(4.1, 5.0, 0.5, 0.4));
+  in.rank_cpus = 1, in.idle_cpus = 14;
+  in.binding_fix = "with mpirun, --bind-to none or --map-by slot:PE=8 gives each of the 2 rank(s) more";
+  std::optional<Finding> f = find(diagnose(in), "data-bound");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(has(f->what, "each rank may use 1 CPU(s) (the launcher's binding) for its 2 loader "
+                           "thread(s) and its training thread, while 14 CPUs of the host stay idle"))
+      << f->what;
+  EXPECT_EQ(f->fix.rfind("give each rank more CPUs: with mpirun, --bind-to none", 0), 0u) << f->fix;
+  EXPECT_TRUE(has(f->fix, "raise data.workers from 2")) << f->fix;
+  // Enough CPUs for the loader and the training thread, or none idle: the binding is not named.
+  in.rank_cpus = 3;
+  EXPECT_FALSE(has(find(diagnose(in), "data-bound")->what, "binding"));
+  in.rank_cpus = 1, in.idle_cpus = 0;
+  EXPECT_FALSE(has(find(diagnose(in), "data-bound")->what, "binding"));
+}
+
 TEST(Diagnosis, LoaderThatKeepsUpIsNotDataBound) {
   // 9% waiting: under the 10% threshold.
   const auto fs = diagnose(run(phases(0.9, 8.6, 0.0, 0.5)));

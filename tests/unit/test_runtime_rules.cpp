@@ -1,7 +1,10 @@
 // The runtime's pure rules: the intra-op thread count (affinity CPUs, ranks sharing them, the
-// request), the launcher check (srun's and mpirun's numbers against MPI's), and the watchdog's
+// request), the launcher's binding against the host's CPUs (idle CPUs, the advice), the launcher
+// check (srun's and mpirun's numbers against MPI's, an srun task without PMI), and the watchdog's
 // stall report (which rank holds the others up, which does not answer).
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -9,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu_binding.h"
+#include "runtime/gpu_sharing.h"
 #include "runtime/heartbeat.h"
 #include "runtime/launch_check.h"
 #include "runtime/threads.h"
@@ -58,6 +63,66 @@ using Env = std::map<std::string, std::string>;
 std::string launch_error(const Env& env, int rank, int world, int local) {
   const std::string m = test::message_of([&] { detail::check_launch(env, rank, world, local); });
   return m == "NO EXCEPTION" ? "" : m;
+}
+
+TEST(CpuBinding, AtLeastHalfOfTheHostIdleIsAdviceWithTheNumbersAndTheFix) {
+  // mpirun -np 2 on a 16-CPU host binds each rank to one core.
+  detail::CpuBinding b;
+  b.rank = 0, b.host = "node7", b.rank_cpus = 1, b.threads = 1, b.node_ranks = 2, b.node_used = 2;
+  b.host_cpus = 16;
+  EXPECT_EQ(detail::idle_cpus(b), 14);
+  const std::string a = detail::idle_cpus_advice(b);
+  EXPECT_TRUE(contains(a, "rank 0 may use 1 of the 16 CPUs of node7 (the launcher's binding)"));
+  EXPECT_TRUE(contains(a, "14 CPUs stay idle"));
+  EXPECT_TRUE(contains(a, "--bind-to none or --map-by slot:PE=8 gives each of the 2 rank(s) more"));
+  EXPECT_TRUE(contains(a, "launch/mpirun-local.sh"));
+  // Unknown union: the rank's CPUs times the ranks.
+  b.node_used = 0;
+  EXPECT_EQ(detail::idle_cpus(b), 14);
+  // Half the host in use is not idle enough to speak of; under srun the binding is Slurm's.
+  b.node_used = 8;
+  EXPECT_EQ(detail::idle_cpus(b), 8);
+  b.node_used = 9;
+  EXPECT_EQ(detail::idle_cpus_advice(b), "");
+  b.node_used = 2, b.srun = true;
+  EXPECT_EQ(detail::idle_cpus_advice(b), "");
+  // One rank bound to one core of a 2-CPU host (mpirun -np 1): one idle.
+  detail::CpuBinding one;
+  one.rank_cpus = 1, one.node_ranks = 1, one.node_used = 1, one.host_cpus = 2;
+  EXPECT_EQ(detail::idle_cpus(one), 1);
+}
+
+TEST(GpuSharing, RanksOnOneGpuEachTakeAHostIdentityAndSockets) {
+  // Note [ranks sharing a GPU]: 4 ranks of one host on 1 GPU, the whole job on this host.
+  const detail::GpuSharing s = detail::gpu_sharing(2, "h200", 4, 1, /*one_host=*/true);
+  const std::map<std::string, std::string> env(s.env.begin(), s.env.end());
+  EXPECT_EQ(env.at("NCCL_HOSTID"), "h200.dtrain-rank2");
+  EXPECT_EQ(env.at("NCCL_P2P_DISABLE"), "1");
+  EXPECT_EQ(env.at("NCCL_SHM_DISABLE"), "1");
+  EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "lo");
+  EXPECT_EQ(env.at("NCCL_IB_DISABLE"), "1");
+  EXPECT_TRUE(contains(s.note, "4 ranks on h200 share 1 GPU(s) through NCCL"));
+  EXPECT_TRUE(contains(s.note, "NCCL_HOSTID=h200.dtrain-rank<rank>"));
+  EXPECT_TRUE(contains(s.note, "not to measure speed"));
+  // Every rank its own identity.
+  EXPECT_NE(detail::gpu_sharing(3, "h200", 4, 1, true).env[0].second, s.env[0].second);
+  // Ranks on other hosts too: no loopback, the network NCCL would choose.
+  const detail::GpuSharing multi = detail::gpu_sharing(0, "n1", 16, 8, /*one_host=*/false);
+  const std::map<std::string, std::string> menv(multi.env.begin(), multi.env.end());
+  EXPECT_EQ(menv.count("NCCL_SOCKET_IFNAME"), 0u);
+  EXPECT_EQ(menv.count("NCCL_IB_DISABLE"), 0u);
+  EXPECT_EQ(menv.at("NCCL_HOSTID"), "n1.dtrain-rank0");
+  // One rank per GPU (or fewer), or no GPU: nothing is set, nothing said.
+  EXPECT_TRUE(detail::gpu_sharing(0, "h", 8, 8, true).env.empty());
+  EXPECT_TRUE(detail::gpu_sharing(0, "h", 2, 8, true).note.empty());
+  EXPECT_TRUE(detail::gpu_sharing(0, "h", 2, 0, true).env.empty());
+}
+
+TEST(CpuBinding, TheHostsCpusAreAtLeastOneAndAtMostTheOnlineOnes) {
+  const int n = detail::host_cpus();
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_GE(n, detail::affinity_cpus());
 }
 
 TEST(LaunchCheck, SrunTasksThatDidNotJoinOneMpiJobAreAnError) {
