@@ -51,7 +51,7 @@ slurm_cluster_start() {
   [[ $slurmd_port != "$ctld_port" ]] || slurmd_port=$((ctld_port + 1))
   cat >"$dir/slurm.conf" <<EOF
 ClusterName=dtraintest$$
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
@@ -78,7 +78,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 KillWait=30
 MinJobAge=3600
-NodeName=$host CPUs=$cpus RealMemory=1000 State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=1000 State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF=$dir/slurm.conf
