@@ -38,7 +38,7 @@ std::string indexed(const std::string& name, const std::string& prefix, const st
   return list + "." + name.substr(prefix.size(), end - prefix.size()) + name.substr(end);
 }
 
-// Note [weight names]: the twin's name of dtrain's parameter or buffer `name` in a model whose
+// The twin's name (Note [weight names]) of dtrain's parameter or buffer `name` in a model whose
 // Module::name() is `model`.
 std::string twin_name(const std::string& model, const std::string& name) {
   if (model == "dtrain.mlp") return indexed(name, "fc", "layers");
@@ -47,7 +47,7 @@ std::string twin_name(const std::string& model, const std::string& name) {
   return name;
 }
 
-// Note [weight names]: entries the twin has as well, tied to another one: (name, tied to).
+// Entries the twin has as well, tied to another one: (name, tied to) (Note [weight names]).
 std::vector<std::pair<std::string, std::string>> tied_names(const std::string& model) {
   if (model == "dtrain.gpt") return {{"lm_head.weight", "transformer.wte.weight"}};
   return {};

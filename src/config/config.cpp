@@ -179,7 +179,7 @@ Config Config::from_string(const std::string& yaml, const std::string& origin,
                   key);
     c.apply_override(o);
   }
-  // Note [cifar augmentation]: a config that does not set data.hflip flips no CIFAR image.
+  // A config that does not set data.hflip flips no CIFAR image (Note [cifar augmentation]).
   if ((c.data.format == DataFormat::kCifar10 || c.data.format == DataFormat::kCifar100) &&
       c.origin_of("data.hflip") == "default")
     c.data.hflip = false;
@@ -234,13 +234,13 @@ void Config::resolve(int world) {
     throw Error("the config was already resolved for world " + std::to_string(resolved.world) +
                 "; resolve a fresh copy for world " + std::to_string(world) + " (internal error)");
   check_run_name(run, origin_of("run.name"));
-  // Note [token windows]: token and text data take their window length and vocabulary from the
+  // Token and text data (Note [token windows]) take their window length and vocabulary from the
   // model unless the data section sets them (text is bytes: 256 tokens).
   if (data.format == DataFormat::kTokens || data.format == DataFormat::kText) {
     if (data.seq_len == 0) data.seq_len = model.seq_len;
     if (data.num_classes == 0) data.num_classes = data.format == DataFormat::kText ? 256 : model.vocab_size;
   }
-  // Note [image transforms]: evaluation resizes the shorter side to data.resize, by default
+  // Evaluation resizes the shorter side to data.resize (Note [image transforms]), by default
   // data.image_size x 8/7 rounded (torchvision's recipe: 256 for 224).
   if (data.format == DataFormat::kImageFolder && data.resize == 0)
     data.resize = std::llround(static_cast<double>(data.image_size) * 8.0 / 7.0);

@@ -85,7 +85,7 @@ void Reducer::build(const std::vector<size_t>& order) {
 }
 
 void Reducer::attach_hooks() {
-  // Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when it
+  // For Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when it
   // was made, and the reducer keeps the nodes alive. Made here, at the first backward, they take
   // the run's stream; made at construction (before a CUDA-graph run switches to its side stream)
   // they would tie every backward to the legacy default stream, which a capture refuses.

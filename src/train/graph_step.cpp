@@ -72,7 +72,7 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
   } catch (const std::exception& e) {
     failure = first_line(e.what());
   }
-  // Note [reducer in the graph]: every rank replays the same collectives, or none does.
+  // Every rank replays the same collectives, or none does (Note [reducer in the graph]).
   if (ctx_.world > 1 && !all_ranks(failure.empty()) && failure.empty())
     failure = "another rank's capture failed";
   if (!failure.empty()) {

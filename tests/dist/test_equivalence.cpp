@@ -151,7 +151,7 @@ TEST(Equivalence, GlobalBatch64AsOneByWholeFourBy16AndRanksBy16) {
 }
 
 TEST(Equivalence, Uint8PixelsTrainLikeTheirStandardizedFloats) {
-  // Note [uint8 pixels]: N ranks fed uint8 images standardized by the step must reach the
+  // Note [uint8 pixels] holds: N ranks fed uint8 images standardized by the step must reach the
   // parameters of one rank fed the same images standardized beforehand by the formula
   // (x / 255 - 1/2) * sqrt(12) (in double, then float).
   const std::vector<std::string> o = {"data.synthetic_task=images", "data.synthetic_shape=3,4,4",

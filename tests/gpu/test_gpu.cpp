@@ -197,7 +197,7 @@ TEST(Gpu, TrainingThroughNcclGradientEngineMatchesCpu) {
 }
 
 TEST(Gpu, CudaGraphWithTheNcclGradientEngineMatchesEager) {
-  // Note [reducer in the graph]: the bucket copies and every bucket's NCCL all-reduce captured
+  // Note [reducer in the graph] holds: the bucket copies and every bucket's NCCL all-reduce captured
   // in the step's graph give the parameters of eager steps through the same engine.
   at::globalContext().setAllowTF32CuBLAS(false);
   auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
@@ -335,7 +335,7 @@ train: {epochs: 1, max_steps: 12, global_batch: 32, optimizer: sgd, lr: 0.02, mo
         precision: bf16}
 )";
   expect_graph_matches_eager(cnn, {}, 1e-4);
-  // Note [uint8 pixels]: uint8 batches standardized inside the captured step, as eagerly.
+  // uint8 batches standardized inside the captured step, as eagerly (Note [uint8 pixels]).
   expect_graph_matches_eager(cnn, {"data.synthetic_uint8=true"}, 1e-4);
 }
 

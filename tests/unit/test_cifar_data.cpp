@@ -84,7 +84,7 @@ TEST(CifarData, Cifar10ShapesLabelsAndEveryPixel) {
   const DataSpec spec = s.train->spec();
   EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{3, 32, 32}));
   EXPECT_EQ(spec.num_classes, 10);
-  // Note [uint8 pixels]: one mean and std per channel; without data.normalize, x / 255.
+  // One mean and std per channel; without data.normalize, x / 255 (Note [uint8 pixels]).
   EXPECT_EQ(spec.pixel_mean, (std::vector<double>{0, 0, 0}));
   EXPECT_EQ(spec.pixel_std, (std::vector<double>{1, 1, 1}));
 

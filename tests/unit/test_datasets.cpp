@@ -307,7 +307,7 @@ TEST(SyntheticImages, ShapesLabelsAndErrors) {
 }
 
 TEST(SyntheticImages, Uint8PixelsAreStandardizedOnTheDevice) {
-  // Note [uint8 pixels]: uint8 0..255 in memory, (x / 255 - 1/2) * sqrt(12) for the model.
+  // uint8 0..255 in memory, (x / 255 - 1/2) * sqrt(12) for the model (Note [uint8 pixels]).
   auto cfg = synthetic("images", {3, 8, 8}, 5, 256, 0);
   cfg.synthetic_uint8 = true;
   const auto a = dtrain::make_datasets(cfg, 1);

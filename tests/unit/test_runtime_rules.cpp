@@ -93,7 +93,7 @@ TEST(CpuBinding, AtLeastHalfOfTheHostIdleIsAdviceWithTheNumbersAndTheFix) {
 }
 
 TEST(GpuSharing, RanksOnOneGpuEachTakeAHostIdentityAndSockets) {
-  // Note [ranks sharing a GPU]: 4 ranks of one host on 1 GPU, the whole job on this host.
+  // 4 ranks of one host on 1 GPU, the whole job on this host (Note [ranks sharing a GPU]).
   const detail::GpuSharing s = detail::gpu_sharing(2, "h200", 4, 1, /*one_host=*/true);
   const std::map<std::string, std::string> env(s.env.begin(), s.env.end());
   EXPECT_EQ(env.at("NCCL_HOSTID"), "h200.dtrain-rank2");

@@ -1,4 +1,9 @@
 // The source tree keeps the rules its headers and docs state (docs/ARCHITECTURE.md):
+//   - every source under src/ is named in ARCHITECTURE.md's module map, in its folder's row;
+//   - every Note [x] is defined once (a comment that opens with "Note [x]:"), cited elsewhere,
+//     and listed in ARCHITECTURE.md's index with the file that defines it;
+//   - every standard hook (src/hooks/standard.cpp) is in ARCHITECTURE.md's hook list, in order;
+//   - every repository path that README.md and docs/ name in code spans exists;
 //   - LibTorch version tests live only in src/util/torch_compat.{h,cpp};
 //   - CUDA-only code lives in src/cuda/ and src/comm/nccl_comm.cpp; no source tests for CUDA with
 //     the preprocessor (CMake picks src/cuda/stub/ for CPU builds);
@@ -12,7 +17,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -151,6 +158,151 @@ TEST(Tree, NoSourceFileIsOver500Lines) {
     if (lines > 500) big.push_back(f + " (" + std::to_string(lines) + " lines)");
   }
   EXPECT_TRUE(big.empty()) << "files over 500 lines (one concept each):" << joined(big);
+}
+
+// ---- the docs against the tree ------------------------------------------------------------
+
+// The lines of `rel`.
+std::vector<std::string> lines_of(const std::string& rel) {
+  std::vector<std::string> out;
+  std::istringstream in(read(rel));
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+// ARCHITECTURE.md's module map: each folder's row ("| `src/cli/` | ... |"), by folder.
+std::map<std::string, std::string> module_map() {
+  std::map<std::string, std::string> rows;
+  const std::regex row(R"(^\| `(src/[a-z_]+/)` \|)");
+  for (const auto& line : lines_of("docs/ARCHITECTURE.md")) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) rows[m[1]] = line;
+  }
+  return rows;
+}
+
+TEST(Docs, EverySourceIsNamedInItsFoldersRowOfTheModuleMap) {
+  const auto rows = module_map();
+  ASSERT_GE(rows.size(), 14u) << "the module map's rows were not found in docs/ARCHITECTURE.md";
+  std::vector<std::string> missing;
+  for (const auto& f : files_under("src", {".cpp", ".cu", ".h", ".cuh"})) {
+    if (starts_with(f, "src/cuda/stub/")) continue;  // the CPU stand-ins: "stub/ holds ..."
+    const size_t slash = f.rfind('/');
+    const std::string folder = f.substr(0, slash + 1), name = f.substr(slash + 1);
+    const std::string stem = name.substr(0, name.find('.'));
+    const auto it = rows.find(folder);
+    if (it == rows.end()) {
+      missing.push_back(f + " (no row for " + folder + ")");
+      continue;
+    }
+    // Named as `stem.ext`, `stem.cpp` + `.cu`, or `stem` (a .h/.cpp pair named once).
+    const std::string& row = it->second;
+    if (row.find("`" + stem + ".") == std::string::npos && row.find("`" + stem + "`") == std::string::npos)
+      missing.push_back(f);
+  }
+  EXPECT_TRUE(missing.empty()) << "sources not named in docs/ARCHITECTURE.md's module map:" << joined(missing);
+}
+
+// Every file that may define or cite a Note.
+std::vector<std::string> note_files() {
+  std::vector<std::string> all = sources();
+  for (const char* dir : {"tests", "bench", "examples", "launch", "cmake", "python"}) {
+    const auto more = files_under(dir, {".cpp", ".h", ".cu", ".sh", ".py", ".txt", ".cmake", ".yaml", ".md"});
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  all.push_back("CMakeLists.txt");
+  all.push_back("README.md");
+  return all;
+}
+
+TEST(Docs, EveryNoteIsDefinedOnceAndListedInTheIndexWhereItIsDefined) {
+  const std::regex definition(R"(^\s*(//|#|\*)\s*Note \[([^\]]+)\]:)");
+  const std::regex citation(R"(Note \[([^\]]+)\])");
+  std::map<std::string, std::vector<std::string>> defined;  // note -> "file:line"
+  std::map<std::string, std::string> cited;                  // note -> a file citing it
+  for (const auto& f : note_files()) {
+    if (f == "tests/unit/test_tree.cpp") continue;  // speaks of Notes in general
+    const auto lines = lines_of(f);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::smatch m;
+      if (std::regex_search(lines[i], m, definition)) defined[m[2]].push_back(f + ":" + std::to_string(i + 1));
+      for (std::sregex_iterator it(lines[i].begin(), lines[i].end(), citation), end; it != end; ++it)
+        cited.emplace((*it)[1], f);
+    }
+  }
+  // The index: "| Note [x] | `file` |".
+  std::map<std::string, std::string> index;
+  const std::regex row(R"(^\| Note \[([^\]]+)\] \| `([^`]+)` \|)");
+  for (const auto& line : lines_of("docs/ARCHITECTURE.md")) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) index[m[1]] = m[2];
+  }
+  ASSERT_GE(defined.size(), 10u);
+  std::vector<std::string> wrong;
+  for (const auto& [note, where] : defined) {
+    if (where.size() > 1) wrong.push_back("Note [" + note + "] is defined " + std::to_string(where.size()) + " times:" + joined(where));
+    const std::string file = where.front().substr(0, where.front().find(':'));
+    const auto it = index.find(note);
+    if (it == index.end())
+      wrong.push_back("Note [" + note + "] (" + file + ") is not in ARCHITECTURE.md's index");
+    else if (it->second != file)
+      wrong.push_back("Note [" + note + "]: the index says " + it->second + ", it is defined in " + file);
+  }
+  for (const auto& [note, file] : cited)
+    if (!defined.count(note)) wrong.push_back("Note [" + note + "] is cited in " + file + " but defined nowhere");
+  for (const auto& [note, file] : index)
+    if (!defined.count(note)) wrong.push_back("Note [" + note + "] is in the index but defined nowhere");
+  EXPECT_TRUE(wrong.empty()) << joined(wrong);
+}
+
+TEST(Docs, EveryStandardHookIsInTheHookListInItsOrder) {
+  // The factories standard_hooks() calls, in order, against the paragraph that lists them.
+  std::vector<std::string> made;
+  const std::string standard = read("src/hooks/standard.cpp");
+  const std::regex make(R"(\bmake_([a-z_]+)\()");
+  for (std::sregex_iterator it(standard.begin(), standard.end(), make), end; it != end; ++it)
+    made.push_back((*it)[1]);
+  ASSERT_GE(made.size(), 8u);
+  const std::string doc = read("docs/ARCHITECTURE.md");
+  const size_t start = doc.find("the standard ones (`src/hooks/standard.h`");
+  ASSERT_NE(start, std::string::npos) << "ARCHITECTURE.md's hook list was not found";
+  const std::string list = doc.substr(start, doc.find("\n\n", start) - start);
+  size_t at = 0;
+  for (const auto& hook : made) {
+    const size_t pos = list.find("`" + hook + "`", at);
+    EXPECT_NE(pos, std::string::npos) << "standard hook " << hook << " is not in the hook list (in order): " << list;
+    if (pos != std::string::npos) at = pos;
+  }
+}
+
+TEST(Docs, EveryRepositoryPathInTheDocsExists) {
+  // Words in `code spans` of README.md and docs/*.md that start with a folder of the repository.
+  std::vector<std::string> docs = files_under("docs", {".md"});
+  docs.push_back("README.md");
+  const std::regex span("`([^`]+)`");
+  const std::regex path(R"(^(src|include|tests|launch|configs|bench|docs|examples|cmake|python|\.ci)/[A-Za-z0-9_./+-]*$)");
+  std::vector<std::string> missing;
+  size_t checked = 0;
+  for (const auto& d : docs) {
+    const auto lines = lines_of(d);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      for (std::sregex_iterator it(lines[i].begin(), lines[i].end(), span), end; it != end; ++it) {
+        std::istringstream words((*it)[1].str());
+        std::string w;
+        while (words >> w) {
+          while (!w.empty() && std::string(",;:)").find(w.back()) != std::string::npos) w.pop_back();
+          if (!std::regex_match(w, path)) continue;
+          ++checked;
+          struct stat st {};
+          if (stat((kRoot + "/" + w).c_str(), &st) != 0)
+            missing.push_back(d + ":" + std::to_string(i + 1) + ": " + w);
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 50u);
+  EXPECT_TRUE(missing.empty()) << "paths named in the docs that do not exist:" << joined(missing);
 }
 
 }  // namespace
