@@ -68,8 +68,6 @@ class Runtime {
   // without waiting in one; the communicators are unusable afterwards. The error policy
   // (run_guarded) calls it before ending the job.
   void abort_collectives() const noexcept;
-  // Terminate every rank of the job (after abort_collectives()). Never returns.
-  [[noreturn]] void abort(int code) const;
 
  private:
   void init_facts();

@@ -65,7 +65,6 @@ class Trainer {
 
   Model& model();
   const Config& config() const;
-  int64_t step() const;
 
  private:
   struct Impl;

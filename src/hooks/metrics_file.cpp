@@ -26,14 +26,11 @@
 #include "dtrain/error.h"
 #include "hooks/figures.h"
 #include "hooks/standard.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 namespace dtrain::detail {
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void put(nlohmann::json& j, const char* key, const std::optional<double>& v) {
   if (v) j[key] = *v;

@@ -16,13 +16,10 @@
 #include "hooks/figures.h"
 #include "hooks/standard.h"
 #include "telemetry/tensorboard.h"
+#include "util/clock.h"
 
 namespace dtrain::detail {
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 float gib(double bytes) { return static_cast<float>(bytes / (1024.0 * 1024.0 * 1024.0)); }
 

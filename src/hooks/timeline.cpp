@@ -39,10 +39,6 @@ constexpr int kBucketTid = 10;
 
 using nlohmann::json;
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 struct StepSpans {
   int64_t step = 0, epoch = 0;
   double begin = 0, end = 0;  // us: on_step_begin (after the data wait) and on_step

@@ -141,10 +141,4 @@ void Runtime::abort_collectives() const noexcept {
   }
 }
 
-void Runtime::abort(int code) const {
-  abort_collectives();
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
 }  // namespace dtrain

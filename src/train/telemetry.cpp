@@ -12,10 +12,6 @@
 namespace dtrain::detail {
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 PhaseTimes minus(const PhaseTimes& a, const PhaseTimes& b) {
   PhaseTimes d;
   d.data = a.data - b.data;

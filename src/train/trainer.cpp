@@ -376,6 +376,5 @@ EvalResult Trainer::evaluate() {
 
 Model& Trainer::model() { return *impl_->model; }
 const Config& Trainer::config() const { return impl_->cfg; }
-int64_t Trainer::step() const { return impl_->step; }
 
 }  // namespace dtrain
