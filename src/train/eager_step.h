@@ -1,8 +1,9 @@
 // The eager step: this rank's share of one global batch, run op by op. Forward and backward of
 // every micro-batch under autocast (the gradient engine all-reduces on the last one), then the
-// update: unscale and the non-finite check (fp16, train.skip_nonfinite), clip, optimizer step. When any rank runs out of memory the attempt is
-// abandoned on every rank, the micro-batch shrinks and the step is redone on the same samples
-// (Note [out-of-memory protocol]). The CUDA-graph step captures the same two halves.
+// update: unscale and the non-finite check (fp16, train.skip_nonfinite), clip, optimizer step.
+// When any rank runs out of memory the attempt is abandoned on every rank, the micro-batch
+// shrinks and the step is redone on the same samples (Note [out-of-memory protocol]). The
+// CUDA-graph step captures the same two halves.
 #pragma once
 
 #include <ATen/ATen.h>
