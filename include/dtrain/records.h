@@ -121,8 +121,8 @@ struct TrainSummary {
   int stop_signal = 0;        // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
   std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
   int64_t checkpoint_step = -1;  // its step
-  // The gradient engine's last synchronized step (empty when it did not run, with one rank, or
-  // when the steps ran as a CUDA graph).
+  // The gradient engine's last synchronized step (empty when there is none, with one rank and no
+  // dist.reduce_single_rank, or when the steps ran as a CUDA graph).
   std::vector<BucketTiming> buckets;
   double backward_end = 0;    // when that step's backward ended (same clock as the buckets)
   // Filled by hooks at the end, in hook order (the profiler window's report).
