@@ -1,5 +1,6 @@
 // Mixed precision: an autocast guard for forward + loss, and a gradient scaler (dynamic loss
-// scaling for fp16) with PyTorch's algorithm and defaults.
+// scaling for fp16) with PyTorch's algorithm and defaults. train.skip_nonfinite uses the same
+// scaler at a fixed scale of 1, for its check of the gradients.
 // Invariants: master weights and optimizer state stay fp32; gradients are unscaled exactly once
 // per step, after the all-reduce and before clipping; a step with any non-finite gradient is
 // skipped, and since every rank holds the same averaged gradients, every rank skips it alike.
@@ -15,7 +16,8 @@
 
 namespace dtrain {
 
-// Enables autocast to `dtype` for `device` in its scope (nests; restores the previous state).
+// Enables autocast at `precision` for `device` in its scope (nests; restores the previous
+// state); does nothing where autocast_supported() is false (fp32 among them).
 class AutocastGuard {
  public:
   AutocastGuard(const at::Device& device, Precision precision);
@@ -53,8 +55,8 @@ class GradScaler {
   double current_scale() const;
   int64_t growth_tracker() const;
   // The state by name, for checkpoints: "scale" (float, 1 element) and "growth_tracker" (int32),
-  // new CPU tensors. load_state() copies them back (an Error names an entry that is missing or
-  // of the wrong shape; nothing is changed then).
+  // new CPU tensors. load_state() copies them back (an Error names an entry that is unexpected,
+  // missing or not one value; nothing is changed then).
   std::vector<std::pair<std::string, at::Tensor>> state() const;
   void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
 

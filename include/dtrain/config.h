@@ -114,8 +114,10 @@ struct DataConfig {
   std::string test_images = "t10k-images-idx3-ubyte.gz";
   std::string test_labels = "t10k-labels-idx1-ubyte.gz";
   bool normalize = true;
-  // classification: the model's classes; 0 = from the train labels (largest + 1). Every train and
-  // test label must lie in [0, num_classes).
+  // classification: the model's classes; 0 = the data's own (idx, csv: the train labels'
+  // largest + 1; cifar: 10, 100 or 20; image_folder: its class folders; tokens: model.vocab_size;
+  // text: 256; synthetic: data.synthetic_classes). Every train and test label must lie in
+  // [0, num_classes).
   int64_t num_classes = 0;
   int64_t workers = 2;   // loader threads per rank
   int64_t prefetch = 4;  // batches prepared ahead

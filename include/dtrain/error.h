@@ -1,7 +1,10 @@
 // dtrain::Error: the one exception type dtrain throws for anything a user can act on.
-// Invariant: every Error names the rank and host it was raised on, what failed, and, when one is
-// involved, the config key or file ("where"). `main` prints one line per failing rank and aborts
-// the whole job, so an Error never leaves another rank waiting.
+// Invariant: every Error says what failed and, when one is involved, the config key or file
+// ("where"); what() is "<where>: <what>". It also records the rank and host it was raised on
+// (rank(), host(); -1 and "" before the Runtime exists), for callers that want them. dtrain's
+// error policy (run_guarded(), dtrain/session.h) prints one line per failing rank,
+// "[rank R] error: <where>: <what>", and aborts the whole job, so an Error never leaves another
+// rank waiting; the line names the rank, not the host.
 #pragma once
 
 #include <stdexcept>

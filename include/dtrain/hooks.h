@@ -1,13 +1,15 @@
 // Hooks: the seams of the training loop. Everything around the core step (progress lines, the
-// metrics file, the profiler window, the end-of-run report, checkpoints, a user's early stop) is
-// a Hook that the loop calls at fixed points; docs/ARCHITECTURE.md lists when each event fires.
+// metrics file, TensorBoard, the profiler window, the end-of-run report, checkpoints, stop
+// signals, a user's early stop) is a Hook that the loop calls at fixed points;
+// docs/ARCHITECTURE.md lists when each event fires.
 // Invariants (tests/dist/test_hooks.cpp):
 //   - every rank calls every hook with the same events, in the order the hooks were added
 //     (the standard ones first), on the training thread;
 //   - a stop or save asked for on any rank takes effect on every rank at the same step
 //     boundary (Note [hook requests]); a save reaches on_save() on every rank;
 //   - a hook that throws ends training with a dtrain::Error naming the hook, the event and the
-//     step; the caller's error policy (dtrain's main) then ends the whole job, so no rank waits.
+//     step; the caller's error policy (run_guarded(), dtrain/session.h) then ends the whole job,
+//     so no rank waits.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -43,7 +45,8 @@ struct RunInfo {
   std::string resumed_from;
   int64_t resumed_step = 0;
   int64_t resumed_samples = 0;  // global samples trained before the checkpoint
-  // For throughput and MFU: tokens in one sample (model.seq_len for sequence models, else 0),
+  // For throughput and MFU: tokens in one sample (the data's sequence length, data.seq_len, for
+  // models that take token ids, else 0),
   // training FLOPs of one sample (forward + backward; Model::train_flops_per_sample(), 0 when
   // unknown), and this device's dense peak FLOP/s at the run's precision (0 when unknown).
   int64_t tokens_per_sample = 0;
@@ -119,9 +122,9 @@ class Hook {
   virtual void on_step(const StepRecord& record, LoopControl& control) {}
   // After each evaluation.
   virtual void on_eval(const EvalRecord& record, LoopControl& control) {}
-  // A save is due (the schedule of checkpoint.every_steps / every_epoch, or a request every
-  // rank agreed on). Returns whether this hook wrote the state somewhere; when a request was
-  // made and no hook writes, the loop says so.
+  // A save is due (the schedule of checkpoint.every_steps / every_epoch and, with either, the
+  // end of training; or a request every rank agreed on). Returns whether this hook wrote the
+  // state somewhere; when a request was made and no hook writes, the loop says so.
   virtual bool on_save(const TrainState& state) { return false; }
   // After training (also after a stop). Hooks run in order and may add to the summary (the
   // profiler window adds its report); later hooks see what earlier ones added.

@@ -1,6 +1,7 @@
 // Models: a process-wide registry from name to factory. dtrain registers linear, mlp, cnn, gpt,
-// resnet18 and resnet50 (`dtrain --help` lists them); users register their own from C++ before
-// training starts (examples/custom_model.cpp).
+// resnet18, resnet50 and torchscript (a module scripted in Python, model.path) on first use
+// (`dtrain --help` lists them); users register their own from C++ before training starts
+// (examples/custom_model.cpp).
 // Invariants (tests/unit/test_registry.cpp): a factory called with the same config and data spec
 // builds the same architecture (parameter names, shapes, order), so every rank builds the same
 // model and then takes rank 0's values (the Trainer checks and broadcasts); an unknown name is an

@@ -69,7 +69,8 @@ struct StepRecord {
   double lr = 0;            // learning rate of this step
   int64_t micro_batch = 0;  // samples per forward/backward in this step
   // Mean training loss over all ranks since the previous read. The loop reads it (a collective)
-  // every run.log_every steps and at the end of an epoch; on other steps it is empty.
+  // every run.log_every steps and at the last step of each epoch and of the run; on other steps
+  // it is empty.
   std::optional<double> loss;
   double samples_per_s = 0;  // global samples per second over the same window (when loss is set)
   PhaseTimes phases;         // this rank, since training started
@@ -82,7 +83,8 @@ struct StepRecord {
   std::optional<double> grad_norm;   // global 2-norm of the averaged gradients of this step
   DeviceMemory memory;               // this rank's GPU
   std::optional<GpuStats> gpu;       // this rank's GPU, NVML means over the window
-  // This rank's buckets of this step (gradient engine only; valid during on_step, else null),
+  // This rank's buckets of this step (gradient engine only; valid during on_step, else null;
+  // empty once the step runs as a CUDA graph, whose replays have no host side to time),
   // and when that step's synchronized backward began, their times' origin: seconds on this
   // rank's std::chrono::steady_clock (its time_since_epoch), to line them up with a hook's own
   // readings of that clock.
@@ -109,15 +111,18 @@ struct TrainSummary {
   EvalResult eval;      // last evaluation (count 0 if none)
   PhaseTimes phases;    // this rank
   int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
-  int64_t skipped_steps = 0;  // fp16 steps skipped for non-finite gradients
+  int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (fp16, train.skip_nonfinite)
   int64_t micro_batch = 0;    // micro-batch in use at the end
-  std::string step_mode;      // how steps ran: "eager", or the CUDA graph's story
-  bool stopped = false;       // a hook asked to stop before the planned end
+  // How steps ran: "eager", "eager (CUDA graph capture failed: ...)", or "CUDA graph: captured
+  // at step S, replayed N times".
+  std::string step_mode;
+  bool stopped = false;       // a hook asked to stop before the planned end (signals: a hook too)
   int stopped_by = -1;        // the rank whose hook asked (-1: none)
   int stop_signal = 0;        // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
   std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
   int64_t checkpoint_step = -1;  // its step
-  // The gradient engine's last synchronized step (empty when it did not run: one rank).
+  // The gradient engine's last synchronized step (empty when there is none, with one rank and no
+  // dist.reduce_single_rank, or when the steps ran as a CUDA graph).
   std::vector<BucketTiming> buckets;
   double backward_end = 0;    // when that step's backward ended (same clock as the buckets)
   // Filled by hooks at the end, in hook order (the profiler window's report).
@@ -125,7 +130,7 @@ struct TrainSummary {
   double wall_start = 0, wall_end = 0;  // Unix time of the first step's start and of the end
   DeviceMemory memory;                  // this rank's GPU at the end (peak over the run)
   std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
-  // Every rank's phase times and training seconds, index = rank (gathered at the end).
+  // Every rank's phase times (eval included), index = rank (gathered at the end).
   std::vector<PhaseTimes> rank_phases;
 };
 

@@ -42,8 +42,10 @@ class Runtime {
   MPI_Comm mpi_comm() const { return comm_; }
 
   // Pick the device ("auto" | "cpu" | "cuda"), set intra-op threads, create communicators.
-  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU. Warns,
-  // once per host, when the launcher's binding leaves at least half of the host's CPUs idle.
+  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU. With NCCL
+  // and more ranks on a host than GPUs, each rank first takes an NCCL host identity of its own
+  // (Note [ranks sharing a GPU], runtime/gpu_sharing.h). Warns, once per host, when ranks share
+  // GPUs and when the launcher's binding leaves at least half of the host's CPUs idle.
   void setup(const RunConfig& run, const DistConfig& dist);
 
   const at::Device& device() const { return device_; }

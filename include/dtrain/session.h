@@ -31,8 +31,10 @@ struct Session {
 
 // Resolves `cfg` for rt.world() ranks (once; the log says what it resolved to), sets up logging
 // (run.quiet), the device and the communicators, and logs the version, the world and the config
-// (`origin` names where it came from). Then, unless `config_only`, seeds LibTorch with run.seed,
-// builds the datasets, the model (from the registry, by model.name) and the Trainer.
+// (`origin` names where it came from), and on rank 0 a warning for each key the run will not use
+// (cli/unused_keys.h). Then, unless `config_only`, seeds LibTorch with run.seed, builds the
+// datasets, the model (from the registry, by model.name), loads model.init_weights on rank 0,
+// and builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
 
 // The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
@@ -42,8 +44,9 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
 constexpr int kExitPreempted = 75;
 int exit_code(const TrainSummary& summary);
 
-// Makes SIGTERM, SIGUSR1 (Slurm's --signal) and SIGINT (Ctrl-C) ask every rank to stop at the
-// next step boundary, write a checkpoint and end with exit_code(); a second SIGINT ends the
+// Makes SIGTERM, SIGUSR1 (Slurm's --signal) and SIGINT (Ctrl-C) ask every rank to stop at one
+// step boundary (the next one with one rank; with several, the one after, once the ranks agreed:
+// Note [hook requests]), write a checkpoint and end with exit_code(); a second SIGINT ends the
 // process at once. The dtrain command calls it; a C++ program may.
 void install_stop_signals();
 

@@ -38,8 +38,12 @@ class Trainer {
   // `cfg` must be resolved for comm.world() ranks (build_session does it). `comm` carries
   // gradients and parameters (NCCL or MPI); `control` (MPI, CPU tensors) carries metrics and
   // agreement; they may be the same object on CPU. Ranks agree here on the config, the
-  // parameters and the datasets, and rank 0's parameters are broadcast. The standard hooks (the
-  // profiler window, the metrics file, progress lines, the end-of-run report) are installed.
+  // parameters and the datasets, and rank 0's parameters and buffers are broadcast; the model is
+  // run once on one training sample to check its outputs against the data (train/loss.h). The
+  // standard hooks are installed, in this order (hooks/standard.h): the profiler window
+  // (run.profile_steps > 0), stop signals, checkpoints, the metrics file, TensorBoard
+  // (run.tensorboard), progress lines, the bucket timeline, the timeline (run.timeline), the
+  // end-of-run report and the weights for Python (model.pt).
   Trainer(const Config& cfg, Communicator& comm, Communicator& control, at::Device device,
           std::shared_ptr<Model> model, std::shared_ptr<const Dataset> train,
           std::shared_ptr<const Dataset> test);
@@ -56,9 +60,9 @@ class Trainer {
   // a dtrain::Error naming train.micro_batch on every rank alike, at the same step.
   void set_out_of_memory_recovery(bool on);
 
-  // Train for train.epochs (or until train.max_steps, or until a hook asks to stop),
-  // evaluating after each epoch if asked. An exception leaves the ranks out of step: the caller
-  // ends the job (dtrain's main does).
+  // Train for train.epochs (or until train.max_steps, or until a hook asks to stop), resuming
+  // from a checkpoint when checkpoint.resume finds one and evaluating after each epoch if asked.
+  // An exception leaves the ranks out of step: the caller ends the job (run_guarded() does).
   TrainSummary fit();
   // Evaluate on the test split (every sample once over all ranks).
   EvalResult evaluate();

@@ -30,7 +30,7 @@ struct Timing {
   double seconds = 0;      // between the synchronized points
   double data_seconds = 0; // of it, waiting for the loader
   std::vector<double> step_seconds;
-  std::optional<GpuStats> gpu;  // means over the timed steps (NVML)
+  std::optional<GpuStats> gpu;  // means over the timed steps (NVML; empty under 3 samples)
   int64_t peak_memory = 0, memory_total = 0;  // this rank's GPU (0 on CPU)
   int64_t tokens_per_sample = 0;
   double flops_per_sample = 0, peak_flops = 0;

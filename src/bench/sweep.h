@@ -83,7 +83,7 @@ struct Row {
   double step_p50_s = 0, step_p90_s = 0;  // of each step's host time; the largest over ranks
   double data_wait_share = 0;  // share of the timed seconds spent waiting for the loader (max)
   int64_t peak_memory = 0;     // bytes allocated at the peak on the fullest GPU; 0 on CPU
-  int64_t memory_total = 0;    // that GPU's bytes; 0 on CPU
+  int64_t memory_total = 0;    // the largest GPU's bytes (max over ranks); 0 on CPU
   std::optional<double> gpu_utilization;  // NVML percent, mean over ranks and the timed steps
   std::optional<double> mfu;  // model FLOP/s over peak FLOP/s, when both are known
 };

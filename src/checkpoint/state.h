@@ -1,8 +1,10 @@
-// What a checkpoint holds, and its two files' encoding. `state.pt` (written by rank 0) holds what
-// every rank shares: the model's parameters and buffers, the optimizer and loss-scaler state,
-// where the loop stood, the resolved config key by key, and the versions. `rank-<R>.pt` holds
-// what differs by rank: its random-number generator states. Both are pickled dicts
-// (torch::pickle_save), so Python's torch.load opens them too.
+// A checkpoint's training state, in two kinds of file, and their encoding. `state.pt` (written by
+// rank 0) holds what every rank shares: the model's parameters and buffers, the optimizer and
+// loss-scaler state, where the loop stood, the resolved config key by key, and the versions.
+// `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
+// dicts (torch::pickle_save), so Python's torch.load opens them too. Beside them a checkpoint
+// holds model.pt (the weights for Python, checkpoint/weights.h) and the COMPLETE marker
+// (checkpoint/folder.h).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,6 +1,7 @@
 // Keys a config sets that its run will not read: a built-in model's keys under another model,
-// synthetic keys with IDX data and the reverse, one optimizer's keys under another. Such a run
-// can go on, so each is a warning, not an error.
+// one data format's keys under another, one optimizer's keys under another, train.lr_step_size
+// and train.lr_gamma without schedule step, train.no_decay_norm_bias without weight decay. Such
+// a run can go on, so each is a warning (rank 0, build_session), not an error.
 #pragma once
 
 #include <string>

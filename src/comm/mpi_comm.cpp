@@ -1,5 +1,5 @@
 // MPI backend of the Communicator: CPU tensors directly, CUDA tensors staged through host
-// memory (used when several ranks share one GPU, or to debug NCCL). Also dtrain's control
+// memory (dist.backend: mpi on GPUs, to debug NCCL or to compare with it). Also dtrain's control
 // messages. bf16 and fp16 travel as 2-byte types with their own reduction operators.
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>

@@ -17,7 +17,8 @@ struct MemoryStats {
 
 MemoryStats memory_stats(const at::Device& device);
 void reset_peak_memory(const at::Device& device);
-// Return cached blocks to the driver (after an out-of-memory error).
+// Return cached blocks to the driver (after an out-of-memory error, before a CUDA-graph capture,
+// between `dtrain bench` settings).
 void empty_cache(const at::Device& device);
 // Cap the caching allocator at `fraction` of the device's memory (to act like a smaller card).
 void set_memory_fraction(const at::Device& device, double fraction);

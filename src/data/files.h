@@ -1,6 +1,7 @@
 // The data files a config names: one name under data.path, or comma-separated glob patterns.
-// Invariant: every path returned names an existing regular file; anything else is an Error
-// naming the path and the config key that named it.
+// Invariant: data_file() returns only an existing regular file, and expand_files() only paths
+// that exist (what the patterns match; the readers then open them); anything else is an Error
+// naming the path or pattern and the config key that named it.
 #pragma once
 
 #include <string>

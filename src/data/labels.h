@@ -1,8 +1,9 @@
-// Class labels against the model's classes. Every reader of classification data checks every
-// train and test label with these before training, so that a label outside [0, classes) is an
-// Error naming the file and the sample (a record, a line), never a NaN loss on the GPU; the
-// model's own output width is checked against the same classes once it is built
-// (check_outputs_fit, train/loss.h).
+// Class labels against the model's classes. The readers of labelled files (IDX, CIFAR, CSV)
+// check every train and test label with these before training, so that a label outside
+// [0, classes) is an Error naming the file and the sample (a record, a line), never a NaN loss on
+// the GPU. (Image folders and synthetic data make their labels inside the classes; token data
+// checks each token against the vocabulary as its window is read.) The model's own output width
+// is checked against the same classes once it is built (check_outputs_fit, train/loss.h).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -223,7 +223,7 @@ void Reducer::finish(bool abandon) {
     timeline_[b].done = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     for (size_t i : buckets_[b]) {
       // grad() becomes a view of the averaged bucket (Note [bucket views]); only a bucket of
-      // another dtype (dist.comm_dtype) is copied back.
+      // another dtype (dist.grad_dtype) is copied back.
       at::Tensor s = slot(i);
       at::Tensor& g = params_[i].mutable_grad();
       if (s.scalar_type() == params_[i].scalar_type()) {

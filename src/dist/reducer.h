@@ -1,10 +1,13 @@
 // Reducer: averages gradients across ranks in buckets, launched from gradient-ready hooks while
-// backward is still computing earlier layers (the DDP design).
+// backward is still computing earlier layers (the DDP design). Over NCCL the whole step, these
+// collectives included, can be captured in a CUDA graph and replayed (Note [reducer in the
+// graph], train/graph_step.h); over MPI the collectives run on the host.
 // Invariants: the bucket plan is identical on every rank (a pure function of parameter sizes and
 // an order that rank 0 decides); buckets are launched strictly in plan order on every rank, so
 // collectives always match; micro-batches before the last one of a step communicate nothing; a
-// parameter that gets no gradient is an error naming it, or a zero gradient when the config
-// says unused parameters are expected.
+// parameter that gets no gradient is an error naming it, or, with dist.find_unused_parameters,
+// contributes zeros to its bucket's average (its grad() is then that average, like every
+// other's).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -7,7 +7,9 @@
 //                   per evaluation;
 //   10 + b          "bucket b": per step, "bucket" from the moment its gradients were ready to
 //                   when the wait for its all-reduce returned, holding "all-reduce" from its
-//                   launch (the gradient engine's BucketTiming; several ranks only).
+//                   launch (the gradient engine's BucketTiming: several ranks, or
+//                   dist.reduce_single_rank; eager steps only, a CUDA graph's replays are
+//                   not timed).
 // Times are microseconds from a common origin: every rank reads its steady clock as it leaves
 // one barrier at the start, so that spans of different ranks line up within the barrier's exit
 // skew (microseconds on one host); otherData gives rank 0's Unix time at that origin.

@@ -1,13 +1,15 @@
 // Stop signals: what install_stop_signals() (dtrain/session.h) records. The handler only stores
-// the signal (async-signal-safe); the training loop's signal hook reads it at every step boundary
-// and asks every rank to save and stop (Note [hook requests]).
+// the first SIGTERM, SIGUSR1 or SIGINT (a lock-free atomic, async-signal-safe); a second SIGINT
+// ends the process at once. The signal hook (hooks/signal_stop.cpp) reads it after every step and
+// every evaluation and asks to save and stop; the loop agrees on that with every rank (Note [hook
+// requests]).
 #pragma once
 
 namespace dtrain::detail {
 
 // The first stop signal this process received since the handlers were installed; 0 for none.
 int stop_signal();
-// "SIGTERM", "SIGUSR1", "SIGINT", or "signal N".
+// "SIGTERM", "SIGUSR1", "SIGINT", or "a signal" for any other.
 const char* signal_name(int sig);
 // For tests: forget a received signal.
 void clear_stop_signal();

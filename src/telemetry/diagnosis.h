@@ -57,7 +57,7 @@ struct DiagnosisInput {
   // host's CPUs no rank may use (0: none idle, or unknown) and what would give each rank more.
   int rank_cpus = 0, idle_cpus = 0;
   std::string binding_fix;
-  // The gradient engine's last synchronized step on rank 0 (empty: one rank, no engine), and
+  // The gradient engine's last synchronized step on rank 0 (empty: no engine, or CUDA graph), and
   // the settings: dist.bucket_cap_mb, dist.first_bucket_mb, dist.overlap, dist.grad_dtype.
   std::vector<BucketTiming> buckets;
   double backward_end = 0;
@@ -74,7 +74,8 @@ struct DiagnosisInput {
   int64_t first_micro_batch = 0, micro_batch = 0, rank_batch = 0;
   // Rank 0's device memory: the caching allocator's peak and the device's size (0: CPU).
   int64_t memory_peak = 0, memory_total = 0;
-  // Recoveries: steps redone after out-of-memory, fp16 steps skipped; train.precision.
+  // Recoveries: steps redone after out-of-memory, steps skipped for non-finite gradients (fp16,
+  // train.skip_nonfinite); train.precision.
   int64_t oom_retries = 0, skipped_steps = 0;
   std::string precision = "fp32";
 };

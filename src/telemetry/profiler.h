@@ -15,7 +15,9 @@ namespace dtrain {
 
 struct ProfileSummary {
   int64_t steps = 0;              // "dtrain_step" ranges found
-  double wall_ms_per_step = 0;    // from the first range's start to the last range's end
+  // From the first range's start to the last range's end, or to the end of the last GPU work
+  // that began inside the ranges when that is later.
+  double wall_ms_per_step = 0;
   double gpu_busy = 0;            // share of that wall time with any kernel/copy running
   double kernel_ms_per_step = 0;  // sum of kernel durations
   double kernels_per_step = 0;

@@ -1,8 +1,9 @@
 // The eager step: this rank's share of one global batch, run op by op. Forward and backward of
 // every micro-batch under autocast (the gradient engine all-reduces on the last one), then the
-// update: unscale (fp16), clip, optimizer step. When any rank runs out of memory the attempt is
-// abandoned on every rank, the micro-batch shrinks and the step is redone on the same samples
-// (Note [out-of-memory protocol]). The CUDA-graph step captures the same two halves.
+// update: unscale and the non-finite check (fp16, train.skip_nonfinite), clip, optimizer step.
+// When any rank runs out of memory the attempt is abandoned on every rank, the micro-batch
+// shrinks and the step is redone on the same samples (Note [out-of-memory protocol]). The
+// CUDA-graph step captures the same two halves.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -29,7 +30,7 @@ class EagerStep {
   bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum, int64_t step,
                         bool capturing);
   // The update after forward_backward: loss-scale check, clipping, the optimizer step, and the
-  // step's loss added to the loss window. Device work only without loss scaling (capturable).
+  // step's loss added to the loss window. Device work only without a loss scaler (capturable).
   void update(const at::Tensor& loss_sum, double lr, int64_t step);
 
   // The loss window since the last take: the sum of the step losses, the steps before the

@@ -1,10 +1,12 @@
 // The CUDA-graph step: after kWarmupSteps eager steps, the whole step (forward, backward, the
 // gradient engine's bucketed NCCL all-reduce, clipping, the optimizer, the loss window) is
-// captured once and every later full batch is two input copies plus one graph launch. Decided
-// when training starts: refused with a gradient engine over MPI (host collectives), with fp16
-// loss scaling (a host decision per step), without a capturable optimizer, off the GPU, and with
-// a fault injector; `on` turns a refusal into an Error naming train.cuda_graph. A capture that
-// fails on any rank falls back to eager steps on every rank (`auto`).
+// captured once and every later full batch is two input copies (and a learning-rate fill when
+// the rate changes) plus one graph launch, with one rank or several. Decided when training
+// starts: refused off the GPU, in a build that cannot capture graphs, with a gradient engine over
+// MPI (host collectives), with a loss scaler (fp16, or train.skip_nonfinite: a host decision per
+// step), without a capturable optimizer, and with a fault injector; when one rank refuses, every
+// rank does. `on` turns a refusal into an Error naming train.cuda_graph. A capture that fails on
+// any rank falls back to eager steps on every rank (`auto`; `on`: an Error).
 //
 // Note [reducer in the graph]: the gradient engine's hooks fire during the captured backward,
 // so the bucket copies, the event that orders the communication stream after them, each

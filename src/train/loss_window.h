@@ -1,8 +1,8 @@
 // The loss window: the training loss summed since the last read, on every rank's device, read
-// as one mean over all ranks every run.log_every steps and at each epoch's end (a collective on
-// the control plane). A checkpoint holds the window's sum over ranks and its steps, so that a
-// resumed run's next read gives the uninterrupted run's mean. A non-finite sum is an Error naming
-// the first step where the loss stopped being finite.
+// as one mean over all ranks every run.log_every steps, at each epoch's end and at the run's last
+// step (a collective on the control plane). A checkpoint holds the window's sum over ranks and
+// its steps, so that a resumed run's next read gives the uninterrupted run's mean. A non-finite
+// sum is an Error naming the first step where the loss stopped being finite.
 #pragma once
 
 #include <cstdint>

@@ -35,7 +35,7 @@ struct StepContext {
   std::vector<at::Tensor> params;  // trainable, in named_parameters() order
   std::vector<std::string> names;
   std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<Reducer> reducer;   // null with one rank: nothing to average
+  std::unique_ptr<Reducer> reducer;   // null with one rank, unless dist.reduce_single_rank
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
   Precision precision = Precision::kFp32;
@@ -49,9 +49,10 @@ struct StepContext {
   FaultInjector* faults = nullptr;  // tests only
 };
 
-// Collects the trainable parameters, checks that every rank holds the same config, model and
-// datasets, broadcasts rank 0's parameters, and builds the optimizer, the gradient engine (with
-// several ranks, or dist.reduce_single_rank) and the fp16 scaler.
+// Moves the model to ctx.device, collects the trainable parameters, checks that every rank holds
+// the same config, model and datasets, broadcasts rank 0's parameters and buffers, and builds the
+// optimizer, the gradient engine (with several ranks, or dist.reduce_single_rank) and the loss
+// scaler (fp16, or train.skip_nonfinite).
 void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                         Communicator& control, int64_t train_size, int64_t test_size);
 

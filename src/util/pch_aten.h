@@ -1,4 +1,5 @@
-// Precompiled header for sources that need ATen but not torch::nn (comm, data, runtime).
+// Precompiled header for the library's sources that need ATen but not torch::nn (runtime, the
+// MPI communicator, data, optim, cuda's LibTorch wrappers, the profiler: CMakeLists.txt's tiers).
 #pragma once
 #include <ATen/ATen.h>
 #include <mpi.h>

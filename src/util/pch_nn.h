@@ -1,5 +1,6 @@
-// Precompiled header for sources that use torch::nn and torch::optim (models, trainer, CLI,
-// tests, examples): parsed once per build instead of once per file.
+// Precompiled header for sources that use torch::nn or autograd internals (models, train, dist,
+// hooks, cli, checkpoint, bench; tests and examples reuse it): parsed once per build instead of
+// once per file.
 #pragma once
 #include <ATen/ATen.h>
 #include <mpi.h>

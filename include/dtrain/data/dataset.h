@@ -14,7 +14,8 @@ namespace dtrain {
 
 struct Batch {
   at::Tensor inputs;   // (N, ...)
-  at::Tensor targets;  // (N,) int64 class ids, or (N, D) float regression targets
+  // (N,) int64 class ids ((N, T) for token sequences), or (N, D) float regression targets
+  at::Tensor targets;
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
 };
 
