@@ -237,7 +237,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()));
     s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32"));
     s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops"));
-    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs one rank on CUDA, equal batch shapes, a fused optimizer, no fp16 loss scaling; auto = whenever that holds"));
+    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs CUDA, gradients over NCCL when there are several ranks (the bucketed all-reduce is captured too), equal batch shapes, a fused optimizer and no loss scaler (fp16, train.skip_nonfinite); auto = whenever that holds"));
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
     s.push_back(field("train.skip_nonfinite", &C::train, &TrainConfig::skip_nonfinite, "skip an optimizer step whose loss or gradients are not finite (one host sync per step); false = stop the run with an error naming the step"));

@@ -100,7 +100,8 @@ class Report : public Hook {
       out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
                     std::to_string(s.micro_batch));
     if (s.skipped_steps > 0)
-      out.push_back("fp16 steps skipped for non-finite gradients: " + std::to_string(s.skipped_steps));
+      out.push_back("steps skipped for non-finite gradients (fp16 loss scaling, train.skip_nonfinite): " +
+                    std::to_string(s.skipped_steps));
     if (s.stopped)
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
                     std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +

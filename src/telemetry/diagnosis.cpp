@@ -121,14 +121,13 @@ void launch_bound(const DiagnosisInput& in, const std::string& evidence, std::ve
   std::vector<std::string> fixes;
   if (graphed) {
     f.what += "; steps already replay a CUDA graph";
-  } else if (in.world == 1 && in.cuda_graph == "off") {
+  } else if (in.cuda_graph == "off") {
     fixes.push_back("set train.cuda_graph=auto (now off): one launch per step");
-  } else if (in.world == 1) {
-    f.what += "; steps ran " + (in.step_mode.empty() ? std::string("eager") : in.step_mode);
-    fixes.push_back("train.cuda_graph replays the step as one launch when it can: it needs a fused optimizer "
-                    "(train.fused_optimizer) and no fp16 loss scaling");
   } else {
-    f.what += "; CUDA graphs are not used with several ranks";
+    f.what += "; steps ran " + (in.step_mode.empty() ? std::string("eager") : in.step_mode);
+    fixes.push_back(std::string("train.cuda_graph replays the step as one launch when it can: it needs ") +
+                    (in.world > 1 ? "gradients over NCCL (dist.backend), " : "") +
+                    "a fused optimizer (train.fused_optimizer) and no loss scaler (fp16, train.skip_nonfinite)");
   }
   if (in.micro_batch > 0 && in.micro_batch < in.rank_batch)
     fixes.push_back("a bigger micro-batch: train.micro_batch=0 runs the per-rank batch of " +
@@ -254,7 +253,7 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
                        " (or auto, which measures) to skip the retries"});
   if (in.skipped_steps > 0) {
     const bool many = in.skipped_steps > 20 && static_cast<double>(in.skipped_steps) > 0.01 * static_cast<double>(in.steps);
-    out.push_back({"fp16 skipped steps",
+    out.push_back({"skipped steps",
                    num(in.skipped_steps) + " of " + num(in.steps) + " steps skipped for non-finite gradients" +
                        (many ? "" : " (a few while the loss scale settles are normal)"),
                    many ? "train.precision=bf16 needs no loss scaling" : ""});

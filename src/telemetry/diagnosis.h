@@ -82,7 +82,7 @@ struct DiagnosisInput {
 
 struct Finding {
   std::string kind;  // "data-bound", "communication-bound", "launch-bound", "memory headroom",
-                     // "slowest rank", "out of memory", "fp16 skipped steps", "compute-bound",
+                     // "slowest rank", "out of memory", "skipped steps", "compute-bound",
                      // "optimizer-bound", "no steps"
   std::string what;  // the finding and its numbers
   std::string fix;   // the change that would help ("" when there is nothing to change)
