@@ -3,7 +3,7 @@
 // print on whichever rank calls them, prefixed "[rank R] " (warn() and error() on stderr, with
 // "warning: " and "error: " after the prefix).
 // Invariants: lines from several threads never interleave within a line; a message first ends
-// the live progress line (telemetry/live_line.h), so it never lands on it.
+// the live progress line (util/live_line.h), so it never lands on it.
 #pragma once
 
 #include <string>

@@ -32,7 +32,7 @@ struct Session {
 // Resolves `cfg` for rt.world() ranks (once; the log says what it resolved to), sets up logging
 // (run.quiet), the device and the communicators, and logs the version, the world and the config
 // (`origin` names where it came from), and on rank 0 a warning for each key the run will not use
-// (cli/unused_keys.h). Then, unless `config_only`, seeds LibTorch with run.seed, builds the
+// (session/unused_keys.h). Then, unless `config_only`, seeds LibTorch with run.seed, builds the
 // datasets, the model (from the registry, by model.name), loads model.init_weights on rank 0,
 // and builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);

@@ -15,23 +15,12 @@
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
+#include "dtrain/faults.h"
 #include "dtrain/hooks.h"
 #include "dtrain/models.h"
 #include "dtrain/records.h"
 
 namespace dtrain {
-
-// The test seam for failures inside a step: the eager step asks it before each micro-batch's
-// forward. Tests set one (Trainer::set_fault_injector); nothing in dtrain reads the environment
-// for it.
-class FaultInjector {
- public:
-  // kNonFiniteLoss: this micro-batch's loss becomes NaN (its gradients too).
-  enum class Fault { kNone, kOutOfMemory, kNonFiniteLoss };
-  virtual ~FaultInjector() = default;
-  // `step`: steps done so far; `micro_batch`: the micro-batch size of this attempt.
-  virtual Fault before_micro_batch(int64_t step, int64_t micro_batch) = 0;
-};
 
 class Trainer {
  public:

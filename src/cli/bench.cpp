@@ -14,7 +14,7 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
-#include "telemetry/log_errors.h"
+#include "util/log_errors.h"
 
 namespace dtrain::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include "dtrain/models.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
-#include "telemetry/log_errors.h"
+#include "util/log_errors.h"
 
 namespace dtrain::cli {
 namespace {

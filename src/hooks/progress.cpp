@@ -4,7 +4,7 @@
 //   live   one line on the terminal, redrawn in place ("\r", clear to the end of the line) at
 //          every loss read and, between reads, at most every 0.2 s from what the host knows
 //          (step, elapsed, ETA: no GPU sync); any log line, an evaluation and the end of the
-//          run first end it with a newline (telemetry/live_line.h);
+//          run first end it with a newline (util/live_line.h);
 //   lines  a line with an ISO-8601 timestamp at every loss read (files, Slurm logs);
 //   auto   live when stdout and stderr are the same terminal (so that a warning can end the
 //          line first), else lines; under mpirun stdout is a pseudo-terminal but stderr a pipe;
@@ -24,7 +24,7 @@
 #include "dtrain/log.h"
 #include "hooks/figures.h"
 #include "hooks/standard.h"
-#include "telemetry/live_line.h"
+#include "util/live_line.h"
 #include "util/format.h"
 
 namespace dtrain::detail {

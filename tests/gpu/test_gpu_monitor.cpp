@@ -1,4 +1,4 @@
-// The `gpu` tier (test_gpu.cpp's main skips without CUDA): NVML's sampler on a real GPU. The
+// The `gpu` tier (tests/gpu/main.cpp skips without CUDA): NVML's sampler on a real GPU. The
 // monitor finds GPU 0 by CUDA's PCI bus id, and a busy loop of matrix products shows as
 // utilization above 50% with memory in use; NVML's figures agree with CUDA's facts.
 #include <ATen/ATen.h>

@@ -43,7 +43,7 @@ slurm_cluster_start() {
   chmod 400 "$dir/munge/munge.key"
   munged --force --foreground --socket="$dir/munge/socket" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/seed" \
-    --log-file="$dir/log/munged.log" &
+    --log-file="$dir/log/munged.log" 2>>"$dir/log/munged.err" &
   slurm_pids+=($!)
   local ctld_port slurmd_port
   ctld_port=$(free_port)

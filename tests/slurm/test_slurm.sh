@@ -67,11 +67,14 @@ wait_log() {
   joblog "$1"
   fail "$1: no '$3' in the job's output after $2 s"
 }
-# release ID: a requeued job held by Slurm (PENDING, BeginTime) may start now, once the steps of
-# its last run are gone (what Slurm's hold waits for: a step of the same id started while the old
-# one still cleans up fails to launch).
+# held ID: the job is requeued and held by Slurm (PENDING, reason BeginTime).
+held() { [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reason) == BeginTime ]]; }
+# release ID: once the requeued job is held (its last run's steps may still be ending), and the
+# steps of its last run are gone (what Slurm's hold waits for: a step of the same id started while
+# the old one still cleans up fails to launch), it may start now.
 release() {
-  [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reason) == BeginTime ]] || return 0
+  for _ in $(seq 1 120); do held "$1" && break; sleep 0.5; done
+  held "$1" || fail "job $1 is not held after its requeue (state $(job_field "$1" JobState), reason $(job_field "$1" Reason))"
   for _ in $(seq 1 120); do
     pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
     sleep 0.25
@@ -132,7 +135,7 @@ whole=$(submit whole -- run.name=whole "${long[@]}")
 timed=$(submit timed --time=1 --signal=USR1@50 -- run.name=timed "${long[@]}")
 for _ in $(seq 1 1200); do
   state=$(job_field "$timed" JobState)
-  [[ $state == PENDING ]] && release "$timed"
+  held "$timed" && release "$timed"
   [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED || $state == TIMEOUT ]] && break
   sleep 0.5
 done

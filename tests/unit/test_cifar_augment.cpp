@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cli/unused_keys.h"
+#include "session/unused_keys.h"
 #include "data/image_transforms.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "cli/unused_keys.h"
+#include "session/unused_keys.h"
 #include "dtrain/config.h"
 #include "test_support.h"
 

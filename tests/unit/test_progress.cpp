@@ -1,5 +1,5 @@
 // The progress line (src/hooks/progress.cpp) and the live line under it
-// (src/telemetry/live_line.h): redraws in place, a newline before any other log line, the ETA
+// (src/util/live_line.h): redraws in place, a newline before any other log line, the ETA
 // from the recent rate, timestamped plain lines, off, quiet, and silence on other ranks.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "dtrain/log.h"
 #include "dtrain/records.h"
 #include "hooks/standard.h"
-#include "telemetry/live_line.h"
+#include "util/live_line.h"
 
 namespace {
 

@@ -4,13 +4,14 @@
 //     and listed in ARCHITECTURE.md's index with the file that defines it;
 //   - every standard hook (src/hooks/standard.cpp) is in ARCHITECTURE.md's hook list, in order;
 //   - every repository path that README.md and docs/ name in code spans exists;
+//   - an include of another folder's header points down ARCHITECTURE.md's folder order;
 //   - LibTorch version tests live only in src/util/torch_compat.{h,cpp};
 //   - CUDA-only code lives in src/cuda/ and src/comm/nccl_comm.cpp; no source tests for CUDA with
 //     the preprocessor (CMake picks src/cuda/stub/ for CPU builds);
 //   - nothing in the library reads the environment (tests set seams such as FaultInjector); the
 //     program's src/cli/main.cpp alone reads the launcher's variables and hands them in;
 //   - include/dtrain/ is the public API: its headers include no internal header;
-//   - no source file is over 500 lines.
+//   - no source or test file is over 500 lines.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -152,7 +153,10 @@ TEST(Tree, PublicHeadersIncludeOnlyPublicHeaders) {
 
 TEST(Tree, NoSourceFileIsOver500Lines) {
   std::vector<std::string> big;
-  for (const auto& f : sources()) {
+  std::vector<std::string> files = sources();
+  const auto tests = files_under("tests", {".cpp", ".h", ".cu", ".sh", ".py"});
+  files.insert(files.end(), tests.begin(), tests.end());
+  for (const auto& f : files) {
     const std::string text = read(f);
     const long lines = std::count(text.begin(), text.end(), '\n');
     if (lines > 500) big.push_back(f + " (" + std::to_string(lines) + " lines)");
@@ -274,6 +278,36 @@ TEST(Docs, EveryStandardHookIsInTheHookListInItsOrder) {
     EXPECT_NE(pos, std::string::npos) << "standard hook " << hook << " is not in the hook list (in order): " << list;
     if (pos != std::string::npos) at = pos;
   }
+}
+
+TEST(Tree, IncludesPointDownTheFolderOrder) {
+  // "Folder order: `cli` > `bench` > ... > `util`." in ARCHITECTURE.md, over one or more lines.
+  const std::string doc = read("docs/ARCHITECTURE.md");
+  const size_t at = doc.find("Folder order:");
+  ASSERT_NE(at, std::string::npos) << "ARCHITECTURE.md states no folder order";
+  const std::string line = doc.substr(at, doc.find('.', at) - at);
+  std::map<std::string, int> rank;  // higher folders first: a smaller number
+  const std::regex folder("`([a-z_]+)`");
+  for (std::sregex_iterator it(line.begin(), line.end(), folder), end; it != end; ++it)
+    rank.emplace((*it)[1], static_cast<int>(rank.size()));
+  std::vector<std::string> wrong;
+  const std::regex include(R"(^\s*#\s*include\s*"([a-z_]+)/)");
+  for (const auto& f : files_under("src", {".cpp", ".h", ".cu", ".cuh"})) {
+    const std::string mine = f.substr(4, f.find('/', 4) - 4);
+    if (!rank.count(mine)) {
+      wrong.push_back(f + ": folder " + mine + " is not in the folder order");
+      continue;
+    }
+    const auto lines = lines_of(f);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::smatch m;
+      if (!std::regex_search(lines[i], m, include) || m[1] == "dtrain" || m[1] == mine) continue;
+      if (!rank.count(m[1]) || rank[m[1]] < rank[mine])
+        wrong.push_back(f + ":" + std::to_string(i + 1) + ": " + mine + " includes " + m[1].str() + " (above it)");
+    }
+  }
+  EXPECT_GE(rank.size(), 14u) << line;
+  EXPECT_TRUE(wrong.empty()) << "includes that point up the folder order:" << joined(wrong);
 }
 
 TEST(Docs, EveryRepositoryPathInTheDocsExists) {

@@ -1,4 +1,4 @@
-#include "cli/unused_keys.h"
+#include "session/unused_keys.h"
 
 #include <algorithm>
 

@@ -9,14 +9,14 @@
 #include <exception>
 
 #include "checkpoint/weights.h"
-#include "cli/unused_keys.h"
+#include "session/unused_keys.h"
 #include "cuda/device.h"
 #include "cuda/versions.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/version.h"
 #include "runtime/signals.h"
-#include "telemetry/live_line.h"
+#include "util/live_line.h"
 #include "telemetry/nvml.h"
 #include "util/torch_compat.h"
 #include "util/format.h"

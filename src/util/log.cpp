@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "telemetry/live_line.h"
-#include "telemetry/log_errors.h"
+#include "util/live_line.h"
+#include "util/log_errors.h"
 
 namespace dtrain::log {
 namespace {
