@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
         [](const dtrain::ModelConfig& c, const dtrain::DataSpec& d) -> std::shared_ptr<dtrain::Model> {
           return std::make_shared<ResidualMlp>(d.input_shape.at(0), c.fc, d.num_classes);
         },
-        "example: residual MLP (model.fc wide)");
+        "example: residual MLP (model.fc wide)",
+        // The model.* keys it reads: a config that sets another one is told it is not used.
+        std::vector<std::string>{"model.fc"});
     dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
 run: {name: custom_model, dir: "", log_every: 100}
 model: {name: residual_mlp, fc: 64}

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,15 @@ class Model : public torch::nn::Module {
 using ModelFactory =
     std::function<std::shared_ptr<Model>(const ModelConfig& cfg, const DataSpec& data)>;
 
-// Register `factory` under `name` (replacing an earlier one with that name).
-void register_model(const std::string& name, ModelFactory factory, std::string description = {});
+// Register `factory` under `name` (replacing an earlier one with that name). `reads`: the model.*
+// keys the factory reads (model.name and model.init_weights apply to every model and are not
+// listed); a run that sets another model.* key is warned that it is not used. nullopt: the model
+// does not say, and no model.* key is warned about.
+void register_model(const std::string& name, ModelFactory factory, std::string description = {},
+                    std::optional<std::vector<std::string>> reads = std::nullopt);
+// The model.* keys a registered model declared it reads; nullopt when it did not declare them or
+// no model has that name.
+std::optional<std::vector<std::string>> model_keys(const std::string& name);
 // Build a registered model; an unknown name is an Error naming model.name and the known names.
 std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cfg,
                                   const DataSpec& data);

@@ -114,6 +114,31 @@ Field choice(const std::string& key, S Config::*section, E S::*member, const std
   return f;
 }
 
+// The conditions of Field::when(): "" when a run with the config reads the key, else why not.
+std::function<std::string(const Config&)> formats(std::vector<DataFormat> read_by) {
+  return [read_by](const Config& c) {
+    for (DataFormat f : read_by)
+      if (c.data.format == f) return std::string();
+    return std::string("data.format is ") + name_of(c.data.format);
+  };
+}
+std::string test_fraction_read(const Config& c) {
+  if (c.data.format == DataFormat::kText) return "";
+  if (c.data.format == DataFormat::kCsv)
+    return c.data.test_files.empty() ? "" : "data.test_files names the test split";
+  return std::string("data.format is ") + name_of(c.data.format);
+}
+std::string sgd_only(const Config& c) {
+  return c.train.optimizer == OptimizerKind::kSgd ? "" : std::string("train.optimizer is ") + name_of(c.train.optimizer);
+}
+std::string adam_only(const Config& c) {
+  return c.train.optimizer != OptimizerKind::kSgd ? "" : "train.optimizer is sgd";
+}
+std::string with_weight_decay(const Config& c) { return c.train.weight_decay > 0 ? "" : "train.weight_decay is 0"; }
+std::string step_schedule(const Config& c) {
+  return c.train.schedule == Schedule::kStep ? "" : std::string("train.schedule is ") + name_of(c.train.schedule);
+}
+
 }  // namespace
 
 const std::vector<Field>& schema() {
@@ -121,85 +146,85 @@ const std::vector<Field>& schema() {
     std::vector<Field> s;
     using C = Config;
     // run
-    s.push_back(field("run.name", &C::run, &RunConfig::name, "name of the run (run directory is run.dir/run.name)"));
-    s.push_back(field("run.dir", &C::run, &RunConfig::dir, "parent folder of run directories"));
-    s.push_back(field("run.seed", &C::run, &RunConfig::seed, "seed for initialization, shuffling and synthetic data", at_least(0)));
-    s.push_back(choice("run.device", &C::run, &RunConfig::device, "where each rank computes; auto = GPU local_rank if CUDA is present"));
-    s.push_back(field("run.threads", &C::run, &RunConfig::threads, "intra-op CPU threads per rank; 0 = the CPUs this process may use (its affinity mask) / the ranks of the node sharing them; more than those CPUs is capped, with a warning", at_least(0)));
-    s.push_back(field("run.log_every", &C::run, &RunConfig::log_every, "steps between progress lines; 0 = once per epoch", at_least(0)));
-    s.push_back(field("run.timeout_s", &C::run, &RunConfig::timeout_s, "abort the whole job if one step or collective takes longer than this", positive()));
-    s.push_back(field("run.tf32", &C::run, &RunConfig::tf32, "let fp32 matrix products use TF32 tensor cores (faster, ~1e-3 relative error)"));
-    s.push_back(field("run.gpu_memory_fraction", &C::run, &RunConfig::gpu_memory_fraction, "cap the CUDA caching allocator at this share of the GPU's memory (0 = no cap), e.g. to act like a smaller card", in_range(0.0, 1.0000001)));
-    s.push_back(field("run.profile_steps", &C::run, &RunConfig::profile_steps, "record this many training steps with the profiler: a Chrome trace per rank (run directory, trace.rank<R>.json) and a summary of where the time went; 0 = off", at_least(0)));
-    s.push_back(field("run.profile_start", &C::run, &RunConfig::profile_start, "first step the profiler records (let warm-up pass first)", at_least(0)));
-    s.push_back(field("run.gpu_sample_s", &C::run, &RunConfig::gpu_sample_s, "seconds between samples of each rank's GPU (NVML: utilization, memory, power, clocks)", in_range(0.01, 60.0)));
-    s.push_back(field("run.tensorboard", &C::run, &RunConfig::tensorboard, "write TensorBoard event files into the run directory (tensorboard --logdir runs/)"));
-    s.push_back(field("run.timeline", &C::run, &RunConfig::timeline, "write a Chrome-trace / Perfetto timeline per rank into the run directory (timeline.rank<R>.json, and timeline.json merged): each step's phases and each bucket's all-reduce"));
-    s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary"));
-    s.push_back(choice("run.progress", &C::run, &RunConfig::progress, "rank 0's progress: live = one line redrawn in place at every step (epoch, step, loss, samples/s, GPU use, elapsed, ETA); lines = the same as a timestamped line every run.log_every steps (for files and Slurm logs); off = none (the evaluations and the summary still print); auto = live when stdout and stderr are one terminal, else lines (under mpirun stderr is a pipe: lines)"));
+    s.push_back(field("run.name", &C::run, &RunConfig::name, "name of the run (run directory is run.dir/run.name)").always().may_change());
+    s.push_back(field("run.dir", &C::run, &RunConfig::dir, "parent folder of run directories").always().may_change());
+    s.push_back(field("run.seed", &C::run, &RunConfig::seed, "seed for initialization, shuffling and synthetic data", at_least(0)).always().must_match());
+    s.push_back(choice("run.device", &C::run, &RunConfig::device, "where each rank computes; auto = GPU local_rank if CUDA is present").always().may_change());
+    s.push_back(field("run.threads", &C::run, &RunConfig::threads, "intra-op CPU threads per rank; 0 = the CPUs this process may use (its affinity mask) / the ranks of the node sharing them; more than those CPUs is capped, with a warning", at_least(0)).always().may_change());
+    s.push_back(field("run.log_every", &C::run, &RunConfig::log_every, "steps between progress lines; 0 = once per epoch", at_least(0)).always().may_change());
+    s.push_back(field("run.timeout_s", &C::run, &RunConfig::timeout_s, "abort the whole job if one step or collective takes longer than this", positive()).always().may_change());
+    s.push_back(field("run.tf32", &C::run, &RunConfig::tf32, "let fp32 matrix products use TF32 tensor cores (faster, ~1e-3 relative error)").always().may_change());
+    s.push_back(field("run.gpu_memory_fraction", &C::run, &RunConfig::gpu_memory_fraction, "cap the CUDA caching allocator at this share of the GPU's memory (0 = no cap), e.g. to act like a smaller card", in_range(0.0, 1.0000001)).always().may_change());
+    s.push_back(field("run.profile_steps", &C::run, &RunConfig::profile_steps, "record this many training steps with the profiler: a Chrome trace per rank (run directory, trace.rank<R>.json) and a summary of where the time went; 0 = off", at_least(0)).always().may_change());
+    s.push_back(field("run.profile_start", &C::run, &RunConfig::profile_start, "first step the profiler records (let warm-up pass first)", at_least(0)).always().may_change());
+    s.push_back(field("run.gpu_sample_s", &C::run, &RunConfig::gpu_sample_s, "seconds between samples of each rank's GPU (NVML: utilization, memory, power, clocks)", in_range(0.01, 60.0)).always().may_change());
+    s.push_back(field("run.tensorboard", &C::run, &RunConfig::tensorboard, "write TensorBoard event files into the run directory (tensorboard --logdir runs/)").always().may_change());
+    s.push_back(field("run.timeline", &C::run, &RunConfig::timeline, "write a Chrome-trace / Perfetto timeline per rank into the run directory (timeline.rank<R>.json, and timeline.json merged): each step's phases and each bucket's all-reduce").always().may_change());
+    s.push_back(field("run.quiet", &C::run, &RunConfig::quiet, "print only the summary").always().may_change());
+    s.push_back(choice("run.progress", &C::run, &RunConfig::progress, "rank 0's progress: live = one line redrawn in place at every step (epoch, step, loss, samples/s, GPU use, elapsed, ETA); lines = the same as a timestamped line every run.log_every steps (for files and Slurm logs); off = none (the evaluations and the summary still print); auto = live when stdout and stderr are one terminal, else lines (under mpirun stderr is a pipe: lines)").always().may_change());
     // model
-    s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)"));
-    s.push_back(field("model.hidden", &C::model, &ModelConfig::hidden, "mlp: hidden layer widths", all_positive(true)));
-    s.push_back(field("model.channels", &C::model, &ModelConfig::channels, "cnn: channels of each conv block", all_positive(false)));
-    s.push_back(field("model.fc", &C::model, &ModelConfig::fc, "cnn: width of the fully connected layer", at_least(1)));
-    s.push_back(field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability", in_range(0.0, 1.0)));
-    s.push_back(field("model.channels_last", &C::model, &ModelConfig::channels_last, "image models: channels-last memory layout (faster convolutions on GPUs)"));
-    s.push_back(field("model.n_layer", &C::model, &ModelConfig::n_layer, "gpt: transformer blocks", at_least(1)));
-    s.push_back(field("model.n_head", &C::model, &ModelConfig::n_head, "gpt: attention heads", at_least(1)));
-    s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)));
-    s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)));
-    s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)));
-    s.push_back(choice("model.attention", &C::model, &ModelConfig::attention, "gpt on CUDA: the attention kernel (LibTorch's scaled-dot-product backends; auto = LibTorch's choice; the others fall back to math where they cannot run)"));
-    s.push_back(field("model.fused_kernels", &C::model, &ModelConfig::fused_kernels, "gpt on CUDA: dtrain's fused kernels (each residual add with the LayerNorm after it; Linear bias gradients summed straight into fp32); false = LibTorch's ops (the same values, for comparison)"));
-    s.push_back(field("model.fused_mlp", &C::model, &ModelConfig::fused_mlp, "gpt on CUDA under bf16/fp16, with model.fused_kernels: the MLP's bias + GELU computed in the epilogue of its first GEMM (cuBLASLt); false = a GELU kernel after the GEMM (the same values within rounding, for comparison)"));
-    s.push_back(field("model.path", &C::model, &ModelConfig::path, "torchscript: the file of a module saved in Python with torch.jit.script(module).save(path); its forward(x) returns logits (or regression outputs) for a batch; its parameters are trained and checkpointed like a built-in model's, under the names of its state_dict()"));
-    s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization"));
+    s.push_back(field("model.name", &C::model, &ModelConfig::name, "registered model name (dtrain --help lists them)").always().must_match());
+    s.push_back(field("model.hidden", &C::model, &ModelConfig::hidden, "mlp: hidden layer widths", all_positive(true)).by_model().must_match().sizes_model());
+    s.push_back(field("model.channels", &C::model, &ModelConfig::channels, "cnn: channels of each conv block", all_positive(false)).by_model().must_match().sizes_model());
+    s.push_back(field("model.fc", &C::model, &ModelConfig::fc, "cnn: width of the fully connected layer", at_least(1)).by_model().must_match().sizes_model());
+    s.push_back(field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability", in_range(0.0, 1.0)).by_model().must_match());
+    s.push_back(field("model.channels_last", &C::model, &ModelConfig::channels_last, "image models: channels-last memory layout (faster convolutions on GPUs)").by_model().must_match());
+    s.push_back(field("model.n_layer", &C::model, &ModelConfig::n_layer, "gpt: transformer blocks", at_least(1)).by_model().must_match().sizes_model());
+    s.push_back(field("model.n_head", &C::model, &ModelConfig::n_head, "gpt: attention heads", at_least(1)).by_model().must_match());
+    s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)).by_model().must_match().sizes_model());
+    s.push_back(field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "gpt: vocabulary size", at_least(2)).by_model().must_match().sizes_model());
+    s.push_back(field("model.seq_len", &C::model, &ModelConfig::seq_len, "gpt: context length", at_least(1)).by_model().must_match().sizes_model());
+    s.push_back(choice("model.attention", &C::model, &ModelConfig::attention, "gpt on CUDA: the attention kernel (LibTorch's scaled-dot-product backends; auto = LibTorch's choice; the others fall back to math where they cannot run)").by_model().must_match());
+    s.push_back(field("model.fused_kernels", &C::model, &ModelConfig::fused_kernels, "gpt on CUDA: dtrain's fused kernels (each residual add with the LayerNorm after it; Linear bias gradients summed straight into fp32); false = LibTorch's ops (the same values, for comparison)").by_model().must_match());
+    s.push_back(field("model.fused_mlp", &C::model, &ModelConfig::fused_mlp, "gpt on CUDA under bf16/fp16, with model.fused_kernels: the MLP's bias + GELU computed in the epilogue of its first GEMM (cuBLASLt); false = a GELU kernel after the GEMM (the same values within rounding, for comparison)").by_model().must_match());
+    s.push_back(field("model.path", &C::model, &ModelConfig::path, "torchscript: the file of a module saved in Python with torch.jit.script(module).save(path); its forward(x) returns logits (or regression outputs) for a batch; its parameters are trained and checkpointed like a built-in model's, under the names of its state_dict()").by_model().must_match());
+    s.push_back(field("model.init_weights", &C::model, &ModelConfig::init_weights, "start from these weights: a state_dict file written by Python's torch.save(model.state_dict(), path) for the model's PyTorch twin (python/dtrain_models.py) or a run's model.pt; loaded strictly (every name, shape and dtype must match); empty = the model's own initialization").always().must_match());
     // data
-    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format: idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), cifar10 / cifar100 (the official binary version), image_folder (class folders of JPEG and PNG files, torchvision's ImageFolder layout), csv (numeric columns under a header)"));
-    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text, cifar10, cifar100, csv, image_folder: folder holding the data files (relative names are under it); cifar: the folder of the .bin files, or the one the official archive was unpacked in (holding cifar-10-batches-bin or cifar-100-binary)"));
-    s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path"));
-    s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels"));
-    s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images"));
-    s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels"));
-    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std (idx: over all pixels; image_folder: with data.pixel_mean and data.pixel_std, on the device; cifar: per channel, on the device; csv: per feature column); false: idx and cifar pixels scaled to [0, 1], csv features as written"));
-    s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1; cifar: 10, 100 or 20); every train and test label must be in [0, num_classes)", at_least(0)));
-    s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)));
-    s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)));
-    s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU"));
-    s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch"));
-    s.push_back(field("data.train_files", &C::data, &DataConfig::train_files, "tokens, text, cifar10, cifar100, csv: training files, glob patterns separated by commas (nanoGPT's train.bin, llm.c's shards, text files, CIFAR batches, CSV files); cifar: empty = data_batch_1.bin .. data_batch_5.bin (cifar10) or train.bin (cifar100)"));
-    s.push_back(field("data.test_files", &C::data, &DataConfig::test_files, "tokens: evaluation files, read in order in windows of seq_len + 1 (\"\" = no test split); cifar: empty = test_batch.bin (cifar10) or test.bin (cifar100); csv: empty = data.test_fraction of the train rows"));
-    s.push_back(choice("data.token_dtype", &C::data, &DataConfig::token_dtype, "tokens: token width of headerless files (auto: llm.c's header says, else uint16 as nanoGPT writes)"));
-    s.push_back(field("data.seq_len", &C::data, &DataConfig::seq_len, "tokens, text: tokens per sample (0 = model.seq_len)", at_least(0)));
-    s.push_back(field("data.windows", &C::data, &DataConfig::windows, "tokens, text: training windows per epoch at seeded random positions (0 = train tokens / (seq_len + 1))", at_least(0)));
-    s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation; csv without data.test_files: the share of the train files' rows, drawn with run.seed, kept for evaluation", in_range(0.0, 0.9)));
-    s.push_back(field("data.crop_padding", &C::data, &DataConfig::crop_padding, "cifar10, cifar100, training: RandomCrop(32, padding=P): each image padded by P pixels of value 0 on every side and cropped back to 32x32 at a random place, i.e. moved by up to P pixels each way with zeros shifted in (the CIFAR recipe's 4, with data.hflip); 0 = off; evaluation images are never cropped", int_range(0, 31, "a padding of 32 or more can crop the image away entirely")));
-    s.push_back(choice("data.cifar_labels", &C::data, &DataConfig::cifar_labels, "cifar100: the fine labels (100 classes) or the coarse ones (20 superclasses)"));
-    s.push_back(choice("data.csv_task", &C::data, &DataConfig::csv_task, "csv: classification (one target column of class ids 0, 1, ...: whole numbers, 3 and 3.0 alike; train.loss cross_entropy) or regression (one or more float target columns; train.loss mse)"));
-    s.push_back(field("data.target_columns", &C::data, &DataConfig::target_columns, "csv: the target column(s) by header name, comma-separated: one for classification, one or more for regression"));
-    s.push_back(field("data.feature_columns", &C::data, &DataConfig::feature_columns, "csv: the input columns by header name, comma-separated, in this order; empty = every column that is not a target, in file order"));
-    s.push_back(field("data.train_dir", &C::data, &DataConfig::train_dir, "image_folder: the training images, <train_dir>/<class>/<file>.jpg|jpeg|png as torchvision's ImageFolder reads them (classes: the sorted subfolder names), relative to data.path"));
-    s.push_back(field("data.test_dir", &C::data, &DataConfig::test_dir, "image_folder: the evaluation images, laid out alike; its classes are looked up by name among the training classes (\"\" = no test split)"));
-    s.push_back(field("data.image_size", &C::data, &DataConfig::image_size, "image_folder: side of the square crop the model sees (torchvision's RandomResizedCrop / CenterCrop size)", at_least(1)));
-    s.push_back(field("data.resize", &C::data, &DataConfig::resize, "image_folder, evaluation: the shorter side is resized to this before the center crop (0 = data.image_size x 8/7 rounded: 256 for 224)", at_least(0)));
-    s.push_back(field("data.crop_scale", &C::data, &DataConfig::crop_scale, "image_folder, training: [low, high] share of the image's area a random crop covers (RandomResizedCrop's scale)", ordered_pair(0.0, 1.0)));
-    s.push_back(field("data.crop_ratio", &C::data, &DataConfig::crop_ratio, "image_folder, training: [low, high] aspect ratio (width / height) of a random crop, drawn log-uniformly (RandomResizedCrop's ratio)", ordered_pair(0.0, 1e6)));
-    s.push_back(field("data.hflip", &C::data, &DataConfig::hflip, "image_folder, cifar10, cifar100, training: flip half of the images left to right (RandomHorizontalFlip), after the crop; default on for image_folder, off for cifar10 / cifar100 unless set"));
-    s.push_back(field("data.scaled_decode", &C::data, &DataConfig::scaled_decode, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 of its size (libjpeg-turbo's reduced IDCTs), the smallest that keeps the crop at least data.image_size (evaluation: the shorter side at least data.resize): a fraction of the work for photos several times larger than the crop, pixels a few levels from a full-size decode's; false = always full size, as PIL"));
-    s.push_back(field("data.pixel_mean", &C::data, &DataConfig::pixel_mean, "image_folder with data.normalize: per-channel mean of x / 255, subtracted on the device (ImageNet's by default)", count_of(3)));
-    s.push_back(field("data.pixel_std", &C::data, &DataConfig::pixel_std, "image_folder with data.normalize: per-channel std of x / 255, divided by on the device (ImageNet's by default)", count_of(3, positive())));
-    s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate"));
-    s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)));
-    s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)));
-    s.push_back(field("data.synthetic_test_size", &C::data, &DataConfig::synthetic_test_size, "synthetic: test samples (0 = no test split)", at_least(0)));
-    s.push_back(field("data.synthetic_features", &C::data, &DataConfig::synthetic_features, "synthetic: input features", at_least(1)));
-    s.push_back(field("data.synthetic_classes", &C::data, &DataConfig::synthetic_classes, "synthetic: classes (classification)", at_least(2)));
-    s.push_back(field("data.synthetic_noise", &C::data, &DataConfig::synthetic_noise, "synthetic: noise on regression targets", non_negative()));
-    s.push_back(field("data.synthetic_uint8", &C::data, &DataConfig::synthetic_uint8, "synthetic images: hold pixels as uint8 0..255, standardized on the device (a quarter of the host memory and of the copy to the GPU)"));
+    s.push_back(choice("data.format", &C::data, &DataConfig::format, "dataset format: idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), cifar10 / cifar100 (the official binary version), image_folder (class folders of JPEG and PNG files, torchvision's ImageFolder layout), csv (numeric columns under a header)").always().must_match());
+    s.push_back(field("data.path", &C::data, &DataConfig::path, "idx, tokens, text, cifar10, cifar100, csv, image_folder: folder holding the data files (relative names are under it); cifar: the folder of the .bin files, or the one the official archive was unpacked in (holding cifar-10-batches-bin or cifar-100-binary)").when(formats({DataFormat::kIdx, DataFormat::kTokens, DataFormat::kText, DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder})).must_match().sizes_data());
+    s.push_back(field("data.train_images", &C::data, &DataConfig::train_images, "idx: training images (plain or .gz), relative to data.path").when(formats({DataFormat::kIdx})).must_match().sizes_data());
+    s.push_back(field("data.train_labels", &C::data, &DataConfig::train_labels, "idx: training labels").when(formats({DataFormat::kIdx})).must_match());
+    s.push_back(field("data.test_images", &C::data, &DataConfig::test_images, "idx: test images").when(formats({DataFormat::kIdx})).must_match().sizes_data());
+    s.push_back(field("data.test_labels", &C::data, &DataConfig::test_labels, "idx: test labels").when(formats({DataFormat::kIdx})).must_match());
+    s.push_back(field("data.normalize", &C::data, &DataConfig::normalize, "standardize inputs with the training split's mean and std (idx: over all pixels; image_folder: with data.pixel_mean and data.pixel_std, on the device; cifar: per channel, on the device; csv: per feature column); false: idx and cifar pixels scaled to [0, 1], csv features as written").when(formats({DataFormat::kIdx, DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.num_classes", &C::data, &DataConfig::num_classes, "classification: the model's classes; 0 = from the train labels (largest + 1; cifar: 10, 100 or 20); every train and test label must be in [0, num_classes)", at_least(0)).always().must_match());
+    s.push_back(field("data.workers", &C::data, &DataConfig::workers, "loader threads per rank (0 = load on the training thread)", at_least(0)).always().may_change());
+    s.push_back(field("data.prefetch", &C::data, &DataConfig::prefetch, "batches prepared ahead per rank", at_least(1)).always().may_change());
+    s.push_back(field("data.pin_memory", &C::data, &DataConfig::pin_memory, "pin host batches for asynchronous copies to the GPU").always().may_change());
+    s.push_back(field("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training set every epoch").always().must_match());
+    s.push_back(field("data.train_files", &C::data, &DataConfig::train_files, "tokens, text, cifar10, cifar100, csv: training files, glob patterns separated by commas (nanoGPT's train.bin, llm.c's shards, text files, CIFAR batches, CSV files); cifar: empty = data_batch_1.bin .. data_batch_5.bin (cifar10) or train.bin (cifar100)").when(formats({DataFormat::kTokens, DataFormat::kText, DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv})).must_match().sizes_data());
+    s.push_back(field("data.test_files", &C::data, &DataConfig::test_files, "tokens: evaluation files, read in order in windows of seq_len + 1 (\"\" = no test split); cifar: empty = test_batch.bin (cifar10) or test.bin (cifar100); csv: empty = data.test_fraction of the train rows").when(formats({DataFormat::kTokens, DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv})).must_match().sizes_data());
+    s.push_back(choice("data.token_dtype", &C::data, &DataConfig::token_dtype, "tokens: token width of headerless files (auto: llm.c's header says, else uint16 as nanoGPT writes)").when(formats({DataFormat::kTokens})).must_match());
+    s.push_back(field("data.seq_len", &C::data, &DataConfig::seq_len, "tokens, text: tokens per sample (0 = model.seq_len)", at_least(0)).when(formats({DataFormat::kTokens, DataFormat::kText})).must_match());
+    s.push_back(field("data.windows", &C::data, &DataConfig::windows, "tokens, text: training windows per epoch at seeded random positions (0 = train tokens / (seq_len + 1))", at_least(0)).when(formats({DataFormat::kTokens, DataFormat::kText})).must_match());
+    s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation; csv without data.test_files: the share of the train files' rows, drawn with run.seed, kept for evaluation", in_range(0.0, 0.9)).when(test_fraction_read).must_match());
+    s.push_back(field("data.crop_padding", &C::data, &DataConfig::crop_padding, "cifar10, cifar100, training: RandomCrop(32, padding=P): each image padded by P pixels of value 0 on every side and cropped back to 32x32 at a random place, i.e. moved by up to P pixels each way with zeros shifted in (the CIFAR recipe's 4, with data.hflip); 0 = off; evaluation images are never cropped", int_range(0, 31, "a padding of 32 or more can crop the image away entirely")).when(formats({DataFormat::kCifar10, DataFormat::kCifar100})).must_match());
+    s.push_back(choice("data.cifar_labels", &C::data, &DataConfig::cifar_labels, "cifar100: the fine labels (100 classes) or the coarse ones (20 superclasses)").when(formats({DataFormat::kCifar100})).must_match());
+    s.push_back(choice("data.csv_task", &C::data, &DataConfig::csv_task, "csv: classification (one target column of class ids 0, 1, ...: whole numbers, 3 and 3.0 alike; train.loss cross_entropy) or regression (one or more float target columns; train.loss mse)").when(formats({DataFormat::kCsv})).must_match());
+    s.push_back(field("data.target_columns", &C::data, &DataConfig::target_columns, "csv: the target column(s) by header name, comma-separated: one for classification, one or more for regression").when(formats({DataFormat::kCsv})).must_match());
+    s.push_back(field("data.feature_columns", &C::data, &DataConfig::feature_columns, "csv: the input columns by header name, comma-separated, in this order; empty = every column that is not a target, in file order").when(formats({DataFormat::kCsv})).must_match());
+    s.push_back(field("data.train_dir", &C::data, &DataConfig::train_dir, "image_folder: the training images, <train_dir>/<class>/<file>.jpg|jpeg|png as torchvision's ImageFolder reads them (classes: the sorted subfolder names), relative to data.path").when(formats({DataFormat::kImageFolder})).must_match().sizes_data());
+    s.push_back(field("data.test_dir", &C::data, &DataConfig::test_dir, "image_folder: the evaluation images, laid out alike; its classes are looked up by name among the training classes (\"\" = no test split)").when(formats({DataFormat::kImageFolder})).must_match().sizes_data());
+    s.push_back(field("data.image_size", &C::data, &DataConfig::image_size, "image_folder: side of the square crop the model sees (torchvision's RandomResizedCrop / CenterCrop size)", at_least(1)).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.resize", &C::data, &DataConfig::resize, "image_folder, evaluation: the shorter side is resized to this before the center crop (0 = data.image_size x 8/7 rounded: 256 for 224)", at_least(0)).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.crop_scale", &C::data, &DataConfig::crop_scale, "image_folder, training: [low, high] share of the image's area a random crop covers (RandomResizedCrop's scale)", ordered_pair(0.0, 1.0)).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.crop_ratio", &C::data, &DataConfig::crop_ratio, "image_folder, training: [low, high] aspect ratio (width / height) of a random crop, drawn log-uniformly (RandomResizedCrop's ratio)", ordered_pair(0.0, 1e6)).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.hflip", &C::data, &DataConfig::hflip, "image_folder, cifar10, cifar100, training: flip half of the images left to right (RandomHorizontalFlip), after the crop; default on for image_folder, off for cifar10 / cifar100 unless set").when(formats({DataFormat::kImageFolder, DataFormat::kCifar10, DataFormat::kCifar100})).must_match());
+    s.push_back(field("data.scaled_decode", &C::data, &DataConfig::scaled_decode, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 of its size (libjpeg-turbo's reduced IDCTs), the smallest that keeps the crop at least data.image_size (evaluation: the shorter side at least data.resize): a fraction of the work for photos several times larger than the crop, pixels a few levels from a full-size decode's; false = always full size, as PIL").when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.pixel_mean", &C::data, &DataConfig::pixel_mean, "image_folder with data.normalize: per-channel mean of x / 255, subtracted on the device (ImageNet's by default)", count_of(3)).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(field("data.pixel_std", &C::data, &DataConfig::pixel_std, "image_folder with data.normalize: per-channel std of x / 255, divided by on the device (ImageNet's by default)", count_of(3, positive())).when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate").when(formats({DataFormat::kSynthetic})).must_match());
+    s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)).when(formats({DataFormat::kSynthetic})).must_match().sizes_data());
+    s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)).when(formats({DataFormat::kSynthetic})).must_match().sizes_data());
+    s.push_back(field("data.synthetic_test_size", &C::data, &DataConfig::synthetic_test_size, "synthetic: test samples (0 = no test split)", at_least(0)).when(formats({DataFormat::kSynthetic})).must_match().sizes_data());
+    s.push_back(field("data.synthetic_features", &C::data, &DataConfig::synthetic_features, "synthetic: input features", at_least(1)).when(formats({DataFormat::kSynthetic})).must_match().sizes_data());
+    s.push_back(field("data.synthetic_classes", &C::data, &DataConfig::synthetic_classes, "synthetic: classes (classification)", at_least(2)).when(formats({DataFormat::kSynthetic})).must_match());
+    s.push_back(field("data.synthetic_noise", &C::data, &DataConfig::synthetic_noise, "synthetic: noise on regression targets", non_negative()).when(formats({DataFormat::kSynthetic})).must_match());
+    s.push_back(field("data.synthetic_uint8", &C::data, &DataConfig::synthetic_uint8, "synthetic images: hold pixels as uint8 0..255, standardized on the device (a quarter of the host memory and of the copy to the GPU)").when(formats({DataFormat::kSynthetic})).must_match());
     // train
-    s.push_back(field("train.epochs", &C::train, &TrainConfig::epochs, "passes over the training set", at_least(1)));
-    s.push_back(field("train.max_steps", &C::train, &TrainConfig::max_steps, "stop after this many optimizer steps (0 = no limit)", at_least(0)));
-    s.push_back(field("train.global_batch", &C::train, &TrainConfig::global_batch, "samples per optimizer step, over all ranks", at_least(1)));
+    s.push_back(field("train.epochs", &C::train, &TrainConfig::epochs, "passes over the training set", at_least(1)).always().may_change());
+    s.push_back(field("train.max_steps", &C::train, &TrainConfig::max_steps, "stop after this many optimizer steps (0 = no limit)", at_least(0)).always().may_change());
+    s.push_back(field("train.global_batch", &C::train, &TrainConfig::global_batch, "samples per optimizer step, over all ranks", at_least(1)).always().must_match());
     {
       Field f;
       f.key = "train.micro_batch";
@@ -217,44 +242,44 @@ const std::vector<Field>& schema() {
       f.get = [](const Config& c) {
         return c.train.micro_batch < 0 ? std::string("auto") : std::to_string(c.train.micro_batch);
       };
-      s.push_back(f);
+      s.push_back(f.always().may_change());
     }
-    s.push_back(choice("train.optimizer", &C::train, &TrainConfig::optimizer, "optimizer"));
-    s.push_back(field("train.lr", &C::train, &TrainConfig::lr, "peak learning rate", positive()));
-    s.push_back(field("train.momentum", &C::train, &TrainConfig::momentum, "sgd: momentum", in_range(0.0, 1.0)));
-    s.push_back(field("train.dampening", &C::train, &TrainConfig::dampening, "sgd with momentum: dampening of the gradient added to the momentum buffer after the first step (torch.optim.SGD's)", in_range(0.0, 1.0)));
-    s.push_back(field("train.nesterov", &C::train, &TrainConfig::nesterov, "sgd: Nesterov momentum (torch.optim.SGD's nesterov); needs train.momentum > 0 and train.dampening 0"));
-    s.push_back(field("train.weight_decay", &C::train, &TrainConfig::weight_decay, "weight decay (decoupled for adamw)", non_negative()));
-    s.push_back(field("train.no_decay_norm_bias", &C::train, &TrainConfig::no_decay_norm_bias, "sgd, adam, adamw: no weight decay for biases and normalization weights; the rule (nanoGPT's and timm's): every parameter of fewer than 2 dimensions is left undecayed, every matrix and conv kernel is decayed"));
-    s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)));
-    s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)));
-    s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()));
-    s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup: constant, cosine (to zero at the last step), linear (to zero at the last step, torch's LinearLR), step (times train.lr_gamma every train.lr_step_size steps, StepLR)"));
-    s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)));
-    s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)));
-    s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)));
-    s.push_back(choice("train.loss", &C::train, &TrainConfig::loss, "loss function"));
-    s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()));
-    s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32"));
-    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops"));
-    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs CUDA, gradients over NCCL when there are several ranks (the bucketed all-reduce is captured too), equal batch shapes, a fused optimizer and no loss scaler (fp16, train.skip_nonfinite); auto = whenever that holds"));
-    s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch"));
-    s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch"));
-    s.push_back(field("train.skip_nonfinite", &C::train, &TrainConfig::skip_nonfinite, "skip an optimizer step whose loss or gradients are not finite (one host sync per step); false = stop the run with an error naming the step"));
+    s.push_back(choice("train.optimizer", &C::train, &TrainConfig::optimizer, "optimizer").always().must_match());
+    s.push_back(field("train.lr", &C::train, &TrainConfig::lr, "peak learning rate", positive()).always().may_change());
+    s.push_back(field("train.momentum", &C::train, &TrainConfig::momentum, "sgd: momentum", in_range(0.0, 1.0)).when(sgd_only).may_change());
+    s.push_back(field("train.dampening", &C::train, &TrainConfig::dampening, "sgd with momentum: dampening of the gradient added to the momentum buffer after the first step (torch.optim.SGD's)", in_range(0.0, 1.0)).when(sgd_only).may_change());
+    s.push_back(field("train.nesterov", &C::train, &TrainConfig::nesterov, "sgd: Nesterov momentum (torch.optim.SGD's nesterov); needs train.momentum > 0 and train.dampening 0").when(sgd_only).may_change());
+    s.push_back(field("train.weight_decay", &C::train, &TrainConfig::weight_decay, "weight decay (decoupled for adamw)", non_negative()).always().may_change());
+    s.push_back(field("train.no_decay_norm_bias", &C::train, &TrainConfig::no_decay_norm_bias, "sgd, adam, adamw: no weight decay for biases and normalization weights; the rule (nanoGPT's and timm's): every parameter of fewer than 2 dimensions is left undecayed, every matrix and conv kernel is decayed").when(with_weight_decay).may_change());
+    s.push_back(field("train.beta1", &C::train, &TrainConfig::beta1, "adam/adamw: beta1", in_range(0.0, 1.0)).when(adam_only).may_change());
+    s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)).when(adam_only).may_change());
+    s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()).when(adam_only).may_change());
+    s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup: constant, cosine (to zero at the last step), linear (to zero at the last step, torch's LinearLR), step (times train.lr_gamma every train.lr_step_size steps, StepLR)").always().may_change());
+    s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)).always().may_change());
+    s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)).when(step_schedule).may_change());
+    s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)).when(step_schedule).may_change());
+    s.push_back(choice("train.loss", &C::train, &TrainConfig::loss, "loss function").always().must_match());
+    s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()).always().may_change());
+    s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32").always().may_change());
+    s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops").always().may_change());
+    s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs CUDA, gradients over NCCL when there are several ranks (the bucketed all-reduce is captured too), equal batch shapes, a fused optimizer and no loss scaler (fp16, train.skip_nonfinite); auto = whenever that holds").always().may_change());
+    s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch").always().must_match());
+    s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch").always().may_change());
+    s.push_back(field("train.skip_nonfinite", &C::train, &TrainConfig::skip_nonfinite, "skip an optimizer step whose loss or gradients are not finite (one host sync per step); false = stop the run with an error naming the step").always().may_change());
     // dist
-    s.push_back(choice("dist.backend", &C::dist, &DistConfig::backend, "gradient communication; auto = NCCL on GPUs, MPI on CPUs"));
-    s.push_back(field("dist.bucket_cap_mb", &C::dist, &DistConfig::bucket_cap_mb, "gradient bucket size in MB", positive()));
-    s.push_back(field("dist.first_bucket_mb", &C::dist, &DistConfig::first_bucket_mb, "size of the first (last-layer) bucket in MB", positive()));
-    s.push_back(field("dist.overlap", &C::dist, &DistConfig::overlap, "all-reduce buckets while backward runs (false: after backward, for debugging)"));
-    s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire"));
-    s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step"));
-    s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)"));
+    s.push_back(choice("dist.backend", &C::dist, &DistConfig::backend, "gradient communication; auto = NCCL on GPUs, MPI on CPUs").always().may_change());
+    s.push_back(field("dist.bucket_cap_mb", &C::dist, &DistConfig::bucket_cap_mb, "gradient bucket size in MB", positive()).always().may_change());
+    s.push_back(field("dist.first_bucket_mb", &C::dist, &DistConfig::first_bucket_mb, "size of the first (last-layer) bucket in MB", positive()).always().may_change());
+    s.push_back(field("dist.overlap", &C::dist, &DistConfig::overlap, "all-reduce buckets while backward runs (false: after backward, for debugging)").always().may_change());
+    s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire").always().may_change());
+    s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step").always().may_change());
+    s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)").always().may_change());
     // checkpoint
-    s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)));
-    s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch"));
-    s.push_back(field("checkpoint.keep", &C::checkpoint, &CheckpointConfig::keep, "complete checkpoints kept; older ones are removed once a newer one is complete", at_least(1)));
-    s.push_back(field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "folder of the checkpoints, shared by all ranks; empty = <run dir>/checkpoints"));
-    s.push_back(field("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto = continue from the newest complete checkpoint in the folder if there is one; none = start fresh; or the path of a checkpoint to continue from"));
+    s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)).always().may_change());
+    s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch").always().may_change());
+    s.push_back(field("checkpoint.keep", &C::checkpoint, &CheckpointConfig::keep, "complete checkpoints kept; older ones are removed once a newer one is complete", at_least(1)).always().may_change());
+    s.push_back(field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "folder of the checkpoints, shared by all ranks; empty = <run dir>/checkpoints").always().may_change());
+    s.push_back(field("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto = continue from the newest complete checkpoint in the folder if there is one; none = start fresh; or the path of a checkpoint to continue from").always().may_change());
     return s;
   }();
   return fields;

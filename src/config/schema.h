@@ -1,5 +1,11 @@
 // The schema: the one table of every config key, with its type, help text, parser, range check
 // and how the dump writes it. Parsing, overrides, `--help`, the dump and the hash all walk it.
+// Each row also says what the key applies to (every run, the models that declare it when they
+// register, or a condition on the config such as the data format), whether it sizes the data or
+// the model, and whether it may change when a run resumes: the unused-key warnings
+// (session/unused_keys.h), the host out-of-memory hints (session.cpp) and the resume check
+// (train/resume.cpp) are derived from it (tests/unit/test_config_keys.cpp: every key says all
+// of it).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -7,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrain {
@@ -14,6 +21,14 @@ class Config;
 }
 
 namespace dtrain::config {
+
+// What a key applies to: every run; the model whose registration declares it (model.* keys,
+// models.h's register_model); or runs the row's condition accepts. kUnset: the row does not say.
+enum class Applies { kUnset, kAlways, kModel, kWhen };
+// Whether a checkpoint written under another value may be resumed. kUnset: the row does not say.
+enum class OnResume { kUnset, kMayChange, kMustMatch };
+// What the key sizes in host memory, for the hint of an out-of-memory error.
+enum class Sizes { kNothing, kData, kModel };
 
 struct Field {
   std::string key;   // "section.name"
@@ -26,6 +41,25 @@ struct Field {
   std::function<void(double, const std::string& where)> check_number;
   // Integer-list keys: the same for a list.
   std::function<void(const std::vector<int64_t>&, const std::string& where)> check_list;
+
+  Applies applies = Applies::kUnset;
+  // kWhen: "" when a run with this config reads the key, else why not ("data.format is csv").
+  std::function<std::string(const Config&)> unused_because;
+  OnResume on_resume = OnResume::kUnset;
+  Sizes sizes = Sizes::kNothing;
+
+  // The row's classification, chained onto field() / choice().
+  Field& always() { applies = Applies::kAlways; return *this; }
+  Field& by_model() { applies = Applies::kModel; return *this; }
+  Field& when(std::function<std::string(const Config&)> why_not) {
+    applies = Applies::kWhen;
+    unused_because = std::move(why_not);
+    return *this;
+  }
+  Field& may_change() { on_resume = OnResume::kMayChange; return *this; }
+  Field& must_match() { on_resume = OnResume::kMustMatch; return *this; }
+  Field& sizes_data() { sizes = Sizes::kData; return *this; }
+  Field& sizes_model() { sizes = Sizes::kModel; return *this; }
 };
 
 const std::vector<Field>& schema();

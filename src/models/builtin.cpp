@@ -120,13 +120,14 @@ void register_builtin_models() {
   register_torchscript_model();
   register_model("linear", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
-  }, "one linear layer on flattened inputs");
+  }, "one linear layer on flattened inputs", std::vector<std::string>{});
   register_model("mlp", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<Mlp>(flat_size(d.input_shape), c.hidden, output_size(d), c.dropout);
-  }, "fully connected ReLU layers (model.hidden)");
+  }, "fully connected ReLU layers (model.hidden)", std::vector<std::string>{"model.hidden", "model.dropout"});
   register_model("cnn", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout);
-  }, "5x5 conv + max-pool blocks (model.channels), then model.fc, for images");
+  }, "5x5 conv + max-pool blocks (model.channels), then model.fc, for images",
+     std::vector<std::string>{"model.channels", "model.fc", "model.dropout"});
 }
 }  // namespace detail
 

@@ -280,7 +280,10 @@ namespace detail {
 void register_gpt_models() {
   register_model("gpt", &make_gpt,
                  "GPT-2 decoder (model.n_layer, n_head, n_embd, vocab_size, seq_len), for "
-                 "token sequences");
+                 "token sequences",
+                 std::vector<std::string>{"model.n_layer", "model.n_head", "model.n_embd",
+                                          "model.vocab_size", "model.seq_len", "model.dropout",
+                                          "model.attention", "model.fused_kernels", "model.fused_mlp"});
 }
 }  // namespace detail
 

@@ -13,6 +13,7 @@ namespace {
 struct Entry {
   ModelFactory factory;
   std::string description;
+  std::optional<std::vector<std::string>> reads;
 };
 std::mutex& registry_mu() {
   static std::mutex mu;
@@ -28,10 +29,23 @@ void ensure_builtins() {
 }
 }  // namespace
 
-void register_model(const std::string& name, ModelFactory factory, std::string description) {
+void register_model(const std::string& name, ModelFactory factory, std::string description,
+                    std::optional<std::vector<std::string>> reads) {
   if (name.empty() || !factory) throw Error("register_model: empty name or factory");
+  if (reads)
+    for (const auto& key : *reads)
+      if (key.rfind("model.", 0) != 0)
+        throw Error("register_model('" + name + "'): '" + key + "' is not a model.* key");
   std::lock_guard<std::mutex> lock(registry_mu());
-  registry()[name] = Entry{std::move(factory), std::move(description)};
+  registry()[name] = Entry{std::move(factory), std::move(description), std::move(reads)};
+}
+
+std::optional<std::vector<std::string>> model_keys(const std::string& name) {
+  ensure_builtins();
+  std::lock_guard<std::mutex> lock(registry_mu());
+  const auto it = registry().find(name);
+  if (it == registry().end()) return std::nullopt;
+  return it->second.reads;
 }
 
 std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cfg,

@@ -241,10 +241,10 @@ namespace detail {
 void register_resnet_models() {
   register_model("resnet18", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
-  }, "torchvision's ResNet-18 (model.channels_last), for images");
+  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last"});
   register_model("resnet50", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
-  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images");
+  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last"});
 }
 }  // namespace detail
 

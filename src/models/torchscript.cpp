@@ -183,7 +183,8 @@ void register_torchscript_model() {
     auto model = std::make_shared<TorchScriptModel>(std::move(scripted), c.path);
     model->check_output(d);
     return model;
-  }, "a module scripted and saved in Python: torch.jit.script(m).save(model.path)");
+  }, "a module scripted and saved in Python: torch.jit.script(m).save(model.path)",
+     std::vector<std::string>{"model.path"});
 }
 }  // namespace detail
 

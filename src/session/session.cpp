@@ -4,11 +4,14 @@
 #include <c10/util/Exception.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 
 #include "checkpoint/weights.h"
+#include "config/schema.h"
 #include "session/unused_keys.h"
 #include "cuda/device.h"
 #include "cuda/versions.h"
@@ -58,25 +61,22 @@ std::pair<int, int> mpi_place() {
 }
 
 
-// The config keys that set how much memory the datasets take.
-std::string data_size_keys(const DataConfig& d) {
-  if (d.format == DataFormat::kIdx) return "data.path, data.train_images, data.test_images";
-  if (d.format == DataFormat::kText || d.format == DataFormat::kCsv) return "data.train_files";
-  if (d.format == DataFormat::kCifar10 || d.format == DataFormat::kCifar100)
-    return "data.path, data.train_files, data.test_files";
-  if (d.format == DataFormat::kImageFolder) return "data.path, data.train_dir, data.test_dir";
-  return "data.synthetic_size, data.synthetic_test_size, " +
-         std::string(d.synthetic_task == SyntheticTask::kImages || d.synthetic_task == SyntheticTask::kTokens
-                         ? "data.synthetic_shape"
-                         : "data.synthetic_features");
-}
-
-// The config keys that set a built-in model's size.
-std::string model_size_keys(const ModelConfig& m) {
-  if (m.name == "gpt") return "model.n_layer, model.n_embd, model.vocab_size, model.seq_len";
-  if (m.name == "mlp") return "model.hidden (and the data's sample size)";
-  if (m.name == "cnn") return "model.channels, model.fc (and the data's sample size)";
-  return "model.name " + m.name + " (and the data's sample size)";
+// The config keys that set how much host memory the datasets (Sizes::kData) or the model
+// (Sizes::kModel) take, as the schema classifies them: those this run reads.
+std::string size_keys(const Config& c, config::Sizes sizes) {
+  const std::optional<std::vector<std::string>> reads = model_keys(c.model.name);
+  std::string keys;
+  for (const config::Field& f : config::schema()) {
+    if (f.sizes != sizes) continue;
+    if (f.applies == config::Applies::kWhen && !f.unused_because(c).empty()) continue;
+    if (f.applies == config::Applies::kModel &&
+        (!reads || std::find(reads->begin(), reads->end(), f.key) == reads->end()))
+      continue;
+    keys += (keys.empty() ? "" : ", ") + f.key;
+  }
+  if (sizes == config::Sizes::kModel)
+    keys = (keys.empty() ? "model.name " + c.model.name : keys) + " (and the data's sample size)";
+  return keys;
 }
 
 }  // namespace
@@ -118,11 +118,11 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
   const Config& c = s.config;
   at::manual_seed(static_cast<uint64_t>(c.run.seed));
   detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed); }, "building the datasets",
-                            data_size_keys(c.data), "use smaller data");
+                            size_keys(c, config::Sizes::kData), "use smaller data");
   log::detail("data: " + s.data.train->describe() +
               (s.data.test ? "; test: " + s.data.test->describe() : ""));
   detail::guard_host_memory([&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
-                            "building the model " + c.model.name, model_size_keys(c.model),
+                            "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),
                             "make the model smaller");
   int64_t n_params = 0;
   for (const auto& p : s.model->parameters()) n_params += p.numel();

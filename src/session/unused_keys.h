@@ -1,7 +1,8 @@
-// Keys a config sets that its run will not read: a built-in model's keys under another model,
-// one data format's keys under another, one optimizer's keys under another, train.lr_step_size
-// and train.lr_gamma without schedule step, train.no_decay_norm_bias without weight decay. Such
-// a run can go on, so each is a warning (rank 0, build_session), not an error.
+// Keys a config sets that its run will not read, as the schema says (config/schema.h): a model.*
+// key the model did not declare when it registered (models.h), one data format's keys under
+// another, one optimizer's keys under another, train.lr_step_size and train.lr_gamma without
+// schedule step, train.no_decay_norm_bias without weight decay. Such a run can go on, so each is
+// a warning (rank 0, build_session), not an error.
 #pragma once
 
 #include <string>

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "checkpoint/folder.h"
+#include "config/schema.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "util/dir.h"
@@ -18,16 +19,11 @@ namespace dtrain::detail {
 namespace {
 
 // Keys that decide the model, the data and the order of samples: a checkpoint written under
-// other values cannot be continued. Every other key may change on resume (and is logged).
+// other values cannot be continued (the schema's OnResume::kMustMatch). Every other key may
+// change on resume (and is logged).
 bool must_match(const std::string& key) {
-  static const char* fixed[] = {"run.seed", "train.global_batch", "train.optimizer",
-                                "train.drop_last", "train.loss"};
-  for (const char* k : fixed)
-    if (key == k) return true;
-  if (key.rfind("model.", 0) == 0) return true;
-  if (key.rfind("data.", 0) == 0)
-    return key != "data.workers" && key != "data.prefetch" && key != "data.pin_memory";
-  return false;
+  const config::Field* f = config::find_field(key);
+  return f && f->on_resume == config::OnResume::kMustMatch;
 }
 
 // Rank 0 picks the checkpoint; every rank gets its path ("" for a fresh start) or its error.
