@@ -57,7 +57,13 @@ void describe_throughput(RunInfo& info, const Model& model, const Config& cfg) {
 }
 
 StepTelemetry::StepTelemetry(const StepContext& ctx, const Config& cfg)
-    : ctx_(ctx), start_(Clock::now()), wall_start_(unix_now()), window_start_(*ctx.phases) {
+    : ctx_(ctx),
+      global_batch_(cfg.train.global_batch),
+      rate_start_(Clock::now()),
+      epoch_start_(rate_start_),
+      start_(rate_start_),
+      wall_start_(unix_now()),
+      window_start_(*ctx.phases) {
   if (ctx.device.is_cuda()) {
     reset_peak_memory(ctx.device);
     gpu_ = std::make_unique<GpuMonitor>(pci_bus_id(ctx.device.index()), cfg.run.gpu_sample_s);
@@ -74,7 +80,14 @@ void StepTelemetry::fill_step(StepRecord& rec) const {
   }
 }
 
+void StepTelemetry::restart_rate() {
+  rate_steps_ = 0;
+  rate_start_ = Clock::now();
+}
+
 void StepTelemetry::fill_window(StepRecord& rec) {
+  rec.samples_per_s = static_cast<double>(rate_steps_ * global_batch_) / seconds_since(rate_start_);
+  rec.window_steps = rate_steps_;
   rec.window_phases = minus(rec.phases, window_start_);
   window_start_ = rec.phases;
   if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();
@@ -96,9 +109,11 @@ void StepTelemetry::fill_window(StepRecord& rec) {
     if (!gpu_steady_) gpu_->start_steady();
     gpu_steady_ = true;
   }
+  restart_rate();
 }
 
 void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) const {
+  summary.seconds = train_seconds_;
   summary.wall_start = wall_start_;
   summary.wall_end = unix_now();
   if (ctx_.device.is_cuda()) {

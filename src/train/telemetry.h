@@ -26,16 +26,30 @@ class StepTelemetry {
   // Starts the clocks (and the GPU sampler on a CUDA rank) as training is about to begin.
   StepTelemetry(const StepContext& ctx, const Config& cfg);
 
+  // Throughput and training time: a step done; an epoch's training begins and ends (the
+  // evaluation and saves after it are not training time); the rate's window restarts (at the
+  // loop's start and after each epoch's end).
+  void step_done() { ++rate_steps_; }
+  void epoch_begins() { epoch_start_ = Clock::now(); }
+  void epoch_ends() { train_seconds_ += seconds_since(epoch_start_); }
+  double epoch_seconds() const { return seconds_since(epoch_start_); }
+  void restart_rate();
+
   // Every step: wall time, elapsed seconds, this step's buckets.
   void fill_step(StepRecord& rec) const;
-  // Steps that read the loss: the window's phase times, loss scale, gradient norm, memory, GPU.
+  // Steps that read the loss: samples/s over the steps since the last read, the window's phase
+  // times, loss scale, gradient norm, memory, GPU; the rate's window restarts.
   void fill_window(StepRecord& rec);
-  // At the end: wall times, memory, the run's GPU means, every rank's phase times (a
-  // collective on `control`: every rank calls it).
+  // At the end: training seconds, wall times, memory, the run's GPU means, every rank's phase
+  // times (a collective on `control`: every rank calls it).
   void fill_summary(TrainSummary& summary, Communicator& control) const;
 
  private:
   const StepContext& ctx_;
+  int64_t global_batch_;
+  int64_t rate_steps_ = 0;
+  Clock::time_point rate_start_, epoch_start_;
+  double train_seconds_ = 0;
   Clock::time_point start_;
   double wall_start_ = 0;
   PhaseTimes window_start_;

@@ -16,6 +16,7 @@
 #include "hooks/hook_list.h"
 #include "hooks/standard.h"
 #include "runtime/watchdog.h"
+#include "train/cursor.h"
 #include "train/eager_step.h"
 #include "train/evaluator.h"
 #include "train/graph_step.h"
@@ -76,9 +77,10 @@ struct Trainer::Impl {
   detail::StepContext ctx;
   detail::HookList hooks;
   std::shared_ptr<FaultInjector> faults;
-  int64_t step = 0;
   int64_t micro = 1;  // the micro-batch in use (evaluation batches too)
   bool oom_recovery = true;
+
+  struct Fit;
 };
 
 Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, at::Device device,
@@ -162,43 +164,145 @@ void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
 
 }  // namespace
 
-TrainSummary Trainer::fit() {
-  Impl& m = *impl_;
-  const TrainConfig& t = m.cfg.train;
-  const CheckpointConfig& ck = m.cfg.checkpoint;
-  // The save schedule runs when checkpoints have a folder (requested saves always reach hooks).
-  const bool scheduled = !ck.folder(m.cfg.run).empty();
-  const int64_t every_steps = scheduled ? ck.every_steps : 0;
-  const bool every_epoch = scheduled && ck.every_epoch;
-  const int world = m.comm.world(), rank = m.comm.rank();
-  const int64_t rank_batch = m.cfg.resolved.rank_batch;
-  detail::RunDirectory run_dir(m.cfg, m.control);
-  const std::optional<detail::ResumePoint> from = detail::resume(m.ctx, m.cfg, m.control);
-  run_dir.check_fresh_start(from.has_value(), m.control);
-  const detail::LoopPosition start = from ? from->position : detail::LoopPosition{};
-  const bool same_world = from && from->saved_world == world;
-  const int64_t first_micro = same_world ? start.micro_batch
-                              : m.cfg.resolved.micro_batch < 0
-                                  ? detail::find_micro_batch(m.ctx, *m.train, rank_batch)
-                                  : m.cfg.resolved.micro_batch;
-  detail::MicroBatch micro(rank_batch, first_micro, t.global_batch, m.oom_recovery);
-  detail::StepPlan plan = detail::plan_steps(m.cfg, m.train->size(), world, rank, start.step);
-  if (from && start.steps_per_epoch != plan.steps_per_epoch)
-    throw Error("an epoch has " + std::to_string(plan.steps_per_epoch) + " steps in this run but " +
-                    std::to_string(start.steps_per_epoch) + " in the checkpoint: cannot resume",
-                from->path);
-  if (rank == 0) warn_about_limits(m.cfg, plan);
-  const detail::LrSchedule lr(t, plan.total_steps);
-  detail::EagerStep eager(m.ctx, micro);
-  detail::GraphStep graph(m.ctx, eager, micro, t.cuda_graph, rank_batch);
+// One fit() call: what the loop works with, built before its first step (the resume decision,
+// the micro-batch, the step plan, the engines; the hooks' on_start; then the loader), and the
+// pieces of the loop that are not its outline: the records, a save, the loss reads, an epoch's
+// evaluation, the end.
+struct Trainer::Impl::Fit {
+  explicit Fit(Impl& impl);
 
+  std::optional<Batch> next_batch();
+  StepRecord step_record(double lr) const;
+  // Reads the loss window into `rec` (every rank: a collective), with what goes with it.
+  void read_loss(StepRecord& rec);
+  // At an epoch's end: the loss of the steps since the last read.
+  void read_rest();
+  void save(int asked_by, const std::string& reason);
+  // Carries out what the ranks agreed on; whether training stops.
+  bool act(const detail::Agreed& a);
+  void evaluate_epoch();
+  TrainSummary finish();
+
+  Impl& m;
+  const TrainConfig& t;
+  const int world, rank;
+  detail::RunDirectory run_dir;
+  const std::optional<detail::ResumePoint> from;  // a resumed run's checkpoint
+  detail::MicroBatch micro;
+  detail::StepPlan plan;
+  detail::LoopCursor at;
+  const detail::LrSchedule lr;
+  detail::EagerStep eager;
+  detail::GraphStep graph;
+  detail::StepTelemetry telemetry;
+  LoopControl control;
+  detail::RequestAgreement agree;
+  TrainSummary summary;
+  detail::LossWindow window;
+  std::optional<Loader> loader;
+  detail::QueueMark queued;  // the end of the last step's GPU work
+
+ private:
+  RunInfo run_info() const;
+  static std::optional<detail::ResumePoint> resumed(Impl& m, detail::RunDirectory& dir);
+  int64_t first_micro_batch() const;
+  detail::StepPlan planned() const;
+};
+
+TrainSummary Trainer::fit() {
+  Impl::Fit f(*impl_);
+  Impl& m = *impl_;
+  detail::LoopCursor& at = f.at;
+  f.telemetry.restart_rate();
+  for (; at.more_epochs(f.summary.stopped); at.next_epoch()) {
+    m.model->train();
+    f.telemetry.epoch_begins();
+    for (int64_t s = at.first_in_epoch(); at.runs(s); ++s) {
+      const std::optional<Batch> batch = f.next_batch();
+      m.hooks.on_step_begin(at.step());
+      const double step_lr = f.lr.at(at.step());
+      if (!f.graph.run(*batch, at.step(), step_lr)) f.eager.run(*batch, at.step(), step_lr);
+      f.queued.record(m.ctx.device);
+      at.step_done();
+      f.window.add_step();
+      f.telemetry.step_done();
+      f.summary.samples += batch->size() * f.world;
+      StepRecord rec = f.step_record(step_lr);
+      if (at.read_due(s)) f.read_loss(rec);
+      f.telemetry.fill_step(rec);
+      m.hooks.on_step(rec, f.control);
+      if (at.save_due()) f.save(-1, "checkpoint.every_steps");
+      if (f.act(f.agree.at_step(f.control))) break;
+    }
+    f.telemetry.epoch_ends();
+    f.read_rest();
+    if (f.summary.stopped) break;  // at a step boundary: this epoch's end has not come
+    at.epoch_ended();
+    if (f.t.eval && m.test) f.evaluate_epoch();
+    if (at.epoch_save_due()) f.save(-1, "end of epoch " + std::to_string(at.epoch() + 1));
+    f.telemetry.restart_rate();
+    if (at.last_step()) break;
+  }
+  return f.finish();
+}
+
+Trainer::Impl::Fit::Fit(Impl& impl)
+    : m(impl),
+      t(impl.cfg.train),
+      world(impl.comm.world()),
+      rank(impl.comm.rank()),
+      run_dir(impl.cfg, impl.control),
+      from(resumed(impl, run_dir)),
+      micro(impl.cfg.resolved.rank_batch, first_micro_batch(), t.global_batch, impl.oom_recovery),
+      plan(planned()),
+      at(impl.cfg, from ? &from->position : nullptr, plan.steps_per_epoch, plan.total_steps,
+         /*saves=*/!impl.cfg.checkpoint.folder(impl.cfg.run).empty()),
+      lr(t, plan.total_steps),
+      eager(impl.ctx, micro),
+      graph(impl.ctx, eager, micro, t.cuda_graph, impl.cfg.resolved.rank_batch),
+      telemetry(impl.ctx, impl.cfg),
+      agree(impl.control),
+      window(eager, impl.control, impl.watchdog, t.precision, at.step()) {
+  if (rank == 0) warn_about_limits(m.cfg, plan);
+  m.hooks.on_start(run_info(), control);
+  if (from) {
+    summary.samples = from->position.samples;
+    summary.last_loss = from->position.last_loss;
+    window.restore(from->position, from->saved_world);
+  }
+  loader.emplace(m.train, std::move(plan.batches), m.loader_options(), std::move(plan.epochs));
+}
+
+std::optional<detail::ResumePoint> Trainer::Impl::Fit::resumed(Impl& m, detail::RunDirectory& dir) {
+  std::optional<detail::ResumePoint> p = detail::resume(m.ctx, m.cfg, m.control);
+  dir.check_fresh_start(p.has_value(), m.control);
+  return p;
+}
+
+// The micro-batch to start with: the checkpoint's on the same world, else the config's, or
+// measured (train.micro_batch: auto).
+int64_t Trainer::Impl::Fit::first_micro_batch() const {
+  if (from && from->saved_world == world) return from->position.micro_batch;
+  if (m.cfg.resolved.micro_batch >= 0) return m.cfg.resolved.micro_batch;
+  return detail::find_micro_batch(m.ctx, *m.train, m.cfg.resolved.rank_batch);
+}
+
+detail::StepPlan Trainer::Impl::Fit::planned() const {
+  const int64_t first = from ? from->position.step : 0;
+  detail::StepPlan p = detail::plan_steps(m.cfg, m.train->size(), world, rank, first);
+  if (from && from->position.steps_per_epoch != p.steps_per_epoch)
+    throw Error("an epoch has " + std::to_string(p.steps_per_epoch) + " steps in this run but " +
+                    std::to_string(from->position.steps_per_epoch) + " in the checkpoint: cannot resume",
+                from->path);
+  return p;
+}
+
+RunInfo Trainer::Impl::Fit::run_info() const {
   RunInfo info;
   info.config = &m.cfg;
-  info.rank = rank;
-  info.world = world;
+  info.rank = rank, info.world = world;
   info.device = m.ctx.device;
-  info.steps_per_epoch = plan.steps_per_epoch;
-  info.total_steps = plan.total_steps;
+  info.steps_per_epoch = plan.steps_per_epoch, info.total_steps = plan.total_steps;
   info.micro_batch = micro.size();
   info.run_dir = m.cfg.run.run_dir();
   info.data = m.train->spec();
@@ -206,156 +310,109 @@ TrainSummary Trainer::fit() {
   info.test_samples = m.test ? m.test->size() : 0;
   for (const auto& p : m.ctx.params) info.parameters += p.numel();
   if (from) {
-    info.resumed_from = from->path, info.resumed_step = start.step;
-    info.resumed_samples = start.samples;
+    info.resumed_from = from->path, info.resumed_step = from->position.step;
+    info.resumed_samples = from->position.samples;
   }
   info.control = &m.control;
   detail::describe_throughput(info, *m.model, m.cfg);
-  detail::StepTelemetry telemetry(m.ctx, m.cfg);
-  LoopControl control;
-  detail::RequestAgreement agree(m.control);
-  m.hooks.on_start(info, control);
+  return info;
+}
 
-  TrainSummary summary;
-  m.step = start.step;
-  summary.samples = start.samples;
-  summary.last_loss = start.last_loss;
-  // Where the loop starts: the checkpoint's step; at an epoch's end whose loss read and
-  // evaluation had not run yet, with that end.
-  int64_t epoch = m.step / plan.steps_per_epoch, first_s = m.step % plan.steps_per_epoch;
-  if (from && first_s == 0 && m.step > 0 && !start.epoch_end_done) --epoch, first_s = plan.steps_per_epoch;
-  detail::LossWindow window(eager, m.control, m.watchdog, t.precision, m.step);
-  if (from) window.restore(start, from->saved_world);
-  bool epoch_end_done = start.epoch_end_done;
-  int64_t saved_step = from ? m.step : -1;
-  auto save = [&](int asked_by, const std::string& reason) {
-    TrainState st;
-    st.step = m.step;
-    st.epoch = epoch + 1;
-    st.samples = summary.samples;
-    st.steps_per_epoch = plan.steps_per_epoch;
-    st.epoch_end_done = epoch_end_done;
-    st.micro_batch = micro.size();
-    st.window_loss = window.total();  // also: no checkpoint of a diverged model
-    st.window_steps = window.steps();
-    st.last_loss = summary.last_loss;
-    st.model = m.model.get();
-    st.optimizer = m.ctx.optimizer.get();
-    st.scaler = m.ctx.scaler.get();
-    st.config = &m.cfg;
-    st.control = &m.control;
-    st.device = m.ctx.device;
-    st.rank = rank;
-    st.world = world;
-    st.asked_by = asked_by;
-    st.reason = reason;
-    const bool written = m.hooks.on_save(st);
-    if (written) saved_step = m.step;
-    if (!written && asked_by >= 0)
-      log::info("a save was asked for after step " + std::to_string(m.step) + " (by rank " +
-                std::to_string(asked_by) + ": " + reason +
-                "), but no hook writes checkpoints (run.dir and checkpoint.dir are empty)");
-  };
-  auto act = [&](const detail::Agreed& a) {
-    if (a.save()) save(a.save_by, a.signal ? "stop signal" : "asked by a hook");
-    if (a.stop()) summary.stopped = true, summary.stopped_by = a.stop_by, summary.stop_signal = a.signal;
-    return a.stop();
-  };
+std::optional<Batch> Trainer::Impl::Fit::next_batch() {
+  m.watchdog.beat("waiting for data", at.step() + 1);
+  const auto t0 = Clock::now();
+  std::optional<Batch> batch = loader->next();
+  // Note [data wait]: a wait the GPU did not see (it still had queued steps) is compute.
+  (queued.pending() ? m.phases.compute : m.phases.data) += seconds_since(t0);
+  if (!batch) throw Error("the loader ran out of batches (internal error)");
+  return batch;
+}
 
-  Loader loader(m.train, std::move(plan.batches), m.loader_options(), std::move(plan.epochs));
-  detail::QueueMark queued;  // the end of the last step's GPU work
-  int64_t rate_steps = 0;
-  auto window_start = Clock::now();
-  double train_seconds = 0;
-  // A resumed run that had finished (its last end of epoch included) has nothing left to do.
-  const bool finished = from && m.step >= plan.total_steps && start.epoch_end_done;
-  for (; !finished && epoch < t.epochs && !summary.stopped; ++epoch, first_s = 0) {
-    m.model->train();
-    const auto epoch_start = Clock::now();
-    for (int64_t s = first_s; s < plan.steps_per_epoch && m.step < plan.total_steps; ++s) {
-      m.watchdog.beat("waiting for data", m.step + 1);
-      const auto t0 = Clock::now();
-      std::optional<Batch> batch = loader.next();
-      // Note [data wait]: a wait the GPU did not see (it still had queued steps) is compute.
-      (queued.pending() ? m.phases.compute : m.phases.data) += seconds_since(t0);
-      if (!batch) throw Error("the loader ran out of batches (internal error)");
-      m.hooks.on_step_begin(m.step);
-      const double step_lr = lr.at(m.step);
-      if (!graph.run(*batch, m.step, step_lr)) eager.run(*batch, m.step, step_lr);
-      queued.record(m.ctx.device);
-      ++m.step;
-      window.add_step();
-      ++rate_steps;
-      epoch_end_done = false;
-      summary.samples += batch->size() * world;
-      StepRecord rec;
-      rec.step = m.step;
-      rec.epoch = epoch + 1;
-      rec.epochs = t.epochs;
-      rec.total_steps = plan.total_steps;
-      rec.samples = summary.samples;
-      rec.lr = step_lr;
-      rec.micro_batch = micro.size();
-      rec.phases = m.phases;
-      // The loss is read every run.log_every steps and at the last step of each epoch and of
-      // the run, so that every run has a record of its end.
-      const bool last = s + 1 == plan.steps_per_epoch || m.step == plan.total_steps;
-      if ((m.cfg.run.log_every > 0 && m.step % m.cfg.run.log_every == 0) || last) {
-        // Reading the loss waits for the GPU to finish the steps queued so far (CUDA graph
-        // replays return at once): that wait is compute, as in Note [data wait].
-        const auto tr = Clock::now();
-        rec.loss = summary.last_loss = window.read(m.step);
-        m.phases.compute += seconds_since(tr);
-        rec.phases = m.phases;
-        rec.samples_per_s = static_cast<double>(rate_steps * t.global_batch) / seconds_since(window_start);
-        rec.window_steps = rate_steps;
-        telemetry.fill_window(rec);
-        rate_steps = 0;
-        window_start = Clock::now();
-      }
-      telemetry.fill_step(rec);
-      m.hooks.on_step(rec, control);
-      if (every_steps > 0 && m.step % every_steps == 0) save(-1, "checkpoint.every_steps");
-      if (act(agree.at_step(control))) break;
-    }
-    train_seconds += seconds_since(epoch_start);
-    if (window.steps() > 0) {
-      const auto tr = Clock::now();
-      summary.last_loss = window.read(m.step);
-      m.phases.compute += seconds_since(tr);
-    }
-    if (summary.stopped) break;  // at a step boundary: this epoch's end has not come
-    epoch_end_done = true;
-    if (t.eval && m.test) {
-      const auto t0 = Clock::now();
-      m.micro = micro.size();
-      summary.eval = evaluate();
-      m.phases.eval += seconds_since(t0);
-      EvalRecord rec;
-      rec.step = m.step;
-      rec.epoch = epoch + 1;
-      rec.epochs = t.epochs;
-      rec.train_loss = summary.last_loss;
-      rec.epoch_seconds = seconds_since(epoch_start);
-      rec.result = summary.eval;
-      m.hooks.on_eval(rec, control);
-      act(agree.now(control));
-    }
-    if (every_epoch && saved_step != m.step) save(-1, "end of epoch " + std::to_string(epoch + 1));
-    window_start = Clock::now();
-    rate_steps = 0;
-    if (m.step >= plan.total_steps) break;
-  }
-  epoch = m.step > 0 ? (m.step - 1) / plan.steps_per_epoch : 0;  // the epoch of the last step
+StepRecord Trainer::Impl::Fit::step_record(double step_lr) const {
+  StepRecord rec;
+  rec.step = at.step();
+  rec.epoch = at.epoch() + 1, rec.epochs = t.epochs;
+  rec.total_steps = plan.total_steps;
+  rec.samples = summary.samples;
+  rec.lr = step_lr;
+  rec.micro_batch = micro.size();
+  rec.phases = m.phases;
+  return rec;
+}
+
+void Trainer::Impl::Fit::read_loss(StepRecord& rec) {
+  // Reading the loss waits for the GPU to finish the steps queued so far (CUDA graph replays
+  // return at once): that wait is compute, as in Note [data wait].
+  const auto tr = Clock::now();
+  rec.loss = summary.last_loss = window.read(at.step());
+  m.phases.compute += seconds_since(tr);
+  rec.phases = m.phases;
+  telemetry.fill_window(rec);
+}
+
+void Trainer::Impl::Fit::read_rest() {
+  if (window.steps() == 0) return;
+  const auto tr = Clock::now();
+  summary.last_loss = window.read(at.step());
+  m.phases.compute += seconds_since(tr);
+}
+
+void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
+  TrainState st;
+  st.step = at.step();
+  st.epoch = at.epoch() + 1;
+  st.samples = summary.samples;
+  st.steps_per_epoch = plan.steps_per_epoch;
+  st.epoch_end_done = at.epoch_end_done();
+  st.micro_batch = micro.size();
+  st.window_loss = window.total();  // also: no checkpoint of a diverged model
+  st.window_steps = window.steps();
+  st.last_loss = summary.last_loss;
+  st.model = m.model.get();
+  st.optimizer = m.ctx.optimizer.get();
+  st.scaler = m.ctx.scaler.get();
+  st.config = &m.cfg;
+  st.control = &m.control;
+  st.device = m.ctx.device;
+  st.rank = rank, st.world = world;
+  st.asked_by = asked_by, st.reason = reason;
+  const bool written = m.hooks.on_save(st);
+  if (written) at.saved();
+  if (!written && asked_by >= 0)
+    log::info("a save was asked for after step " + std::to_string(at.step()) + " (by rank " +
+              std::to_string(asked_by) + ": " + reason +
+              "), but no hook writes checkpoints (run.dir and checkpoint.dir are empty)");
+}
+
+bool Trainer::Impl::Fit::act(const detail::Agreed& a) {
+  if (a.save()) save(a.save_by, a.signal ? "stop signal" : "asked by a hook");
+  if (a.stop()) summary.stopped = true, summary.stopped_by = a.stop_by, summary.stop_signal = a.signal;
+  return a.stop();
+}
+
+void Trainer::Impl::Fit::evaluate_epoch() {
+  const auto t0 = Clock::now();
+  m.micro = micro.size();
+  summary.eval = detail::evaluate(m.ctx, m.test, m.micro, m.loader_options());
+  m.phases.eval += seconds_since(t0);
+  EvalRecord rec;
+  rec.step = at.step();
+  rec.epoch = at.epoch() + 1, rec.epochs = t.epochs;
+  rec.train_loss = summary.last_loss;
+  rec.epoch_seconds = telemetry.epoch_seconds();
+  rec.result = summary.eval;
+  m.hooks.on_eval(rec, control);
+  act(agree.now(control));
+}
+
+TrainSummary Trainer::Impl::Fit::finish() {
+  at.settle();               // the epoch of the last step, for a final save
   act(agree.now(control));  // what was asked for in the last step
-  if ((every_steps > 0 || every_epoch) && saved_step != m.step && !summary.stopped)
-    save(-1, "end of training");
-  if (finished) log::info("the checkpoint is at the end of training: nothing left to do");
-
+  if (at.final_save_due(summary.stopped)) save(-1, "end of training");
+  if (at.finished()) log::info("the checkpoint is at the end of training: nothing left to do");
   m.micro = micro.size();
   summary.step_mode = graph.story();
-  summary.steps = m.step;
-  summary.seconds = train_seconds;
+  summary.steps = at.step();
   summary.phases = m.phases;
   summary.oom_retries = micro.retries();
   summary.skipped_steps = eager.skipped_steps();

@@ -1,0 +1,62 @@
+// The training loop's position, and what is due where it stands. A cursor starts at step 0 or at
+// a checkpoint's position: at the checkpoint's step, or, when the checkpoint was written at an
+// epoch's end whose loss read and evaluation had not run yet, at that end. It counts steps and
+// epochs, remembers whether the current epoch's end has run and which step the last save holds,
+// and answers the loop's "once in a while" questions (read the loss? save?) from the config.
+// Pure (no LibTorch, no communication): tests/unit/test_cursor.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "checkpoint/state.h"
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+class LoopCursor {
+ public:
+  // A fresh start (`from` null) or a resumed one, for epochs of `steps_per_epoch` steps and
+  // `total_steps` in all. `saves`: checkpoints have a folder, so the save schedule
+  // (checkpoint.every_steps, checkpoint.every_epoch, the end) runs.
+  LoopCursor(const Config& cfg, const LoopPosition* from, int64_t steps_per_epoch,
+             int64_t total_steps, bool saves);
+
+  int64_t step() const { return step_; }                // optimizer steps done
+  int64_t epoch() const { return epoch_; }              // 0-based epoch being trained
+  int64_t first_in_epoch() const { return first_s_; }   // the step of `epoch` to start from
+  bool epoch_end_done() const { return epoch_end_done_; }
+  // A resumed run that had finished, its last epoch's end included: nothing left to do.
+  bool finished() const { return finished_; }
+  // Whether the loop trains another epoch.
+  bool more_epochs(bool stopped) const;
+  // Whether step `s` of this epoch is one to run.
+  bool runs(int64_t s) const { return s < steps_per_epoch_ && step_ < total_steps_; }
+  bool last_step() const { return step_ >= total_steps_; }
+  // The 1-based epoch of the last step done (0 before any).
+  int64_t epoch_of_last_step() const;
+
+  void step_done() { ++step_, epoch_end_done_ = false; }
+  void epoch_ended() { epoch_end_done_ = true; }
+  void next_epoch() { ++epoch_, first_s_ = 0; }
+  // After the loop: the epoch of the last step, for a final save.
+  void settle() { epoch_ = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0; }
+  void saved() { saved_step_ = step_; }
+
+  // The loss is read every run.log_every steps and at the last step of each epoch and of the
+  // run (`s`: the step of the epoch just done), so that every run has a record of its end.
+  bool read_due(int64_t s) const;
+  bool save_due() const;        // checkpoint.every_steps
+  bool epoch_save_due() const;  // checkpoint.every_epoch, unless this step is saved already
+  bool final_save_due(bool stopped) const;  // the end of training, unless saved or stopped
+
+ private:
+  int64_t steps_per_epoch_, total_steps_;
+  int64_t log_every_, every_steps_;
+  bool every_epoch_;
+  int64_t step_ = 0, epoch_ = 0, first_s_ = 0;
+  bool epoch_end_done_ = false, finished_ = false;
+  int64_t saved_step_ = -1;
+  int64_t epochs_;
+};
+
+}  // namespace dtrain::detail

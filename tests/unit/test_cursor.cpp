@@ -1,0 +1,112 @@
+// The training loop's cursor (train/cursor.h): where a fresh or resumed run starts, when it is
+// finished, and the due-checks (loss reads, saves) by the config's settings.
+#include <gtest/gtest.h>
+
+#include "checkpoint/state.h"
+#include "dtrain/config.h"
+#include "train/cursor.h"
+
+namespace dtrain::detail {
+namespace {
+
+Config config(const std::vector<std::string>& overrides) {
+  return Config::from_string("train: {epochs: 3}\n", "cursor", overrides);
+}
+
+LoopPosition at(int64_t step, bool epoch_end_done) {
+  LoopPosition p;
+  p.step = step;
+  p.steps_per_epoch = 10;
+  p.epoch_end_done = epoch_end_done;
+  return p;
+}
+
+TEST(Cursor, AFreshRunStartsAtStepZeroAndCountsStepsAndEpochs) {
+  LoopCursor c(config({}), nullptr, 10, 30, true);
+  EXPECT_EQ(c.step(), 0);
+  EXPECT_EQ(c.epoch(), 0);
+  EXPECT_EQ(c.first_in_epoch(), 0);
+  EXPECT_FALSE(c.finished());
+  EXPECT_TRUE(c.more_epochs(false));
+  EXPECT_FALSE(c.more_epochs(/*stopped=*/true));
+  for (int64_t s = c.first_in_epoch(); c.runs(s); ++s) c.step_done();
+  EXPECT_EQ(c.step(), 10);
+  EXPECT_EQ(c.epoch_of_last_step(), 1);
+  EXPECT_FALSE(c.epoch_end_done());
+  c.epoch_ended();
+  EXPECT_TRUE(c.epoch_end_done());
+  c.next_epoch();
+  EXPECT_EQ(c.epoch(), 1);
+  EXPECT_EQ(c.first_in_epoch(), 0);
+  c.step_done();
+  EXPECT_FALSE(c.epoch_end_done());  // a step starts the next epoch's end afresh
+}
+
+TEST(Cursor, AResumedRunStartsMidEpochOrAtAnEpochEndThatHadNotRun) {
+  const LoopPosition mid = at(13, false);
+  LoopCursor c(config({}), &mid, 10, 30, true);
+  EXPECT_EQ(c.epoch(), 1);
+  EXPECT_EQ(c.first_in_epoch(), 3);
+  // Saved right after step 20, before epoch 2's loss read and evaluation: they run first.
+  const LoopPosition end_pending = at(20, false);
+  LoopCursor e(config({}), &end_pending, 10, 30, true);
+  EXPECT_EQ(e.epoch(), 1);
+  EXPECT_EQ(e.first_in_epoch(), 10);
+  EXPECT_FALSE(e.runs(e.first_in_epoch()));
+  // ...and after them: the next epoch.
+  const LoopPosition end_done = at(20, true);
+  LoopCursor d(config({}), &end_done, 10, 30, true);
+  EXPECT_EQ(d.epoch(), 2);
+  EXPECT_EQ(d.first_in_epoch(), 0);
+  // At the end of training with its epoch's end done: nothing left; not done: the end runs.
+  const LoopPosition last = at(30, true), last_pending = at(30, false);
+  EXPECT_TRUE(LoopCursor(config({}), &last, 10, 30, true).finished());
+  EXPECT_FALSE(LoopCursor(config({}), &last_pending, 10, 30, true).finished());
+  // A resumed run's checkpoint holds its first step: no save is due there.
+  EXPECT_FALSE(d.epoch_save_due());
+  EXPECT_FALSE(d.final_save_due(false));
+}
+
+TEST(Cursor, LossReadsAreDueEveryLogEveryStepsAndAtTheEndOfEachEpochAndOfTheRun) {
+  LoopCursor c(config({"run.log_every=4"}), nullptr, 10, 25, true);
+  std::vector<int64_t> reads;
+  for (int64_t epoch = 0; epoch < 3; ++epoch, c.next_epoch())
+    for (int64_t s = c.first_in_epoch(); c.runs(s); ++s) {
+      c.step_done();
+      if (c.read_due(s)) reads.push_back(c.step());
+    }
+  EXPECT_EQ(reads, (std::vector<int64_t>{4, 8, 10, 12, 16, 20, 24, 25}));
+  LoopCursor once(config({"run.log_every=0"}), nullptr, 10, 20, true);
+  std::vector<int64_t> ends;
+  for (int64_t s = 0; once.runs(s); ++s) {
+    once.step_done();
+    if (once.read_due(s)) ends.push_back(once.step());
+  }
+  EXPECT_EQ(ends, (std::vector<int64_t>{10}));
+}
+
+TEST(Cursor, SavesAreDueBySchedule) {
+  LoopCursor c(config({"checkpoint.every_steps=3", "checkpoint.every_epoch=true"}), nullptr, 10, 30, true);
+  std::vector<int64_t> due;
+  for (int64_t s = 0; c.runs(s); ++s) {
+    c.step_done();
+    if (c.save_due()) due.push_back(c.step()), c.saved();
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{3, 6, 9}));
+  EXPECT_TRUE(c.epoch_save_due());  // step 10 is not saved yet
+  c.saved();
+  EXPECT_FALSE(c.epoch_save_due());
+  EXPECT_FALSE(c.final_save_due(false));
+  c.step_done();
+  EXPECT_TRUE(c.final_save_due(false));
+  EXPECT_FALSE(c.final_save_due(/*stopped=*/true));  // a stop saved already, or writes nothing
+  // Without a folder for checkpoints, nothing is ever due.
+  LoopCursor none(config({"checkpoint.every_steps=1"}), nullptr, 10, 30, /*saves=*/false);
+  none.step_done();
+  EXPECT_FALSE(none.save_due());
+  EXPECT_FALSE(none.epoch_save_due());
+  EXPECT_FALSE(none.final_save_due(false));
+}
+
+}  // namespace
+}  // namespace dtrain::detail

@@ -1,0 +1,173 @@
+// The loop's engines alone, on a one-rank communicator in process (no MPI, no launcher): the
+// eager step with the fault injector (an out-of-memory error shrinks the micro-batch and the step
+// is redone on the same samples: the same parameters as a run that never failed), the request
+// agreement with one rank, and the loss window's resume arithmetic (a checkpoint of 2 ranks read
+// on 1, a non-finite loss named by its step).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/error.h"
+#include "dtrain/faults.h"
+#include "dtrain/models.h"
+#include "local_comm.h"
+#include "runtime/watchdog.h"
+#include "train/eager_step.h"
+#include "train/loss_window.h"
+#include "train/recovery.h"
+#include "train/requests.h"
+#include "train/step_context.h"
+
+namespace dtrain::detail {
+namespace {
+
+const char* kCfg = R"(
+run: {dir: "", seed: 7, log_every: 0, threads: 1, quiet: true}
+model: {name: mlp, hidden: [16]}
+data: {format: synthetic, synthetic_task: classification, synthetic_size: 256,
+       synthetic_test_size: 0, synthetic_features: 6, synthetic_classes: 3}
+train: {epochs: 1, global_batch: 32, micro_batch: 8, optimizer: adamw, lr: 0.01}
+)";
+
+// One rank's engine over a local communicator: the model, its step context, the micro-batch.
+struct Engine {
+  explicit Engine(const std::vector<std::string>& overrides = {})
+      : cfg(Config::from_string(kCfg, "engines", overrides)), watchdog(60, 0) {
+    cfg.resolve(1);
+    data = make_datasets(cfg.data, cfg.run.seed);
+    at::manual_seed(static_cast<uint64_t>(cfg.run.seed));
+    model = make_model(cfg.model.name, cfg.model, data.train->spec());
+    ctx.model = model.get();
+    ctx.watchdog = &watchdog;
+    ctx.phases = &phases;
+    build_step_context(ctx, cfg, comm, comm, data.train->size(), -1);
+    micro = std::make_unique<MicroBatch>(cfg.resolved.rank_batch, cfg.resolved.micro_batch,
+                                         cfg.train.global_batch);
+    eager = std::make_unique<EagerStep>(ctx, *micro);
+  }
+  // Steps 0..n-1, each on its 32 samples of the training set, in order.
+  void train(int64_t n) {
+    for (int64_t s = 0; s < n; ++s) {
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < 32; ++i) idx.push_back(s * 32 + i);
+      eager->run(data.train->get(idx), s, cfg.train.lr);
+    }
+  }
+  double distance(const Engine& other) const {
+    double worst = 0;
+    for (size_t i = 0; i < ctx.params.size(); ++i)
+      worst = std::max(worst, (ctx.params[i] - other.ctx.params[i]).norm().item<double>() /
+                                  other.ctx.params[i].norm().item<double>());
+    return worst;
+  }
+
+  Config cfg;
+  test::LocalCommunicator comm;
+  Watchdog watchdog;
+  PhaseTimes phases;
+  Splits data;
+  std::shared_ptr<Model> model;
+  StepContext ctx;
+  std::unique_ptr<MicroBatch> micro;
+  std::unique_ptr<EagerStep> eager;
+};
+
+// Out of memory once, at one step, while the micro-batch is larger than `below`.
+class OomAt : public FaultInjector {
+ public:
+  explicit OomAt(int64_t step) : step_(step) {}
+  Fault before_micro_batch(int64_t step, int64_t micro) override {
+    if (fired_ || step != step_ || micro <= 1) return Fault::kNone;
+    fired_ = true;
+    return Fault::kOutOfMemory;
+  }
+
+ private:
+  int64_t step_;
+  bool fired_ = false;
+};
+
+TEST(Engines, OutOfMemoryShrinksTheMicroBatchAndRedoesTheStepOnTheSameSamples) {
+  Engine clean, hit;
+  OomAt oom(2);
+  hit.ctx.faults = &oom;
+  clean.train(6);
+  hit.train(6);
+  EXPECT_EQ(clean.micro->size(), 8);
+  EXPECT_EQ(hit.micro->size(), 4);  // about half, a divisor of the rank batch
+  EXPECT_EQ(hit.micro->retries(), 1);
+  EXPECT_EQ(hit.micro->accum_steps(), 8);
+  Engine init;
+  ASSERT_GT(clean.distance(init), 1e-2);  // training moved the parameters
+  EXPECT_LT(hit.distance(clean), 1e-5);   // the same global batches, split finer
+}
+
+TEST(Engines, WithoutRecoveryAnOutOfMemoryStepIsMicroBatchDoesNotFit) {
+  Engine e;
+  e.micro = std::make_unique<MicroBatch>(32, 8, 32, /*recover=*/false);
+  e.eager = std::make_unique<EagerStep>(e.ctx, *e.micro);
+  OomAt oom(0);
+  e.ctx.faults = &oom;
+  try {
+    e.train(1);
+    FAIL() << "an out-of-memory step without recovery trained on";
+  } catch (const MicroBatchDoesNotFit& x) {
+    EXPECT_EQ(x.micro_batch(), 8);
+    EXPECT_EQ(x.step(), 0);
+  }
+  EXPECT_EQ(e.micro->size(), 8);
+}
+
+TEST(Engines, OneRankAgreesOnItsRequestsAtOnce) {
+  test::LocalCommunicator comm;
+  RequestAgreement agree(comm);
+  LoopControl local;
+  EXPECT_FALSE(agree.at_step(local).stop());
+  local.request_save("a hook");
+  const Agreed saved = agree.at_step(local);  // one rank: the same boundary
+  EXPECT_TRUE(saved.save());
+  EXPECT_EQ(saved.save_by, 0);
+  EXPECT_FALSE(saved.stop());
+  EXPECT_FALSE(agree.at_step(local).save());  // requests are cleared once agreed
+  local.request_stop("enough");
+  const Agreed stopped = agree.now(local);
+  EXPECT_TRUE(stopped.stop());
+  EXPECT_EQ(stopped.stop_by, 0);
+  EXPECT_EQ(stopped.signal, 0);
+}
+
+TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
+  Engine e;
+  LossWindow window(*e.eager, e.comm, e.watchdog, Precision::kFp32, 0);
+  // Saved by 2 ranks after step 10: the window's 3 steps summed 12 over both ranks (a mean of 2).
+  LoopPosition at;
+  at.step = 10, at.window_loss = 12.0, at.window_steps = 3;
+  window.restore(at, /*saved_world=*/2);
+  EXPECT_EQ(window.steps(), 3);
+  EXPECT_DOUBLE_EQ(window.total(), 6.0);  // one rank carries the 2-rank mean's share
+  // Two more steps of loss 7 each: (6 + 14) / (3 + 2).
+  for (int i = 0; i < 2; ++i) {
+    e.eager->window() += 7.0;
+    window.add_step();
+  }
+  EXPECT_DOUBLE_EQ(window.read(12), 4.0);
+  EXPECT_EQ(window.steps(), 0);
+  // The next window starts afresh; a non-finite loss names the first step it appeared at.
+  window.add_step();
+  e.eager->window() += std::nan("");
+  try {
+    window.read(13);
+    FAIL() << "a nan loss was read as a number";
+  } catch (const Error& x) {
+    EXPECT_NE(std::string(x.what()).find("the training loss is nan at step"), std::string::npos) << x.what();
+    EXPECT_EQ(x.where(), "train.skip_nonfinite");
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::detail
