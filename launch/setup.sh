@@ -39,11 +39,12 @@ say() { echo "== setup: $*"; }
 # and the token-data tests); libjpeg-turbo's TurboJPEG and libpng (decoding image folders);
 # python3-pil (reference pixels and image folders for the tests, bench/make_jpeg_folder.py);
 # OpenBLAS with OpenMP threads (Debian's CPU LibTorch multiplies matrices through libblas.so.3,
-# which is otherwise the reference BLAS: GPT-sized CPU steps run about 5x faster).
+# which is otherwise the reference BLAS: GPT-sized CPU steps run about 5x faster); ccache (a
+# second build of the same sources, another clone's too, recompiles only what changed).
 packages=(build-essential cmake ninja-build libtorch-dev libopenmpi-dev openmpi-bin
           libyaml-cpp-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
           python3-torch dataset-fashion-mnist fortunes libturbojpeg0-dev libpng-dev python3-pil
-          libopenblas0-openmp)
+          libopenblas0-openmp ccache)
 # The test suite only: Slurm and munge, which the slurm tier starts as a one-node cluster of its
 # own to run launch/dtrain-slurm.sbatch for real (tests/slurm/).
 if [[ $mode == test ]]; then packages+=(slurm-wlm munge); fi

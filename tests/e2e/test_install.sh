@@ -46,7 +46,8 @@ grep -q '^dtrain [0-9]' "$tmp/version.out" || { show version; fail "no version l
 # examples/ against the installed package only.
 conf=(-S "$src/examples" -B "$tmp/examples" -G "$generator" -DCMAKE_BUILD_TYPE=Release
       -DCMAKE_PREFIX_PATH="$prefix")
-[[ -n ${DTRAIN_CXX_LAUNCHER:-} ]] && conf+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$DTRAIN_CXX_LAUNCHER")
+# The launcher as a CMake list ('|' stands for ';' in ctest's environment).
+[[ -n ${DTRAIN_CXX_LAUNCHER:-} ]] && conf+=(-DCMAKE_CXX_COMPILER_LAUNCHER="${DTRAIN_CXX_LAUNCHER//|/;}")
 run 300 configure "$cmake" "${conf[@]}"
 [[ $rc == 0 ]] || { show configure; fail "configuring examples/ with find_package(dtrain): exit code $rc"; }
 grep -q "dtrain 0\.[0-9.]* from $prefix/lib/cmake/dtrain" "$tmp/configure.out" ||
