@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "test_paths.h"
 
 namespace dtrain::test {
 
@@ -30,14 +31,14 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
 }
 
 inline std::string pil_failure(const std::string& what, const PythonRun& run) {
-  return what + " failed in " + std::string(DTRAIN_REF_PYTHON) + " (status " + std::to_string(run.status) +
+  return what + " failed in " + std::string(dtrain::test::ref_python()) + " (status " + std::to_string(run.status) +
          "). Install Debian's python3-pil (apt-get install python3-pil).\nstdout:\n" +
          run.output.substr(0, 2000) + "\nstderr:\n" + run.errors.substr(0, 4000);
 }
 
 // The script as text, so that run_python can run it (it writes its argument to a file).
 inline std::string reference_script() {
-  return read_text(std::string(DTRAIN_TEST_DIR) + "/unit/image_reference.py");
+  return read_text(std::string(dtrain::test::test_dir()) + "/unit/image_reference.py");
 }
 
 class ImageReference {

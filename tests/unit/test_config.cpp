@@ -5,6 +5,7 @@
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
+#include "test_paths.h"
 
 namespace dtrain {
 namespace {
@@ -156,7 +157,7 @@ TEST(Config, HelpListsEveryKey) {
 
 TEST(Config, ConfigsShippedWithDtrainParse) {
   for (const char* name : {"fashion_mnist.yaml"}) {
-    const std::string path = std::string(DTRAIN_SOURCE_DIR) + "/configs/" + name;
+    const std::string path = std::string(dtrain::test::source_dir()) + "/configs/" + name;
     EXPECT_NO_THROW(Config::from_file(path).resolve(2)) << path;
   }
 }

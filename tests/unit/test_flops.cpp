@@ -14,6 +14,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
 #include "test_support.h"
+#include "test_paths.h"
 
 namespace dtrain::detail {
 void register_gpt_models();     // models/gpt.cpp
@@ -138,7 +139,7 @@ TEST(Flops, ResNetsCountTheMultiplyAddsPyTorchRuns) {
   const std::vector<Case> cases = {{"resnet50", 3, 224, 224, 1000}, {"resnet18", 3, 224, 224, 1000},
                                    {"resnet18", 1, 28, 28, 10},     {"resnet50", 3, 65, 47, 7},
                                    {"resnet18", 3, 32, 33, 100}};
-  std::string args = std::string("'") + DTRAIN_SOURCE_DIR + "'";
+  std::string args = std::string("'") + dtrain::test::source_dir() + "'";
   for (const Case& k : cases)
     args += " " + std::string(k.kind) + ":" + std::to_string(k.c) + ":" + std::to_string(k.h) +
             ":" + std::to_string(k.w) + ":" + std::to_string(k.classes);

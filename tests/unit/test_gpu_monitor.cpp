@@ -13,6 +13,7 @@
 #include "telemetry/nvml.h"
 #include "test_support.h"
 #include "util/versions.h"
+#include "test_paths.h"
 
 namespace dtrain::detail {
 namespace {
@@ -162,7 +163,7 @@ TEST(GpuMonitor, TheIntervalMustBePositive) {
 
 // ---- the stand-in NVML: tests/fake_nvml/fake_nvml.cpp ------------------------------------
 TEST(Nvml, ReadsTheFakeDriversFacts) {
-  Nvml n({DTRAIN_FAKE_NVML});
+  Nvml n({dtrain::test::fake_nvml()});
   ASSERT_TRUE(n.ok()) << n.reason();
   EXPECT_EQ(n.reason(), "");
   EXPECT_EQ(n.driver_version(), "555.42.06");
@@ -211,7 +212,7 @@ TEST(Nvml, ReadsTheFakeDriversFacts) {
 
 TEST(Nvml, ADriverThatDoesNotStartIsAReason) {
   ::setenv("FAKE_NVML_INIT_ERROR", "9", 1);
-  Nvml n({DTRAIN_FAKE_NVML});
+  Nvml n({dtrain::test::fake_nvml()});
   ::unsetenv("FAKE_NVML_INIT_ERROR");
   EXPECT_FALSE(n.ok());
   EXPECT_EQ(n.reason(), "NVML could not start (nvmlInit_v2: Driver Not Loaded [9]): no GPU statistics");
@@ -222,7 +223,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 TEST(GpuMonitor, SamplesTheGpuWithThatPciBusIdInTheBackground) {
-  Nvml n({DTRAIN_FAKE_NVML});
+  Nvml n({dtrain::test::fake_nvml()});
   ASSERT_TRUE(n.ok()) << n.reason();
   GpuMonitor m("0000:19:00.0", 0.01, n);
   ASSERT_TRUE(m.active()) << m.inactive_reason();
@@ -250,7 +251,7 @@ TEST(GpuMonitor, SamplesTheGpuWithThatPciBusIdInTheBackground) {
 }
 
 TEST(GpuMonitor, StopsPromptlyWhateverTheInterval) {
-  Nvml n({DTRAIN_FAKE_NVML});
+  Nvml n({dtrain::test::fake_nvml()});
   ASSERT_TRUE(n.ok()) << n.reason();
   const auto t0 = std::chrono::steady_clock::now();
   {
@@ -267,7 +268,7 @@ TEST(GpuMonitor, StopsPromptlyWhateverTheInterval) {
 }
 
 TEST(GpuMonitor, AGpuNvmlDoesNotKnowGivesNoFigures) {
-  Nvml n({DTRAIN_FAKE_NVML});
+  Nvml n({dtrain::test::fake_nvml()});
   GpuMonitor m("0000:99:00.0", 0.01, n);
   EXPECT_FALSE(m.active());
   EXPECT_EQ(m.inactive_reason(),

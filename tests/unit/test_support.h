@@ -20,10 +20,8 @@
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
+#include "test_paths.h"
 
-#ifndef DTRAIN_REF_PYTHON
-#error "DTRAIN_REF_PYTHON must name the Python with PyTorch (tests/CMakeLists.txt defines it)"
-#endif
 
 namespace dtrain::test {
 
@@ -105,7 +103,7 @@ inline PythonRun run_python(const TempDir& dir, const std::string& script_text,
     f << script_text;
   }
   const std::string errors = dir.file("stderr.txt");
-  const std::string cmd = "'" + std::string(DTRAIN_REF_PYTHON) + "' '" + script + "' " + args +
+  const std::string cmd = "'" + std::string(dtrain::test::ref_python()) + "' '" + script + "' " + args +
                           " 2>'" + errors + "'";
   PythonRun run;
   if (FILE* p = popen(cmd.c_str(), "r")) {
@@ -121,7 +119,7 @@ inline PythonRun run_python(const TempDir& dir, const std::string& script_text,
 // The failure message for a reference script that did not finish: says to install Debian's
 // python3-torch, then shows the start of its stdout and stderr.
 inline std::string python_failure(const std::string& what, const PythonRun& run) {
-  const std::string python = DTRAIN_REF_PYTHON;
+  const std::string python = dtrain::test::ref_python();
   return what + " failed in " + python + " (status " + std::to_string(run.status) +
          "). Install Debian's python3-torch (apt-get install python3-torch) so that " + python +
          " can import torch.\nstdout:\n" + run.output.substr(0, 2000) + "\nstderr:\n" +

@@ -18,6 +18,7 @@
 #include "telemetry/tensorboard.h"
 #include "test_support.h"
 #include "util/fs.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -36,7 +37,7 @@ sys.path.insert(0, sys.argv[1])
 import read_tfevents
 sys.exit(read_tfevents.main([""] + sys.argv[2:]))
 )PY";
-  const auto run = run_python(dir, script, std::string("'") + DTRAIN_TEST_DIR + "/unit' '" + path + "'");
+  const auto run = run_python(dir, script, std::string("'") + dtrain::test::test_dir() + "/unit' '" + path + "'");
   EXPECT_EQ(run.status, 0) << python_failure("read_tfevents.py", run);
   std::vector<json> events;
   std::istringstream in(run.output);

@@ -24,10 +24,11 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "test_paths.h"
 
 namespace {
 
-const std::string kRoot = DTRAIN_SOURCE_DIR;
+const std::string kRoot = dtrain::test::source_dir();
 
 // Every file under `dir` (relative to the repository root) whose name ends in one of `exts`.
 std::vector<std::string> files_under(const std::string& dir, const std::vector<std::string>& exts) {

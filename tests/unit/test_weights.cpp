@@ -19,6 +19,7 @@
 #include "dtrain/config.h"
 #include "dtrain/models.h"
 #include "test_support.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -111,13 +112,13 @@ print("DONE")
 )PY";
 
 void python(const TempDir& dir, const std::string& args) {
-  const auto run = run_python(dir, kScript, std::string("'") + DTRAIN_SOURCE_DIR + "' " + args);
+  const auto run = run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
   ASSERT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
       << python_failure("the PyTorch twin", run);
 }
 
 std::string python_output(const TempDir& dir, const std::string& args) {
-  const auto run = run_python(dir, kScript, std::string("'") + DTRAIN_SOURCE_DIR + "' " + args);
+  const auto run = run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
   EXPECT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
       << python_failure("the PyTorch twin", run);
   return run.output;
