@@ -25,7 +25,8 @@ class LoopCursor {
   int64_t epoch() const { return epoch_; }              // 0-based epoch being trained
   int64_t first_in_epoch() const { return first_s_; }   // the step of `epoch` to start from
   bool epoch_end_done() const { return epoch_end_done_; }
-  // A resumed run that had finished, its last epoch's end included: nothing left to do.
+  // A resumed run that had finished, its last epoch's end included: nothing left to do (fit()
+  // refuses it, leaving the run's files as they are).
   bool finished() const { return finished_; }
   // Whether the loop trains another epoch.
   bool more_epochs(bool stopped) const;

@@ -263,6 +263,15 @@ Trainer::Impl::Fit::Fit(Impl& impl)
       telemetry(impl.ctx, impl.cfg),
       agree(impl.control),
       window(eager, impl.control, impl.watchdog, t.precision, at.step()) {
+  // A finished run stays as it is: its reports and files are not written again.
+  if (at.finished())
+    throw Error("this run has finished: its checkpoint is at step " + std::to_string(at.step()) +
+                    ", the end of training (train.epochs " + std::to_string(t.epochs) +
+                    (t.max_steps > 0 ? ", train.max_steps " + std::to_string(t.max_steps) : "") +
+                    "), so there is nothing to train and nothing was written. To train on, raise "
+                    "train.epochs or train.max_steps; to train again from the start, give the "
+                    "new run another run.name",
+                from->path);
   if (rank == 0) warn_about_limits(m.cfg, plan);
   m.hooks.on_start(run_info(), control);
   if (from) {
@@ -409,7 +418,6 @@ TrainSummary Trainer::Impl::Fit::finish() {
   at.settle();               // the epoch of the last step, for a final save
   act(agree.now(control));  // what was asked for in the last step
   if (at.final_save_due(summary.stopped)) save(-1, "end of training");
-  if (at.finished()) log::info("the checkpoint is at the end of training: nothing left to do");
   m.micro = micro.size();
   summary.step_mode = graph.story();
   summary.steps = at.step();
