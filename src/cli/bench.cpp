@@ -1,4 +1,5 @@
 #include "cli/bench.h"
+#include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -40,15 +41,6 @@ std::string stem(const std::string& path) {
   return name;
 }
 
-void check_stdout() {
-  errno = 0;
-  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
-  const int err = errno ? errno : log::stdout_errno();
-  if (failed || err != 0)
-    throw Error(std::string("writing standard output failed: ") + std::strerror(err ? err : EIO),
-                "stdout");
-}
-
 }  // namespace
 
 int bench_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
@@ -71,7 +63,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return usage_exit(app.exit(e));
   }
   const bool sweep_micro = app.count("--micro-batches") > 0;
   const bool sweep_workers = app.count("--workers") > 0;

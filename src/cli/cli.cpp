@@ -53,6 +53,8 @@ void check_stdout() {
                 "stdout");
 }
 
+int usage_exit(int cli11_code) { return cli11_code == 0 ? 0 : kExitUsage; }
+
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
@@ -68,7 +70,7 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return usage_exit(app.exit(e));
   }
   if (!print_config) install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {

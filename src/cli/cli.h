@@ -14,4 +14,8 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
 // Throws dtrain::Error when standard output could not be written (a full disk, a closed pipe):
 // what the command prints is its output.
 void check_stdout();
+// A command line that does not parse: CLI11 prints why (or --help, --version: exit 0); dtrain's
+// exit code for it is 2, a usage error (the README's table).
+constexpr int kExitUsage = 2;
+int usage_exit(int cli11_code);
 }

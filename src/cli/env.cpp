@@ -205,7 +205,7 @@ int env_main(int argc, char** argv, const std::map<std::string, std::string>& en
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return usage_exit(app.exit(e));
   }
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     log::configure(rt.rank(), true);

@@ -34,6 +34,14 @@ want=$(sed -nE 's/^project\(dtrain VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.tx
 [[ -z $want ]] || has version "dtrain $want "
 echo "ok: --version: $(head -n1 "$tmp/version.out")"
 
+# A command line that does not parse: exit 2 (the README's table), saying why.
+run 30 noargs "$bin"
+[[ $rc == 2 ]] || { show noargs; fail "dtrain without arguments: exit $rc, expected 2"; }
+grep -q "config is required" "$tmp/noargs.err" "$tmp/noargs.out" || { show noargs; fail "no word of the missing config"; }
+run 30 badopt "$bin" --no-such-option "$src/configs/synthetic_linear.yaml"
+[[ $rc == 2 ]] || { show badopt; fail "an unknown option: exit $rc, expected 2"; }
+echo "ok: a command line that does not parse exits 2"
+
 # --print-config: resolves for world 1 and exits without training. stdout is the config alone, as
 # YAML (the resolved note goes to stderr): loaded again as a config file it prints the same.
 run 60 print "$bin" "$src/configs/synthetic_linear.yaml" --print-config train.global_batch=64 \
