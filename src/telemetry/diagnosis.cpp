@@ -67,7 +67,31 @@ void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& ou
   out.push_back(f);
 }
 
+// The step's collective time, when the gradient buckets explain little of it (the last step's
+// exposed waits under kExposedShare of the mean collective time per step): the ranks wait for
+// each other, not for the wire.
+bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart, std::vector<Finding>& out) {
+  if (in.buckets.empty() || in.steps <= 0) return false;
+  double exposed = 0;
+  for (size_t i = 0; i < in.buckets.size(); ++i) exposed += exposed_wait(in.buckets, i, in.backward_end);
+  const double per_step = in.phases.comm / static_cast<double>(in.steps);
+  if (exposed >= kExposedShare * per_step) return false;
+  Finding f{"waiting for other ranks",
+            pct(share) + " of step time in the step's collectives (" + secs(in.phases.comm) + " of " +
+                secs(in.phases.total()) + " s on rank 0), but not for the gradients: the last step's " +
+                std::to_string(in.buckets.size()) + " bucket(s) waited " + ms(exposed) +
+                " after backward, against " + ms(per_step) +
+                " of collective time per step; the rest is the ranks waiting for each other",
+            ranks_apart ? "the slowest rank (below) sets the pace"
+                        : "a larger per-rank batch (train.global_batch) makes each step's "
+                          "synchronization a smaller share; on CPUs, give each rank cores of its "
+                          "own (launch/mpirun-local.sh binds them)"};
+  out.push_back(f);
+  return true;
+}
+
 void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::vector<Finding>& out) {
+  if (waiting_for_ranks(in, share, ranks_apart, out)) return;
   Finding f{"communication-bound",
             pct(share) + " of step time waiting for gradient all-reduces after backward (" +
                 secs(in.phases.comm) + " of " + secs(in.phases.total()) + " s on rank 0)",

@@ -12,7 +12,10 @@
 //     threads and its training thread while at least half of the host's CPUs stay idle.
 //   - communication-bound above 10%: the all-reduce hidden behind backward is counted in compute;
 //     what is left in `comm` is the wait after backward (plus one small agreement per step), so
-//     a tenth of the step there is communication that overlap did not hide.
+//     a tenth of the step there is communication that overlap did not hide. When the gradient
+//     buckets explain under a tenth of it (the last step's exposed waits against the mean
+//     collective time per step), the finding is "waiting for other ranks" instead: nothing was
+//     exposed on the wire, the ranks waited for each other.
 //   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window) when
 //     neither the data nor the communication
 //     explains the idle GPU; without NVML figures, an eager step of a small model (under 20M
@@ -36,6 +39,7 @@ namespace dtrain::detail {
 
 constexpr double kDataBoundShare = 0.10;
 constexpr double kCommBoundShare = 0.10;
+constexpr double kExposedShare = 0.10;
 constexpr double kLowGpuBusyPercent = 60;
 constexpr double kSmallModelParameters = 20e6;
 constexpr double kLaunchBoundMicroSeconds = 5e-3;
@@ -81,7 +85,8 @@ struct DiagnosisInput {
 };
 
 struct Finding {
-  std::string kind;  // "data-bound", "communication-bound", "launch-bound", "memory headroom",
+  std::string kind;  // "data-bound", "communication-bound", "waiting for other ranks",
+                     // "launch-bound", "memory headroom",
                      // "slowest rank", "out of memory", "skipped steps", "compute-bound",
                      // "optimizer-bound", "no steps"
   std::string what;  // the finding and its numbers

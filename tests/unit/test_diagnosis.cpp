@@ -146,6 +146,23 @@ TEST(Diagnosis, CommunicationBoundNamesTheBucketsAndTheirWaits) {
   EXPECT_FALSE(has(find(diagnose(in), "communication-bound")->fix, "grad_dtype"));
 }
 
+TEST(Diagnosis, CollectiveTimeTheBucketsDoNotExplainIsWaitingForOtherRanks) {
+  // 30 ms of collectives per step, but the last step's buckets waited 0.03 ms after backward.
+  DiagnosisInput in = run(phases(0.1, 6.0, 3.0, 0.9), 2);
+  in.buckets = {{0, 1024, 0.00003, 0.00003, 0.00008}};
+  in.backward_end = 0.00005;
+  const auto fs = diagnose(in);
+  EXPECT_FALSE(find(fs, "communication-bound")) << all_text(fs);
+  std::optional<Finding> f = find(fs, "waiting for other ranks");
+  ASSERT_TRUE(f) << all_text(fs);
+  EXPECT_TRUE(has(f->what, "but not for the gradients: the last step's 1 bucket(s) waited 0.03 ms")) << f->what;
+  EXPECT_TRUE(has(f->what, "against 30.0 ms of collective time per step")) << f->what;
+  EXPECT_TRUE(has(f->fix, "a larger per-rank batch")) << f->fix;
+  // Buckets that waited a tenth of it or more: communication-bound, as before.
+  in.buckets = {{0, 1024, 0.00003, 0.00003, 0.00405}};
+  EXPECT_TRUE(find(diagnose(in), "communication-bound"));
+}
+
 TEST(Diagnosis, ManySmallBucketsSuggestBiggerOnes) {
   DiagnosisInput in = run(phases(0.1, 6.0, 3.0, 0.9), 2);
   for (int b = 0; b < 40; ++b) in.buckets.push_back({b, 64 << 10, 0.001 * b, 0.001 * b, 0.05 + 0.001 * b});
