@@ -24,10 +24,6 @@ bool LoopCursor::more_epochs(bool stopped) const {
   return !finished_ && epoch_ < epochs_ && !stopped;
 }
 
-int64_t LoopCursor::epoch_of_last_step() const {
-  return step_ > 0 ? (step_ - 1) / steps_per_epoch_ + 1 : 0;
-}
-
 bool LoopCursor::read_due(int64_t s) const {
   const bool last = s + 1 == steps_per_epoch_ || step_ == total_steps_;
   return (log_every_ > 0 && step_ % log_every_ == 0) || last;

@@ -33,8 +33,6 @@ class LoopCursor {
   // Whether step `s` of this epoch is one to run.
   bool runs(int64_t s) const { return s < steps_per_epoch_ && step_ < total_steps_; }
   bool last_step() const { return step_ >= total_steps_; }
-  // The 1-based epoch of the last step done (0 before any).
-  int64_t epoch_of_last_step() const;
 
   void step_done() { ++step_, epoch_end_done_ = false; }
   void epoch_ended() { epoch_end_done_ = true; }

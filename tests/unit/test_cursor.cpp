@@ -31,7 +31,6 @@ TEST(Cursor, AFreshRunStartsAtStepZeroAndCountsStepsAndEpochs) {
   EXPECT_FALSE(c.more_epochs(/*stopped=*/true));
   for (int64_t s = c.first_in_epoch(); c.runs(s); ++s) c.step_done();
   EXPECT_EQ(c.step(), 10);
-  EXPECT_EQ(c.epoch_of_last_step(), 1);
   EXPECT_FALSE(c.epoch_end_done());
   c.epoch_ended();
   EXPECT_TRUE(c.epoch_end_done());
