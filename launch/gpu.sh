@@ -38,12 +38,14 @@ unpack_debs() {
     export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;; esac
 }
 
+# The tests' reference Python (DTRAIN_REF_PYTHON) is the one whose torch the build links.
 build() {
   local prefix
   prefix=$($PY -c 'import torch;print(torch.utils.cmake_prefix_path)') || { echo "no torch in $PY"; return 1; }
   unpack_debs
   { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix${EXTRA_PREFIX:+;$EXTRA_PREFIX}" \
-      -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DDTRAIN_REF_PYTHON="$(command -v "$PY")" &&
     ninja -C build-gpu; } 2>&1 | tee "$OUT/build.log" | grep -E "error|FAILED|dtrain:|Linking CXX executable bin" ; return "${PIPESTATUS[0]}"
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include <c10/util/Exception.h>
+
 #include "cuda/streams.h"
 #include "dtrain/error.h"
 
@@ -99,11 +101,20 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   const bool pin = options_.pin_memory && options_.device.is_cuda();
   b = dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pin);
   if (pin && copy_to_device) {
-    // One event after both copies: the consumer waits once.
-    std::shared_ptr<void> ready;
-    if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
-    if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
-    l.ready = std::move(ready);
+    const Batch host = b;
+    try {
+      // One event after both copies: the consumer waits once.
+      std::shared_ptr<void> ready;
+      if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
+      if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
+      l.ready = std::move(ready);
+    } catch (const c10::OutOfMemoryError&) {
+      // The device is full right now (a step that ran out of memory still holds it, and will let
+      // go to retry with a smaller micro-batch): the batch stays in pinned host memory and next()
+      // copies it on the run's stream, after the step.
+      b = host;
+      l.ready.reset();
+    }
   }
   return l;
 }

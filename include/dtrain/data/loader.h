@@ -4,8 +4,8 @@
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
 // With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
 // on a stream of their own; next() makes the caller's current stream wait for that copy (on the
-// GPU, not on the host), so copies overlap with compute. Without workers (or pinning) next()
-// copies on the current stream.
+// GPU, not on the host), so copies overlap with compute. Without workers (or pinning), or when a
+// worker's copy finds the device out of memory, next() copies on the current stream.
 #pragma once
 
 #include <ATen/ATen.h>
