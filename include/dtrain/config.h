@@ -96,6 +96,9 @@ struct ModelConfig {
   // gpt on CUDA under fp16/bf16 autocast, with fused_kernels: the MLP's GELU in its first
   // GEMM's epilogue (Note [MLP GEMM epilogues]); false = a GELU kernel after the GEMM
   bool fused_mlp = true;
+  // gpt on CUDA, with fused_kernels: training steps run the tied head and the cross-entropy in
+  // chunks of rows, never holding all the logits (Note [fused head and loss]).
+  bool fused_head = true;
   // gpt on CUDA: the scaled-dot-product-attention kernel (LibTorch's backends); auto = LibTorch's
   // choice. Any other keeps the math kernel as the fallback for shapes the backend cannot take.
   Attention attention = Attention::kAuto;

@@ -42,6 +42,16 @@ class Model : public torch::nn::Module {
   // outputs for its own backward (a final matmul or linear saves its inputs; ReLU, tanh, sigmoid
   // or softmax save their outputs and must answer false). dtrain's GPT answers true.
   virtual bool loss_can_reuse_outputs() const { return false; }
+  // The mean cross-entropy of forward(inputs) for class-id `targets`, from a model that computes
+  // it without holding all of its outputs at once: the same value and gradients. dtrain calls it
+  // for training steps with train.loss=cross_entropy; an undefined tensor (the default) means the
+  // model has no such path, and dtrain calls forward and computes the loss itself. dtrain's GPT
+  // on CUDA runs its tied head and the loss in chunks of rows (Note [fused head and loss]).
+  virtual at::Tensor forward_cross_entropy(const at::Tensor& inputs, const at::Tensor& targets) {
+    (void)inputs;
+    (void)targets;
+    return {};
+  }
 };
 
 using ModelFactory =

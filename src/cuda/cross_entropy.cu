@@ -6,6 +6,9 @@
 // so a training step that uses it can be captured in a CUDA graph). One block per row; the
 // forward is one pass (online max/sum), the backward writes each gradient element once, possibly
 // over the logits themselves (each thread reads an element before it writes it).
+// A third kernel does both for one chunk of a model's head (Note [fused head and loss]):
+//   loss[r] = lse[r] - x[r, t[r]];  x[r, i] <- (exp(x[r, i] - lse[r]) - [i == t[r]]) * scale
+// reading each row twice (the second time mostly from L2) and writing it once, in place.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -33,58 +36,121 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   m = mx;
 }
 
+// (max, sum of exp(x - max)) of the block's threads merged; every thread gets log-sum-exp.
+template <int kBlock>
+__device__ __forceinline__ float block_lse(float m, float s) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+    const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    merge(m, s, m2, s2);
+  }
+  __shared__ float sm[kBlock / 32], ss[kBlock / 32];
+  __shared__ float result;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sm[warp] = m, ss[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kBlock / 32 ? sm[lane] : -FLT_MAX;
+    s = lane < kBlock / 32 ? ss[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+      const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+      merge(m, s, m2, s2);
+    }
+    if (lane == 0) result = m + logf(s);
+  }
+  __syncthreads();
+  return result;
+}
+
+// log-sum-exp of one row of `vocab` elements, by a block of kBlock threads (every thread gets it).
+// 16-byte rows: each thread takes the max of its eight (or four) elements first and rescales its
+// running sum at most once per load; two loads in flight per thread.
+template <int kBlock, typename T>
+__device__ __forceinline__ float row_lse(const T* __restrict__ xr, int64_t vocab) {
+  float m = -FLT_MAX, s = 0.f;
+  constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte load
+  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0) {
+    const uint4* xv = reinterpret_cast<const uint4*>(xr);
+    const int64_t n = vocab / kVec;
+    auto add = [&](const uint4& raw) {
+      const T* e = reinterpret_cast<const T*>(&raw);
+      float v[kVec], lm = -FLT_MAX;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) lm = fmaxf(lm, v[k] = to_float(e[k]));
+      if (lm > m) {
+        s *= __expf(m - lm);
+        m = lm;
+      }
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) s += __expf(v[k] - m);
+    };
+    int64_t i = threadIdx.x;
+    for (; i + kBlock < n; i += 2 * kBlock) {
+      const uint4 a = xv[i], b = xv[i + kBlock];
+      add(a);
+      add(b);
+    }
+    if (i < n) add(xv[i]);
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += kBlock) {
+      const float v = to_float(xr[i]);
+      if (v > m) {
+        s = (m == -FLT_MAX ? 0.f : s * __expf(m - v)) + 1.f;
+        m = v;
+      } else {
+        s += __expf(v - m);
+      }
+    }
+  }
+  return block_lse<kBlock>(m, s);
+}
+
+// A class id outside [0, vocab) makes the loss NaN (visible) instead of reading elsewhere.
+template <typename T>
+__device__ __forceinline__ float row_loss(float lse, const T* xr, int64_t t, int64_t vocab) {
+  return t >= 0 && t < vocab ? lse - to_float(xr[t]) : __int_as_float(0x7fc00000);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     ce_forward(const T* __restrict__ x, const int64_t* __restrict__ targets, int64_t vocab,
                float* __restrict__ loss, float* __restrict__ lse) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * vocab;
-  float m = -FLT_MAX, s = 0.f;
-  auto add = [&](float v) {
-    if (v > m) {
-      s = (m == -FLT_MAX ? 0.f : s * expf(m - v)) + 1.f;
-      m = v;
-    } else {
-      s += expf(v - m);
-    }
-  };
-  constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte load
-  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0) {
+  const float l = row_lse<kThreads>(xr, vocab);
+  if (threadIdx.x == 0) {
+    lse[row] = l;
+    loss[row] = row_loss(l, xr, targets[row], vocab);
+  }
+}
+
+// dr[i] = (exp(xr[i] - lse) - [i == t]) * g over one row, by a block of kBlock threads; dr may be
+// xr (each thread reads an element before it writes it). Each element is read for the last time
+// and written for the next GEMM to read from memory: both streamed past the caches.
+template <int kBlock, typename T>
+__device__ __forceinline__ void row_gradient(const T* xr, T* dr, int64_t vocab, float lse,
+                                             int64_t t, float g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(dr) % 16 == 0) {
     const uint4* xv = reinterpret_cast<const uint4*>(xr);
-    for (int64_t i = threadIdx.x; i < vocab / kVec; i += kThreads) {
-      const uint4 raw = xv[i];
+    uint4* dv = reinterpret_cast<uint4*>(dr);
+    for (int64_t i = threadIdx.x; i < vocab / kVec; i += kBlock) {
+      const uint4 raw = __ldcs(xv + i);
       const T* e = reinterpret_cast<const T*>(&raw);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) add(to_float(e[k]));
+      for (int k = 0; k < kVec; ++k) {
+        const int64_t j = i * kVec + k;
+        o[k] = from_float<T>((__expf(to_float(e[k]) - lse) - (j == t ? 1.f : 0.f)) * g);
+      }
+      __stcs(dv + i, out);
     }
   } else {
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) add(to_float(xr[i]));
-  }
-  // Warp, then block reduction of (m, s).
-  for (int off = 16; off > 0; off >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
-    merge(m, s, m2, s2);
-  }
-  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) sm[warp] = m, ss[warp] = s;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kThreads / 32 ? sm[lane] : -FLT_MAX;
-    s = lane < kThreads / 32 ? ss[lane] : 0.f;
-    for (int off = 16; off > 0; off >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-      const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
-      merge(m, s, m2, s2);
-    }
-    if (lane == 0) {
-      const float l = m + logf(s);
-      const int64_t t = targets[row];
-      lse[row] = l;
-      // A class id outside [0, vocab) makes the loss NaN (visible) instead of reading elsewhere.
-      loss[row] = t >= 0 && t < vocab ? l - to_float(xr[t]) : __int_as_float(0x7fc00000);
-    }
+    for (int64_t i = threadIdx.x; i < vocab; i += kBlock)
+      dr[i] = from_float<T>((__expf(to_float(xr[i]) - lse) - (i == t ? 1.f : 0.f)) * g);
   }
 }
 
@@ -94,33 +160,23 @@ __global__ void __launch_bounds__(kThreads)
                 const float* __restrict__ lse, const float* __restrict__ grad, float scale,
                 T* dx) {  // dx may be x (in place): not __restrict__
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * vocab;
-  T* dr = dx + row * vocab;
-  const float l = lse[row], g = *grad * scale;
+  row_gradient<kThreads>(x + row * vocab, dx + row * vocab, vocab, lse[row], targets[row],
+                         *grad * scale);
+}
+
+// The forward and the backward of one row in one kernel, the gradient over the logits.
+template <typename T, int kBlock>
+__global__ void __launch_bounds__(kBlock)
+    ce_loss_and_grad(T* x, const int64_t* __restrict__ targets, int64_t vocab, float scale,
+                     float* __restrict__ loss) {
+  const int64_t row = blockIdx.x;
+  T* xr = x + row * vocab;
   const int64_t t = targets[row];
-  constexpr int kVec = 16 / sizeof(T);
-  if (vocab % kVec == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(dr) % 16 == 0) {
-    const uint4* xv = reinterpret_cast<const uint4*>(xr);
-    uint4* dv = reinterpret_cast<uint4*>(dr);
-    for (int64_t i = threadIdx.x; i < vocab / kVec; i += kThreads) {
-      const uint4 raw = xv[i];
-      const T* e = reinterpret_cast<const T*>(&raw);
-      uint4 out;
-      T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int64_t j = i * kVec + k;
-        o[k] = from_float<T>((expf(to_float(e[k]) - l) - (j == t ? 1.f : 0.f)) * g);
-      }
-      dv[i] = out;
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-      const float p = expf(to_float(xr[i]) - l);
-      dr[i] = from_float<T>((p - (i == t ? 1.f : 0.f)) * g);
-    }
-  }
+  // The target's logit is read before any thread overwrites it (row_lse synchronizes the block).
+  const float xt = threadIdx.x == 0 && t >= 0 && t < vocab ? to_float(xr[t]) : 0.f;
+  const float l = row_lse<kBlock>(xr, vocab);
+  if (threadIdx.x == 0) loss[row] = t >= 0 && t < vocab ? l - xt : __int_as_float(0x7fc00000);
+  row_gradient<kBlock>(xr, xr, vocab, l, t, scale);
 }
 
 template <typename T>
@@ -163,6 +219,36 @@ cudaError_t cross_entropy_backward(int dtype, const void* x, const int64_t* targ
       launch_backward<__nv_bfloat16>(x, targets, rows, vocab, lse, grad, scale, dx, stream);
       break;
   }
+  return cudaGetLastError();
+}
+
+template <int kBlock>
+void launch_loss_and_grad(int dtype, void* x, const int64_t* targets, int64_t rows, int64_t vocab,
+                          float scale, float* loss, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(rows);
+  switch (dtype) {
+    case 0:
+      ce_loss_and_grad<float, kBlock><<<grid, kBlock, 0, stream>>>(static_cast<float*>(x), targets,
+                                                                   vocab, scale, loss);
+      break;
+    case 1:
+      ce_loss_and_grad<__half, kBlock><<<grid, kBlock, 0, stream>>>(static_cast<__half*>(x),
+                                                                    targets, vocab, scale, loss);
+      break;
+    default:
+      ce_loss_and_grad<__nv_bfloat16, kBlock><<<grid, kBlock, 0, stream>>>(
+          static_cast<__nv_bfloat16*>(x), targets, vocab, scale, loss);
+      break;
+  }
+}
+
+cudaError_t cross_entropy_loss_and_grad(int dtype, void* x, const int64_t* targets, int64_t rows,
+                                        int64_t vocab, float scale, float* loss, int threads,
+                                        cudaStream_t stream) {
+  if (rows == 0) return cudaGetLastError();
+  if (threads == 256) launch_loss_and_grad<256>(dtype, x, targets, rows, vocab, scale, loss, stream);
+  else if (threads == 512) launch_loss_and_grad<512>(dtype, x, targets, rows, vocab, scale, loss, stream);
+  else launch_loss_and_grad<1024>(dtype, x, targets, rows, vocab, scale, loss, stream);
   return cudaGetLastError();
 }
 

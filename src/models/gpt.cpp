@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "cuda/fused_head.h"
 #include "cuda/fused_linear.h"
 #include "cuda/fused_mlp.h"
 #include "cuda/fused_norm.h"
@@ -165,7 +166,7 @@ class Gpt : public Model {
   Gpt(const ModelConfig& c, int64_t tokens)
       : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
         width_(c.n_embd), tokens_(tokens), fused_(c.fused_kernels),
-        fused_mlp_(c.fused_mlp) {
+        fused_mlp_(c.fused_mlp), fused_head_(c.fused_head) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -183,6 +184,29 @@ class Gpt : public Model {
   }
 
   at::Tensor forward(const at::Tensor& idx) override {  // (B, T) token ids
+    return at::linear(trunk(idx), wte_->weight);  // (B, T, V), head tied to wte
+  }
+
+  // On CUDA with model.fused_head: the head and the loss in chunks (Note [fused head and loss]).
+  at::Tensor forward_cross_entropy(const at::Tensor& idx, const at::Tensor& targets) override {
+    if (!fused_ || !fused_head_ || !detail::fused_head_loss_applies(wte_->weight, targets) ||
+        targets.sizes() != idx.sizes())
+      return {};
+    return detail::fused_head_loss(trunk(idx), wte_->weight, targets);
+  }
+
+  double train_flops_per_sample() const override {
+    return flops_per_sample(parameter_count() - wpe_->weight.numel(), 12);
+  }
+  double train_flops_per_sample_llmc() const override {
+    return flops_per_sample(parameter_count(), 6);
+  }
+  // The logits come from the tied head's matmul, which saved its inputs, not its output.
+  bool loss_can_reuse_outputs() const override { return true; }
+
+ private:
+  // Everything but the head: (B, T) token ids -> (B, T, C), the final LayerNorm's output.
+  at::Tensor trunk(const at::Tensor& idx) {
     if (idx.dim() != 2 || at::isFloatingType(idx.scalar_type())) {
       throw Error("gpt needs (B, T) integer token ids; got a " + std::to_string(idx.dim()) +
                       "-d " + std::string(at::toString(idx.scalar_type())) + " tensor",
@@ -206,19 +230,9 @@ class Gpt : public Model {
       const auto next_norm = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_;
       std::tie(x, y) = add_norm(x, block.mlp(y, fused_, fused_mlp_), next_norm, fused_);
     }
-    return at::linear(y, wte_->weight);  // (B, T, V), head tied to wte
+    return y;
   }
 
-  double train_flops_per_sample() const override {
-    return flops_per_sample(parameter_count() - wpe_->weight.numel(), 12);
-  }
-  double train_flops_per_sample_llmc() const override {
-    return flops_per_sample(parameter_count(), 6);
-  }
-  // The logits come from the tied head's matmul, which saved its inputs, not its output.
-  bool loss_can_reuse_outputs() const override { return true; }
-
- private:
   double parameter_count() const {
     double n = 0;
     for (const auto& p : parameters()) n += static_cast<double>(p.numel());
@@ -235,6 +249,7 @@ class Gpt : public Model {
   int64_t layers_, width_, tokens_;
   bool fused_;      // model.fused_kernels
   bool fused_mlp_;  // model.fused_mlp
+  bool fused_head_;  // model.fused_head
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
@@ -283,7 +298,8 @@ void register_gpt_models() {
                  "token sequences",
                  std::vector<std::string>{"model.n_layer", "model.n_head", "model.n_embd",
                                           "model.vocab_size", "model.seq_len", "model.dropout",
-                                          "model.attention", "model.fused_kernels", "model.fused_mlp"});
+                                          "model.attention", "model.fused_kernels", "model.fused_mlp",
+                                          "model.fused_head"});
 }
 }  // namespace detail
 

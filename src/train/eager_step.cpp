@@ -62,12 +62,10 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
       at::Tensor loss;
       {
         AutocastGuard autocast(ctx_.device, ctx_.precision);
-        at::Tensor out = ctx_.model->forward(ctx_.pixels(inputs));
+        loss = training_loss(ctx_.loss, *ctx_.model, ctx_.pixels(inputs), targets);
         // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
         // accumulated gradient is the mean over the rank's share of the global batch.
-        loss = compute_loss(ctx_.loss, out, targets, /*sum=*/false,
-                            ctx_.model->loss_can_reuse_outputs()) *
-               (static_cast<double>(len) / n);
+        loss = loss * (static_cast<double>(len) / n);
         if (fault == FaultInjector::Fault::kNonFiniteLoss) loss = loss * std::nan("");
       }
       const bool last = m == pieces - 1;

@@ -6,6 +6,7 @@
 
 #include "cuda/fused_loss.h"
 #include "dtrain/error.h"
+#include "dtrain/models.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -31,6 +32,16 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
   at::Tensor t = targets.to(at::kFloat);
   if (t.dim() == 1) t = t.unsqueeze(1);
   return at::mse_loss(out.to(at::kFloat), t, reduction);
+}
+
+at::Tensor training_loss(LossKind kind, Model& model, const at::Tensor& inputs,
+                         const at::Tensor& targets) {
+  if (kind == LossKind::kCrossEntropy) {
+    at::Tensor loss = model.forward_cross_entropy(inputs, targets);
+    if (loss.defined()) return loss;
+  }
+  return compute_loss(kind, model.forward(inputs), targets, /*sum=*/false,
+                      model.loss_can_reuse_outputs());
 }
 
 void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& data) {

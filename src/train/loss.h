@@ -7,6 +7,10 @@
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 
+namespace dtrain {
+class Model;
+}
+
 namespace dtrain::detail {
 
 // Mean (or, with `sum`, summed) loss in fp32. Cross-entropy over large vocabularies on CUDA
@@ -16,6 +20,12 @@ namespace dtrain::detail {
 // logits' gradient over the logits.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum,
                         bool reuse_outputs = false);
+
+// The mean loss of one training micro-batch: the model's own cross-entropy where it has one
+// (Model::forward_cross_entropy), else forward and compute_loss (with the logits' gradient over
+// the logits where Model::loss_can_reuse_outputs).
+at::Tensor training_loss(LossKind kind, Model& model, const at::Tensor& inputs,
+                         const at::Tensor& targets);
 
 // Before training: cross_entropy needs class ids (spec.num_classes > 0), mse regression targets
 // (spec.target_dim > 0); anything else is an Error naming train.loss and the data (`data`, the

@@ -118,23 +118,26 @@ TEST(Gpu, MicroBatchAutoFitsAndPrints) {
   EXPECT_EQ(r.summary.micro_batch, 64);  // small model: the whole rank batch fits
 }
 
-TEST(Gpu, GptOnCudaMatchesCpuThroughTheFusedLayerNorm) {
+TEST(Gpu, GptOnCudaMatchesCpuThroughTheFusedKernels) {
   // fp32 on both sides: the GPU's residual adds and LayerNorms run in the fused kernels (Note
-  // [fused residual LayerNorm]), the CPU's in LibTorch's ops.
+  // [fused residual LayerNorm]) and its head and loss in chunks with their gradients (Note [fused
+  // head and loss]), the CPU's in LibTorch's ops; and the GPU once more with the whole logits.
   const char* gpt = R"(
 run: {dir: "", seed: 4, log_every: 0, quiet: true}
-model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 512, seq_len: 32}
-data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 512,
+model: {name: gpt, n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 2048, seq_len: 32}
+data: {format: synthetic, synthetic_task: tokens, synthetic_shape: [32], synthetic_classes: 2048,
        synthetic_size: 256, synthetic_test_size: 0, workers: 1}
 train: {epochs: 1, max_steps: 8, global_batch: 16, optimizer: sgd, lr: 0.5, momentum: 0.9,
         eval: false, cuda_graph: off}
 )";
   at::globalContext().setAllowTF32CuBLAS(false);
   TrainRun gpu = train(gpt, {}, kGpu);
+  TrainRun whole = train(gpt, {"model.fused_head=false"}, kGpu);
   TrainRun cpu = train(gpt, {}, at::kCPU);
   TrainRun init = train(gpt, {"train.max_steps=1", "train.lr=1e-12"}, at::kCPU);
   ASSERT_GT(max_rel(cpu, init), 1e-3);
   EXPECT_LT(max_rel(gpu, cpu), 1e-4);
+  EXPECT_LT(max_rel(gpu, whole), 1e-5);
 }
 
 // ---- loader: batches gathered into pinned memory equal ordinary ones ---------------------------

@@ -41,7 +41,8 @@ np1=("$mpiexec" "${mpi_flags[@]}" -np 1 "$bin" "$cfg" "${common[@]}")
 close_model() {
   "$py" - "$1/state.pt" "$2/state.pt" "$3" <<'PY' || fail "the checkpoints $1 and $2 differ by more than $3"
 import sys, torch
-a, b, tol = torch.load(sys.argv[1]), torch.load(sys.argv[2]), float(sys.argv[3])
+a, b = (torch.load(f, weights_only=False) for f in sys.argv[1:3])  # state.pt holds typed dicts
+tol = float(sys.argv[3])
 assert a["step"] == b["step"], (a["step"], b["step"])
 worst = max(((a["model"][k].double() - b["model"][k].double()).norm() /
              b["model"][k].double().norm().clamp_min(1e-12)).item() for k in a["model"])

@@ -70,7 +70,7 @@ TEST(ConfigKeys, TheBuiltInModelsDeclareEveryModelKeyTheyRead) {
   }
   // Every key the schema gives to models is read by one of them.
   for (const auto& k : by_model) EXPECT_TRUE(declared.count(k)) << k << " is read by no built-in model";
-  EXPECT_EQ(model_keys("gpt")->size(), 9u);
+  EXPECT_EQ(model_keys("gpt")->size(), 10u);
   EXPECT_FALSE(model_keys("no such model"));
   EXPECT_ANY_THROW(register_model("bad_keys", [](const ModelConfig&, const DataSpec&) { return nullptr; }, "",
                                   std::vector<std::string>{"train.lr"}));
