@@ -105,8 +105,16 @@ struct EvalRecord {
 // At the end of training.
 struct TrainSummary {
   int64_t steps = 0;
-  int64_t samples = 0;  // global samples trained on
-  double seconds = 0;   // training time, evaluation excluded
+  int64_t samples = 0;  // global samples trained on, a resumed run's earlier ones included
+  double seconds = 0;   // this process's training time, evaluation excluded
+  int64_t run_samples = 0;  // global samples this process trained (run_samples / seconds: the
+                            // overall rate, start-up and CUDA-graph capture included)
+  // The steady rate: global samples per second of training over this process's steps after
+  // the first loss read past its warm-up (the eager steps before a CUDA graph, the capture and
+  // one more step), from step `steady_from_step` (1-based, as the progress lines count) to the
+  // end; 0 and -1 when the run ended before that.
+  double steady_samples_per_s = 0;
+  int64_t steady_from_step = -1;
   double last_loss = 0; // mean training loss of the last logged window, over all ranks
   EvalResult eval;      // last evaluation (count 0 if none)
   PhaseTimes phases;    // this rank

@@ -11,9 +11,12 @@
 //   eval     after every evaluation: epoch, test_loss, test_accuracy, test_count, train_loss,
 //            epoch_s;
 //   resume   first in a resumed run: checkpoint, world; the records after it continue the file;
-//   summary  last, at the end of every run: steps, samples, seconds and samples_per_s (of this
-//            run), last_loss, the phase seconds, the last evaluation, tokens_per_s, mfu, the
-//            GPU's mean utilization and peak memory, stopped, checkpoint.
+//   summary  last, at the end of every run: steps, samples (a resumed run's earlier ones
+//            included), run_samples and seconds (this process's), samples_per_s, tokens_per_s
+//            and mfu over them (start-up included), steady_samples_per_s, steady_tokens_per_s,
+//            steady_mfu and steady_from_step (after the warm-up, when the run had one),
+//            last_loss, the phase seconds, the last evaluation, the GPU's mean utilization and
+//            peak memory, stopped, checkpoint.
 // A failed write, fsync or close is an Error naming the file and the OS reason; the file is
 // closed (and its close checked) at the end of the run.
 #include <chrono>
@@ -101,13 +104,14 @@ class MetricsFile : public Hook {
 
   void on_end(TrainSummary& s) override {
     if (!out_) return;
-    // Rates over this run's own samples (a resumed run's summary counts the earlier ones too).
-    const double rate =
-        s.seconds > 0 ? static_cast<double>(s.samples - run_.resumed_samples) / s.seconds : 0.0;
+    // Rates over this process's own samples (a resumed run's summary counts the earlier ones
+    // too): the overall one, start-up included, and the steady one after the warm-up.
+    const double rate = s.seconds > 0 ? static_cast<double>(s.run_samples) / s.seconds : 0.0;
     nlohmann::json j = {{"type", "summary"},  {"time", s.wall_end > 0 ? s.wall_end : unix_now()},
                         {"step", s.steps},    {"steps", s.steps},
                         {"samples", s.samples}, {"seconds", s.seconds},
-                        {"samples_per_s", rate}, {"last_loss", s.last_loss},
+                        {"run_samples", s.run_samples}, {"samples_per_s", rate},
+                        {"last_loss", s.last_loss},
                         {"micro_batch", s.micro_batch}, {"oom_retries", s.oom_retries},
                         {"skipped_steps", s.skipped_steps}, {"stopped", s.stopped},
                         {"checkpoint", s.checkpoint}, {"checkpoint_step", s.checkpoint_step}};
@@ -122,6 +126,12 @@ class MetricsFile : public Hook {
     put(j, "tokens_per_s", tokens_per_s(run_, rate));
     put(j, "mfu", mfu(run_, rate, run_.flops_per_sample));
     put(j, "mfu_llmc", mfu(run_, rate, run_.flops_per_sample_llmc));
+    if (s.steady_from_step >= 0) {
+      j["steady_samples_per_s"] = s.steady_samples_per_s;
+      j["steady_from_step"] = s.steady_from_step;
+      put(j, "steady_tokens_per_s", tokens_per_s(run_, s.steady_samples_per_s));
+      put(j, "steady_mfu", mfu(run_, s.steady_samples_per_s, run_.flops_per_sample));
+    }
     if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
     if (s.gpu) {
       j["gpu_util"] = s.gpu->utilization;

@@ -4,7 +4,9 @@
 // (telemetry/diagnosis.h: each finding with its numbers and the fix). With a run directory,
 // rank 0 also writes the same text to report.txt and the page report.html
 // (telemetry/report_html.h: the charts of the records that read the loss, the findings, the
-// run's facts). Every rank takes part in one gather of the host names at the start, so that the
+// run's facts). A resumed run's charts start with the earlier processes' records from
+// metrics.jsonl (telemetry/report_history.h); its counts and rates are this process's: the
+// steady rate (after the warm-up) and the overall one, each named. Every rank takes part in one gather of the host names at the start, so that the
 // slowest rank is named with its host.
 #include <algorithm>
 #include <ctime>
@@ -21,6 +23,7 @@
 #include "hooks/standard.h"
 #include "runtime/cpu_binding.h"
 #include "telemetry/diagnosis.h"
+#include "telemetry/report_history.h"
 #include "telemetry/report_html.h"
 #include "util/format.h"
 #include "util/fs.h"
@@ -45,6 +48,15 @@ class Report : public Hook {
     run_ = run;
     hosts_ = {process_host()};
     if (run.control && run.world > 1) hosts_ = gather_strings(*run.control, process_host());
+    if (run.rank != 0 || run.run_dir.empty() || run.resumed_from.empty()) return;
+    // The charts span the whole run: the earlier processes' records first.
+    const std::string metrics = join_path(run.run_dir, "metrics.jsonl");
+    const int64_t bad =
+        add_earlier_records(metrics, run.resumed_step, run.data.num_classes > 0, series_);
+    if (bad > 0)
+      log::warn(metrics + ": " + std::to_string(bad) +
+                " line(s) are not JSON records (a process ended mid-write?); the report leaves "
+                "them out");
   }
 
   void on_step(const StepRecord& r, LoopControl&) override {
@@ -89,11 +101,18 @@ class Report : public Hook {
     std::vector<std::string> out;
     const PhaseTimes& p = s.phases;
     const double total = std::max(1e-9, p.total());
-    out.push_back(format("done: %lld steps, %lld samples in %.1f s (%.0f samples/s); rank 0 time: "
-                         "data %.1f%%, compute %.1f%%, communication %.1f%%, optimizer %.1f%%",
-                         static_cast<long long>(s.steps), static_cast<long long>(s.samples), s.seconds,
-                         s.seconds > 0 ? s.samples / s.seconds : 0.0, 100 * p.data / total,
-                         100 * p.compute / total, 100 * p.comm / total, 100 * p.optimizer / total));
+    std::string done = format("done: %lld steps", static_cast<long long>(s.steps));
+    if (run_.resumed_step > 0)
+      done += format(" (%lld in this process, resumed at step %lld)",
+                     static_cast<long long>(s.steps - run_.resumed_step),
+                     static_cast<long long>(run_.resumed_step));
+    out.push_back(done + format(", %lld samples in %.1f s: ", static_cast<long long>(s.run_samples),
+                                s.seconds) +
+                  rates(s));
+    out.push_back(format("rank 0 time: data %.1f%%, compute %.1f%%, communication %.1f%%, "
+                         "optimizer %.1f%%",
+                         100 * p.data / total, 100 * p.compute / total, 100 * p.comm / total,
+                         100 * p.optimizer / total));
     if (run_.device.is_cuda())
       out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0");
     if (s.oom_retries > 0)
@@ -115,6 +134,17 @@ class Report : public Hook {
                              static_cast<long long>(s.eval.count)));
     }
     return out;
+  }
+
+  // This process's rates, each named: the steady one (after the warm-up and the capture) and
+  // the overall one (start-up included).
+  static std::string rates(const TrainSummary& s) {
+    const double overall = s.seconds > 0 ? static_cast<double>(s.run_samples) / s.seconds : 0.0;
+    if (s.steady_from_step < 0)
+      return format("%.0f samples/s overall (too few steps for a steady rate)", overall);
+    return format("%.0f samples/s steady (from step %lld), %.0f samples/s overall (start-up and "
+                  "warm-up included)",
+                  s.steady_samples_per_s, static_cast<long long>(s.steady_from_step), overall);
   }
 
   DiagnosisInput diagnosis_input(const TrainSummary& s) const {
@@ -168,8 +198,9 @@ class Report : public Hook {
     f.push_back({"precision", to_string(c.train.precision)});
     f.push_back({"steps", std::to_string(s.steps) + " of " + std::to_string(run_.total_steps) +
                               (run_.resumed_step > 0 ? " (resumed at " + std::to_string(run_.resumed_step) + ")" : "")});
-    f.push_back({"training time", format("%.1f s, %.0f samples/s", s.seconds,
-                                         s.seconds > 0 ? s.samples / s.seconds : 0.0)});
+    f.push_back({"training time", format("%.1f s for %lld samples in this process",
+                                         s.seconds, static_cast<long long>(s.run_samples))});
+    f.push_back({"throughput", rates(s)});
     const PhaseTimes& p = s.phases;
     const double total = std::max(1e-9, p.total());
     f.push_back({"time split (rank 0)", format("data %.1f%%, compute %.1f%%, comm %.1f%%, optimizer %.1f%%",

@@ -58,7 +58,6 @@ void describe_throughput(RunInfo& info, const Model& model, const Config& cfg) {
 
 StepTelemetry::StepTelemetry(const StepContext& ctx, const Config& cfg)
     : ctx_(ctx),
-      global_batch_(cfg.train.global_batch),
       rate_start_(Clock::now()),
       epoch_start_(rate_start_),
       start_(rate_start_),
@@ -80,14 +79,33 @@ void StepTelemetry::fill_step(StepRecord& rec) const {
   }
 }
 
+void StepTelemetry::step_done(int64_t samples) {
+  ++rate_steps_, ++steps_;
+  rate_samples_ += samples, samples_ += samples;
+}
+
+void StepTelemetry::epoch_begins() {
+  epoch_start_ = Clock::now();
+  in_epoch_ = true;
+}
+
+void StepTelemetry::epoch_ends() {
+  if (in_epoch_) train_seconds_ += seconds_since(epoch_start_);
+  in_epoch_ = false;
+}
+
 void StepTelemetry::restart_rate() {
-  rate_steps_ = 0;
+  rate_steps_ = 0, rate_samples_ = 0;
   rate_start_ = Clock::now();
 }
 
 void StepTelemetry::fill_window(StepRecord& rec) {
-  rec.samples_per_s = static_cast<double>(rate_steps_ * global_batch_) / seconds_since(rate_start_);
+  rec.samples_per_s = static_cast<double>(rate_samples_) / seconds_since(rate_start_);
   rec.window_steps = rate_steps_;
+  // A loss read has waited for the GPU: a point where the host's clock and the GPU's work agree.
+  if (steady_.step < 0 && steps_ >= kSteadyAfterSteps)
+    steady_ = {rec.step + 1, steps_, samples_,
+               train_seconds_ + (in_epoch_ ? seconds_since(epoch_start_) : 0.0)};
   rec.window_phases = minus(rec.phases, window_start_);
   window_start_ = rec.phases;
   if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();
@@ -114,6 +132,12 @@ void StepTelemetry::fill_window(StepRecord& rec) {
 
 void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) const {
   summary.seconds = train_seconds_;
+  summary.run_samples = samples_;
+  const double steady_seconds = train_seconds_ - steady_.seconds;
+  if (steady_.step >= 0 && steps_ > steady_.steps && steady_seconds > 0) {
+    summary.steady_samples_per_s = static_cast<double>(samples_ - steady_.samples) / steady_seconds;
+    summary.steady_from_step = steady_.step;
+  }
   summary.wall_start = wall_start_;
   summary.wall_end = unix_now();
   if (ctx_.device.is_cuda()) {

@@ -26,30 +26,42 @@ class StepTelemetry {
   // Starts the clocks (and the GPU sampler on a CUDA rank) as training is about to begin.
   StepTelemetry(const StepContext& ctx, const Config& cfg);
 
-  // Throughput and training time: a step done; an epoch's training begins and ends (the
-  // evaluation and saves after it are not training time); the rate's window restarts (at the
-  // loop's start and after each epoch's end).
-  void step_done() { ++rate_steps_; }
-  void epoch_begins() { epoch_start_ = Clock::now(); }
-  void epoch_ends() { train_seconds_ += seconds_since(epoch_start_); }
+  // Throughput and training time: a step of `samples` global samples done; an epoch's training
+  // begins and ends (the evaluation and saves after it are not training time); the rate's window
+  // restarts (at the loop's start and after each epoch's end).
+  void step_done(int64_t samples);
+  void epoch_begins();
+  void epoch_ends();
   double epoch_seconds() const { return seconds_since(epoch_start_); }
   void restart_rate();
+
+  // Steps of this process before the steady rate may start: the eager warm-up of a CUDA graph,
+  // its capture and one replay (TrainSummary::steady_samples_per_s).
+  static constexpr int64_t kSteadyAfterSteps = 5;
 
   // Every step: wall time, elapsed seconds, this step's buckets.
   void fill_step(StepRecord& rec) const;
   // Steps that read the loss: samples/s over the steps since the last read, the window's phase
   // times, loss scale, gradient norm, memory, GPU; the rate's window restarts.
   void fill_window(StepRecord& rec);
-  // At the end: training seconds, wall times, memory, the run's GPU means, every rank's phase
-  // times (a collective on `control`: every rank calls it).
+  // At the end: training seconds, this process's samples and its steady rate, wall times,
+  // memory, the run's GPU means, every rank's phase times (a collective on `control`: every
+  // rank calls it).
   void fill_summary(TrainSummary& summary, Communicator& control) const;
 
  private:
   const StepContext& ctx_;
-  int64_t global_batch_;
-  int64_t rate_steps_ = 0;
+  int64_t rate_steps_ = 0, rate_samples_ = 0;
+  int64_t steps_ = 0, samples_ = 0;  // this process's
   Clock::time_point rate_start_, epoch_start_;
-  double train_seconds_ = 0;
+  bool in_epoch_ = false;
+  double train_seconds_ = 0;  // of the epochs ended
+  // Where the steady rate starts: this process's steps, samples and training seconds then.
+  struct Mark {
+    int64_t step = -1, steps = 0, samples = 0;
+    double seconds = 0;
+  };
+  Mark steady_;
   Clock::time_point start_;
   double wall_start_ = 0;
   PhaseTimes window_start_;

@@ -225,7 +225,7 @@ TrainSummary Trainer::fit() {
       f.queued.record(m.ctx.device);
       at.step_done();
       f.window.add_step();
-      f.telemetry.step_done();
+      f.telemetry.step_done(batch->size() * f.world);
       f.summary.samples += batch->size() * f.world;
       StepRecord rec = f.step_record(step_lr);
       if (at.read_due(s)) f.read_loss(rec);

@@ -2,12 +2,14 @@
 # e2e: a rerun never destroys. The same command run again on a finished run, or run again with a
 # changed training key (train.lr), is refused before anything is written: exit 1, one error line
 # per rank naming the checkpoint, the step and the fix, and every file of the run directory
-# byte for byte as it was. With more to train (a higher train.epochs) it resumes and appends.
+# byte for byte as it was. With more to train (a higher train.epochs) it resumes and appends, and
+# its report charts the whole run while counting this process's samples and rates.
 # Env as in the other e2e scripts (DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup rerun
+e2e_torch_python
 cfg=$src/configs/synthetic_linear.yaml
 common=(run.dir="$tmp/runs" run.name=r data.synthetic_size=2048 train.global_batch=128 run.log_every=8
         train.eval=false)
@@ -37,4 +39,20 @@ grep -q "resumed from .*step-000000032 at step 32" "$tmp/more.out" || { show mor
 grep -q '"type": *"resume"' "$tmp/runs/r/metrics.jsonl" || fail "metrics.jsonl has no resume record"
 [[ -d $tmp/runs/r/checkpoints/step-000000048 ]] || fail "epoch 3 was not trained to step 48"
 echo "ok: train.epochs 3 resumed at step 32 and trained to 48, appending to metrics.jsonl"
+# The report spans the whole run; its counts and rates are this process's, each named.
+grep -qE "^done: 48 steps \(16 in this process, resumed at step 32\), 2048 samples in [0-9.]+ s: [0-9]+ samples/s steady \(from step 41\), [0-9]+ samples/s overall" \
+  "$tmp/runs/r/report.txt" || { cat "$tmp/runs/r/report.txt" >&2; fail "report.txt: the closing line does not count this process alone"; }
+"$py" - "$tmp/runs/r/report.html" "$tmp/runs/r/metrics.jsonl" <<'PY' || fail "report.html does not chart the whole run"
+import json, sys
+page = open(sys.argv[1]).read()
+start = page.index('<script type="application/json" id="data">') + len('<script type="application/json" id="data">')
+data = json.loads(page[start:page.index("</script>", start)])
+steps = data["train"]["step"]
+assert steps == [8, 16, 24, 32, 40, 48], steps
+summary = [json.loads(l) for l in open(sys.argv[2]) if '"summary"' in l][-1]
+assert summary["run_samples"] == 2048 and summary["samples"] == 6144, summary
+assert summary["steady_from_step"] == 41 and summary["steady_samples_per_s"] > 0, summary
+print("report.html charts steps", steps)
+PY
+echo "ok: the resumed run's report charts steps 8-48 and counts the 2048 samples this process trained"
 echo "PASS"

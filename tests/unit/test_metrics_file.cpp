@@ -133,7 +133,8 @@ TEST(MetricsFile, EveryRunEndsWithASummaryRecord) {
   e.result.loss = 0.8, e.result.accuracy = 0.7, e.result.count = 1000;
   run.hook->on_eval(e, run.control);
   dtrain::TrainSummary s;
-  s.steps = 150, s.samples = 9600, s.seconds = 16, s.last_loss = 0.85;
+  s.steps = 150, s.samples = 9600, s.run_samples = 3200, s.seconds = 16, s.last_loss = 0.85;
+  s.steady_samples_per_s = 250, s.steady_from_step = 106;
   s.eval = e.result;
   s.phases.data = 1, s.phases.compute = 10, s.phases.comm = 2, s.phases.optimizer = 3;
   s.phases.eval = 4;
@@ -157,9 +158,13 @@ TEST(MetricsFile, EveryRunEndsWithASummaryRecord) {
   EXPECT_EQ(j["time"].get<double>(), 1700000999.0);
   EXPECT_EQ(j["step"], 150);
   EXPECT_EQ(j["samples"], 9600);
-  // This run trained 9600 - 6400 samples in 16 s.
+  // This process trained 9600 - 6400 samples in 16 s; faster after its warm-up.
+  EXPECT_EQ(j["run_samples"], 3200);
   EXPECT_EQ(j["samples_per_s"].get<double>(), 200);
   EXPECT_EQ(j["tokens_per_s"].get<double>(), 2000);
+  EXPECT_EQ(j["steady_samples_per_s"].get<double>(), 250);
+  EXPECT_EQ(j["steady_tokens_per_s"].get<double>(), 2500);
+  EXPECT_EQ(j["steady_from_step"], 106);
   EXPECT_EQ(j["last_loss"].get<double>(), 0.85);
   EXPECT_EQ(j["test_loss"].get<double>(), 0.8);
   EXPECT_EQ(j["test_count"], 1000);
