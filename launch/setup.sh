@@ -33,8 +33,9 @@ say() { echo "== setup: $*"; }
 
 # ---- 1. packages ------------------------------------------------------------------------------
 # Why each: compiler and build tools; LibTorch (tensors, autograd, nn); OpenMPI (launcher and CPU
-# collectives); yaml-cpp (configs); zlib (.gz IDX files); nlohmann-json (metrics files); CLI11
-# (arguments); GoogleTest/GoogleMock (tests); python3-torch (reference values in tests only);
+# collectives); yaml-cpp (configs); zlib (.gz IDX files, checkpoint files' CRC-32); nlohmann-json
+# (metrics files); CLI11 (arguments); GoogleTest/GoogleMock (tests); python3-torch (reference
+# values in tests only);
 # Fashion-MNIST (the demo's data and the e2e tests'); fortunes (text for configs/text_gpt.yaml
 # and the token-data tests); libjpeg-turbo's TurboJPEG and libpng (decoding image folders);
 # python3-pil (reference pixels and image folders for the tests, bench/make_jpeg_folder.py);

@@ -1,9 +1,12 @@
 #include "checkpoint/folder.h"
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "dtrain/error.h"
 #include "util/dir.h"
@@ -15,6 +18,8 @@ namespace {
 
 constexpr const char* kMarker = "COMPLETE";
 constexpr const char* kPrefix = "step-";
+constexpr const char* kFormat2 = "dtrain checkpoint 2";  // CRC-32 per file
+constexpr const char* kFormat1 = "dtrain checkpoint 1";  // FNV-1a per file (read only)
 
 // The step of a folder name `step-000000120`, or -1 when the name is not one.
 int64_t step_of(const std::string& name) {
@@ -27,15 +32,59 @@ int64_t step_of(const std::string& name) {
   return v;
 }
 
-std::string hex(uint64_t h) {
+// A hash as the marker writes it: 8 hex digits for a CRC-32 (format 2), 16 for FNV-1a (1).
+std::string hex(uint64_t h, int format) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, format == 1 ? "%016llx" : "%08llx",
+                static_cast<unsigned long long>(h));
   return buf;
+}
+
+nlohmann::json entry_json(const MarkedFile& f) {
+  return {{"name", f.name}, {"bytes", f.bytes}, {"crc32", hex(f.hash, 2)}};
+}
+
+// One entry of a marker's "files"; the hash under "crc32" (format 2) or "fnv1a" (format 1).
+MarkedFile entry_of(const nlohmann::json& j, int format) {
+  MarkedFile f;
+  f.name = j.at("name").get<std::string>();
+  f.bytes = j.at("bytes").get<int64_t>();
+  const std::string h = j.at(format == 1 ? "fnv1a" : "crc32").get<std::string>();
+  if (h.empty() || h.size() > (format == 1 ? 16u : 8u) ||
+      h.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw Error("the hash '" + h + "' of " + f.name + " is not hexadecimal");
+  f.hash = std::stoull(h, nullptr, 16);
+  if (f.name.empty() || f.name.find('/') != std::string::npos || f.bytes < 0)
+    throw Error("a file entry '" + f.name + "' of " + std::to_string(f.bytes) + " bytes");
+  return f;
+}
+
+// The size and hash (CRC-32 for format 2, FNV-1a for 1) of a file, read in chunks.
+MarkedFile digest_of_file(const std::string& path, int format) {
+  MarkedFile f;
+  uint32_t crc = 0;
+  uint64_t fnv = kFnv1aStart;
+  read_file_chunks(path, [&](const char* p, size_t n) {
+    f.bytes += static_cast<int64_t>(n);
+    if (format == 1)
+      fnv = fnv1a(std::string_view(p, n), fnv);
+    else
+      crc = crc32_of(p, n, crc);
+  });
+  f.hash = format == 1 ? fnv : crc;
+  return f;
+}
+
+int64_t size_of(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
 }
 
 }  // namespace
 
-uint64_t hash_bytes(const std::string& bytes) { return fnv1a(bytes); }
+uint32_t crc32_of(const char* data, size_t n, uint32_t crc) {
+  return static_cast<uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(data), n));
+}
 
 CheckpointFolder::CheckpointFolder(std::string dir) : dir_(std::move(dir)) {}
 
@@ -87,16 +136,54 @@ bool has_marker(const std::string& checkpoint) {
   return path_exists(join_path(checkpoint, kMarker));
 }
 
+MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
+                                 const std::string& content) {
+  MarkedFile f;
+  f.name = name;
+  f.bytes = static_cast<int64_t>(content.size());
+  uint32_t crc = 0;
+  write_file_atomic(join_path(checkpoint, name), content,
+                    [&crc](const char* p, size_t n) { crc = crc32_of(p, n, crc); });
+  f.hash = crc;
+  return f;
+}
+
+std::string marker_entries(const std::vector<MarkedFile>& files) {
+  std::string out;
+  for (const auto& f : files) out += entry_json(f).dump() + "\n";
+  return out;
+}
+
+std::vector<MarkedFile> parse_marker_entries(const std::string& text, const std::string& where) {
+  std::vector<MarkedFile> out;
+  std::istringstream lines(text);
+  std::string line;
+  try {
+    while (std::getline(lines, line)) {
+      if (!line.empty()) out.push_back(entry_of(nlohmann::json::parse(line), 2));
+    }
+  } catch (const std::exception& e) {
+    throw Error(std::string("not a checkpoint file entry: ") + e.what(), where);
+  }
+  return out;
+}
+
 void write_marker(const std::string& checkpoint, int64_t step, int world,
-                  const std::vector<std::string>& files) {
+                  const std::vector<MarkedFile>& files) {
   nlohmann::json j;
-  j["format"] = "dtrain checkpoint 1";
+  j["format"] = kFormat2;
   j["step"] = step;
   j["world"] = world;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files) {
-    const std::string bytes = read_file(join_path(checkpoint, f));
-    j["files"].push_back({{"name", f}, {"bytes", bytes.size()}, {"fnv1a", hex(hash_bytes(bytes))}});
+    const std::string p = join_path(checkpoint, f.name);
+    const int64_t on_disk = size_of(p);
+    if (on_disk != f.bytes)
+      throw Error(on_disk < 0 ? std::string("checkpoint file is missing")
+                              : "checkpoint file has " + std::to_string(on_disk) +
+                                    " bytes, its writer wrote " + std::to_string(f.bytes),
+                  p);
+    j["files"].push_back(entry_json(f));
   }
   write_file_atomic(join_path(checkpoint, kMarker), j.dump(1) + "\n");
   sync_dir(checkpoint);
@@ -111,34 +198,45 @@ Marker checked(const std::string& checkpoint) {
                 checkpoint);
   Marker m;
   try {
+    const int64_t size = size_of(path);
+    if (size < 0 || size > (int64_t(64) << 20))
+      throw Error("unreadable checkpoint marker: not a file of at most 64 MiB", path);
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
-    if (j.at("format").get<std::string>() != "dtrain checkpoint 1")
-      throw Error("unknown checkpoint format '" + j.at("format").get<std::string>() + "'", path);
+    const std::string format = j.at("format").get<std::string>();
+    if (format == kFormat2)
+      m.format = 2;
+    else if (format == kFormat1)
+      m.format = 1;
+    else
+      throw Error("unknown checkpoint format '" + format + "' (this dtrain reads '" + kFormat2 +
+                      "' and '" + kFormat1 + "')",
+                  path);
     m.step = j.at("step").get<int64_t>();
     m.world = j.at("world").get<int>();
-    for (const auto& f : j.at("files")) {
-      MarkedFile mf;
-      mf.name = f.at("name").get<std::string>();
-      mf.bytes = f.at("bytes").get<int64_t>();
-      mf.hash = std::stoull(f.at("fnv1a").get<std::string>(), nullptr, 16);
-      m.files.push_back(mf);
-    }
-  } catch (const Error&) {
+    for (const auto& f : j.at("files")) m.files.push_back(entry_of(f, m.format));
+  } catch (const Error& e) {
+    if (e.where().empty()) throw Error("unreadable checkpoint marker: " + e.cause(), path);
     throw;
   } catch (const std::exception& e) {
     throw Error(std::string("unreadable checkpoint marker: ") + e.what(), path);
   }
   for (const auto& f : m.files) {
     const std::string p = join_path(checkpoint, f.name);
-    if (!path_exists(p)) throw Error("checkpoint file is missing", p);
-    const std::string bytes = read_file(p);
-    if (static_cast<int64_t>(bytes.size()) != f.bytes)
-      throw Error("checkpoint file is truncated or changed: " + std::to_string(bytes.size()) +
+    const int64_t on_disk = size_of(p);
+    if (on_disk < 0) throw Error("checkpoint file is missing", p);
+    if (on_disk != f.bytes)
+      throw Error("checkpoint file is truncated or changed: " + std::to_string(on_disk) +
                       " bytes, the marker says " + std::to_string(f.bytes),
                   p);
-    if (hash_bytes(bytes) != f.hash)
-      throw Error("checkpoint file is corrupt: its hash " + hex(hash_bytes(bytes)) +
-                      " differs from the marker's " + hex(f.hash),
+    const MarkedFile read = digest_of_file(p, m.format);
+    if (read.bytes != f.bytes)
+      throw Error("checkpoint file is truncated or changed: " + std::to_string(read.bytes) +
+                      " bytes, the marker says " + std::to_string(f.bytes),
+                  p);
+    if (read.hash != f.hash)
+      throw Error(std::string("checkpoint file is corrupt: its ") +
+                      (m.format == 1 ? "FNV-1a hash " : "CRC-32 ") + hex(read.hash, m.format) +
+                      " differs from the marker's " + hex(f.hash, m.format),
                   p);
   }
   return m;

@@ -1,4 +1,4 @@
-// The restricted reader of torch.save's pickle (pickle_reader.h). Numbers are little-endian
+// The restricted reader of torch.save's pickle (pickle_reader.h): bounded whatever the bytes. Numbers are little-endian
 // (BINFLOAT big-endian), as pickle defines them.
 #include "checkpoint/pickle_reader.h"
 
@@ -28,42 +28,38 @@ const std::vector<std::pair<at::ScalarType, std::string>>& storage_classes() {
   return classes;
 }
 
+const char* kind_name(PickleValue::Kind k) {
+  using K = PickleValue::Kind;
+  switch (k) {
+    case K::kNone: return "None";
+    case K::kBool: return "bool";
+    case K::kInt: return "int";
+    case K::kFloat: return "float";
+    case K::kString: return "str";
+    case K::kTuple: return "tuple";
+    case K::kList: return "list";
+    case K::kDict: return "dict";
+    case K::kTensor: return "tensor";
+    case K::kStorage: return "storage";
+    case K::kGlobal: return "Python class or function";
+  }
+  return "value";
+}
+
+const PickleValue* PickleValue::find(const std::string& key) const {
+  const auto it = index.find(key);
+  return it == index.end() ? nullptr : items[it->second + 1].get();
+}
+
 namespace {
 
-struct Value;
-using Ref = std::shared_ptr<Value>;
-struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kTensor,
-                    kStorage, kGlobal };
-  Kind kind = Kind::kNone;
-  int64_t i = 0;
-  double f = 0;
-  std::string s;           // a string; a global's "module.name"
-  std::vector<Ref> items;  // tuple, list; dict: key, value, key, value, ...
-  at::Tensor tensor;       // tensor; storage: its values, flat
-};
+using Value = PickleValue;
+using Ref = PickleRef;
 
 Ref make(Value::Kind kind) {
   auto v = std::make_shared<Value>();
   v->kind = kind;
   return v;
-}
-
-const char* kind_name(Value::Kind k) {
-  switch (k) {
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kTuple: return "tuple";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kDict: return "dict";
-    case Value::Kind::kTensor: return "tensor";
-    case Value::Kind::kStorage: return "storage";
-    case Value::Kind::kGlobal: return "Python class or function";
-  }
-  return "value";
 }
 
 // Reads the pickle subset that torch.save writes for a dict of tensors. `load_storage(key,
@@ -165,16 +161,14 @@ class Unpickler {
     expect(container, Value::Kind::kDict, "the target of SETITEMS");
     if (items.size() % 2 != 0) fail("malformed pickle (odd SETITEMS)");
     for (size_t k = 0; k < items.size(); k += 2) {
-      bool replaced = false;
-      for (size_t j = 0; j < container->items.size(); j += 2) {
-        const Ref& key = container->items[j];
-        if (key->kind == Value::Kind::kString && items[k]->kind == Value::Kind::kString &&
-            key->s == items[k]->s) {
-          container->items[j + 1] = items[k + 1];
-          replaced = true;
+      if (items[k]->kind == Value::Kind::kString) {
+        const auto [it, added] = container->index.emplace(items[k]->s, container->items.size());
+        if (!added) {  // a repeated key: the last value wins, as in Python
+          container->items[it->second + 1] = items[k + 1];
+          continue;
         }
       }
-      if (!replaced) container->items.insert(container->items.end(), {items[k], items[k + 1]});
+      container->items.insert(container->items.end(), {items[k], items[k + 1]});
     }
   }
 
@@ -222,6 +216,11 @@ class Unpickler {
       return make(Value::Kind::kDict);
     }
     if (name == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(args);
+    if (name == "torch.jit._pickle.restore_type_tag") {  // (value, "Dict[str, Any]")
+      if (args.size() != 2) fail("restore_type_tag with " + std::to_string(args.size()) +
+                                 " arguments");
+      return args[0];
+    }
     if (name == "torch._utils._rebuild_parameter") {
       if (args.empty()) fail("_rebuild_parameter without arguments");
       return expect(args[0], Value::Kind::kTensor, "a parameter's data");
@@ -379,9 +378,12 @@ class Unpickler {
 
 }  // namespace
 
-NamedTensors read_state_dict_pickle(const std::string& pickle, const std::string& path,
-                                    const StorageLoader& load_storage) {
-  const Ref top = Unpickler(pickle, path, load_storage).run();
+PickleRef read_pickle(const std::string& pickle, const std::string& path,
+                      const StorageLoader& load_storage) {
+  return Unpickler(pickle, path, load_storage).run();
+}
+
+NamedTensors state_dict_of(const PickleRef& top, const std::string& path) {
   if (top->kind != Value::Kind::kDict)
     throw Error(std::string("holds a value of type ") + kind_name(top->kind) +
                     ", not a dict of tensors (save a state_dict)",

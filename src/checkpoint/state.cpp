@@ -4,6 +4,8 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_file.h"
 #include "config/schema.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -30,82 +32,89 @@ std::string to_bytes(const Dict& d) {
   return std::string(v.begin(), v.end());
 }
 
-// Reads a pickled dict, naming `file` when the bytes are not one.
-Dict from_bytes(const std::string& bytes, const std::string& file, const char* format) {
-  c10::IValue v;
+using Kind = PickleValue::Kind;
+
+// Reads a pickled dict with dtrain's bounded reader (checkpoint/pickle_reader.h; not LibTorch's
+// unpickler, which a corrupt file can send into allocating without end), naming `file` when the
+// bytes are not one.
+PickleRef from_bytes(const std::string& bytes, const std::string& file, const char* format) {
+  PickleRef v;
   try {
-    v = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  } catch (const std::exception& e) {
-    throw Error(std::string("not a readable checkpoint file (truncated or corrupt?): ") +
-                    first_line(e.what()),
-                file);
+    v = torch_load_bytes(bytes, file);
+  } catch (const Error& e) {
+    throw Error("not a readable checkpoint file (truncated or corrupt?): " + e.cause(), file);
   }
-  if (!v.isGenericDict()) throw Error("not a dtrain checkpoint file (no dict inside)", file);
-  Dict d = v.toGenericDict();
-  if (!d.contains(std::string("format")) || !d.at(std::string("format")).isString() ||
-      d.at(std::string("format")).toStringRef() != format)
+  if (v->kind != Kind::kDict) throw Error("not a dtrain checkpoint file (no dict inside)", file);
+  const PickleValue* f = v->find("format");
+  if (!f || f->kind != Kind::kString || f->s != format)
     throw Error(std::string("not a dtrain checkpoint file of this kind (expected format '") +
                     format + "')",
                 file);
-  return d;
+  return v;
 }
 
 // Typed reads that name the entry and the file.
 class Reader {
  public:
-  Reader(const Dict& d, std::string file) : d_(d), file_(std::move(file)) {}
-  c10::IValue at(const std::string& key) const {
-    if (!d_.contains(key)) throw Error("checkpoint entry '" + key + "' is missing", file_);
-    return d_.at(key);
+  Reader(PickleRef d, std::string file) : d_(std::move(d)), file_(std::move(file)) {}
+  const PickleValue& at(const std::string& key) const {
+    const PickleValue* v = d_->find(key);
+    if (!v) throw Error("checkpoint entry '" + key + "' is missing", file_);
+    return *v;
   }
   int64_t integer(const std::string& key) const {
-    const c10::IValue v = at(key);
-    if (!v.isInt()) throw Error("checkpoint entry '" + key + "' is not an integer", file_);
-    return v.toInt();
+    const PickleValue& v = at(key);
+    if (v.kind != Kind::kInt && v.kind != Kind::kBool)
+      throw Error("checkpoint entry '" + key + "' is not an integer", file_);
+    return v.i;
   }
   double number(const std::string& key) const {
-    const c10::IValue v = at(key);
-    if (!v.isDouble()) throw Error("checkpoint entry '" + key + "' is not a number", file_);
-    return v.toDouble();
+    const PickleValue& v = at(key);
+    if (v.kind != Kind::kFloat) throw Error("checkpoint entry '" + key + "' is not a number", file_);
+    return v.f;
   }
   std::string text(const std::string& key) const {
-    const c10::IValue v = at(key);
-    if (!v.isString()) throw Error("checkpoint entry '" + key + "' is not text", file_);
-    return v.toStringRef();
+    const PickleValue& v = at(key);
+    if (v.kind != Kind::kString) throw Error("checkpoint entry '" + key + "' is not text", file_);
+    return v.s;
   }
   at::Tensor tensor(const std::string& key, bool optional = false) const {
-    if (optional && !d_.contains(key)) return {};
-    const c10::IValue v = at(key);
-    if (v.isNone() && optional) return {};
-    if (!v.isTensor()) throw Error("checkpoint entry '" + key + "' is not a tensor", file_);
-    return v.toTensor();
+    const PickleValue* v = d_->find(key);
+    if (optional && (!v || v->kind == Kind::kNone)) return {};
+    if (at(key).kind != Kind::kTensor)
+      throw Error("checkpoint entry '" + key + "' is not a tensor", file_);
+    return v->tensor;
   }
   NamedTensors tensors(const std::string& key) const {
-    const c10::IValue v = at(key);
-    if (!v.isGenericDict()) throw Error("checkpoint entry '" + key + "' is not a dict", file_);
+    const PickleValue& v = dict(key);
     NamedTensors out;
-    for (const auto& kv : v.toGenericDict()) {
-      if (!kv.key().isString() || !kv.value().isTensor())
+    for (size_t k = 0; k + 1 < v.items.size(); k += 2) {
+      if (v.items[k]->kind != Kind::kString || v.items[k + 1]->kind != Kind::kTensor)
         throw Error("checkpoint entry '" + key + "' holds something other than named tensors",
                     file_);
-      out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+      out.emplace_back(v.items[k]->s, v.items[k + 1]->tensor);
     }
     return out;
   }
   std::map<std::string, std::string> texts(const std::string& key) const {
-    const c10::IValue v = at(key);
-    if (!v.isGenericDict()) throw Error("checkpoint entry '" + key + "' is not a dict", file_);
+    const PickleValue& v = dict(key);
     std::map<std::string, std::string> out;
-    for (const auto& kv : v.toGenericDict()) {
-      if (!kv.key().isString() || !kv.value().isString())
+    for (size_t k = 0; k + 1 < v.items.size(); k += 2) {
+      if (v.items[k]->kind != Kind::kString || v.items[k + 1]->kind != Kind::kString)
         throw Error("checkpoint entry '" + key + "' holds something other than text", file_);
-      out[kv.key().toStringRef()] = kv.value().toStringRef();
+      out[v.items[k]->s] = v.items[k + 1]->s;
     }
     return out;
   }
 
  private:
-  const Dict& d_;
+  const PickleValue& dict(const std::string& key) const {
+    const PickleValue& v = at(key);
+    if (v.kind != Kind::kDict) throw Error("checkpoint entry '" + key + "' is not a dict", file_);
+    return v;
+  }
+
+  PickleRef d_;
   std::string file_;
 };
 
@@ -157,8 +166,7 @@ std::string encode(const RankState& s) {
 }
 
 SharedState decode_shared(const std::string& bytes, const std::string& file) {
-  const Dict d = from_bytes(bytes, file, kSharedFormat);
-  const Reader r(d, file);
+  const Reader r(from_bytes(bytes, file, kSharedFormat), file);
   SharedState s;
   LoopPosition& p = s.position;
   p.step = r.integer("step");
@@ -186,8 +194,7 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
 }
 
 RankState decode_rank(const std::string& bytes, const std::string& file) {
-  const Dict d = from_bytes(bytes, file, kRankFormat);
-  const Reader r(d, file);
+  const Reader r(from_bytes(bytes, file, kRankFormat), file);
   RankState s;
   s.rank = static_cast<int>(r.integer("rank"));
   s.world = static_cast<int>(r.integer("world"));

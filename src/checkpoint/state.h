@@ -2,7 +2,8 @@
 // rank 0) holds what every rank shares: the model's parameters and buffers, the optimizer and
 // loss-scaler state, where the loop stood, the resolved config key by key, and the versions.
 // `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
-// dicts (torch::pickle_save), so Python's torch.load opens them too. Beside them a checkpoint
+// dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain reads
+// them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler. Beside them a checkpoint
 // holds model.pt (the weights for Python, checkpoint/weights.h) and the COMPLETE marker
 // (checkpoint/folder.h).
 #pragma once
@@ -63,7 +64,8 @@ std::map<std::string, std::string> config_values(const Config& cfg);
 
 std::string encode(const SharedState& s);
 std::string encode(const RankState& s);
-// Decoding checks the format and every field; an Error names `file` and what is wrong.
+// Decoding checks the format and every field; an Error names `file` and what is wrong. Bounded
+// in time and memory whatever the bytes.
 SharedState decode_shared(const std::string& bytes, const std::string& file);
 RankState decode_rank(const std::string& bytes, const std::string& file);
 

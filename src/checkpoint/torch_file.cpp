@@ -8,11 +8,13 @@
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
 
 #include "checkpoint/pickle_reader.h"
 #include "dtrain/error.h"
@@ -130,12 +132,36 @@ std::string torch_save_bytes(const NamedTensors& tensors) {
   return out;
 }
 
-NamedTensors torch_load_file(const std::string& path) {
-  if (!path_exists(path)) throw Error("no such file", path);
+namespace {
+
+// An archive in memory, for caffe2's zip reader.
+class BytesAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesAdapter(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+// The value in an archive's data.pkl, with its tensors: from the file `path`, or from `bytes`
+// (named `path` in messages) when given. Every failure is an Error naming `path`; LibTorch's
+// own errors (c10::Error) and an allocation that fails (a zip directory that declares a record
+// larger than memory) become one.
+PickleRef load_archive(const std::string& path, const std::string* bytes) {
+  if (!bytes && !path_exists(path)) throw Error("no such file", path);
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> zip;
   std::string pickle;
   try {
-    zip = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    zip = bytes ? std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+                      std::make_shared<BytesAdapter>(*bytes))
+                : std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
     if (!zip->hasRecord("data.pkl"))
       throw Error("a zip archive without data.pkl: not a file of torch.save", path);
     if (zip->hasRecord("byteorder")) {
@@ -146,15 +172,22 @@ NamedTensors torch_load_file(const std::string& path) {
     auto [ptr, n] = zip->getRecord("data.pkl");
     pickle.assign(static_cast<const char*>(ptr.get()), n);
   } catch (const c10::Error& e) {
-    std::ifstream f(path, std::ios::binary);
-    char head[2] = {0, 0};
-    f.read(head, 2);
-    if (static_cast<unsigned char>(head[0]) == 0x80)
+    char head = 0;
+    if (bytes) {
+      if (!bytes->empty()) head = (*bytes)[0];
+    } else {
+      std::ifstream(path, std::ios::binary).read(&head, 1);
+    }
+    if (static_cast<unsigned char>(head) == 0x80)
       throw Error("a file in the format of torch.save before PyTorch 1.6, which dtrain does not "
                   "read: save it again with torch.save in PyTorch 1.6 or later",
                   path);
     throw Error("not a file written by torch.save (truncated, or not a zip archive: " +
                     first_line_of(e) + ")",
+                path);
+  } catch (const std::bad_alloc&) {
+    throw Error("not a file written by torch.save (its zip directory declares a record larger "
+                "than memory: truncated or corrupt?)",
                 path);
   }
 
@@ -169,19 +202,29 @@ NamedTensors torch_load_file(const std::string& path) {
       return it->second;
     }
     const std::string record = "data/" + key;
-    at::Tensor flat = at::empty({numel}, at::TensorOptions().dtype(dtype));
+    const size_t item = c10::elementSize(dtype);
+    size_t need = 0;
+    if (numel < 0 || __builtin_mul_overflow(static_cast<size_t>(numel), item, &need))
+      throw Error("not a torch.save file of tensors: storage " + key + " of " +
+                      std::to_string(numel) + " values",
+                  path);
+    at::Tensor flat;
     try {
       if (!zip->hasRecord(record))
         throw Error("not a torch.save file of tensors: no record " + record, path);
-      auto [ptr, n] = zip->getRecord(record);
-      if (n != flat.nbytes())
+      auto [ptr, n] = zip->getRecord(record);  // its size as the archive has it, then checked
+      if (n != need)
         throw Error("not a torch.save file of tensors: record " + record + " has " +
-                        std::to_string(n) + " bytes, its storage needs " +
-                        std::to_string(flat.nbytes()),
+                        std::to_string(n) + " bytes, its storage needs " + std::to_string(need),
                     path);
+      flat = at::empty({numel}, at::TensorOptions().dtype(dtype));
       if (n > 0) std::memcpy(flat.data_ptr(), ptr.get(), n);
     } catch (const c10::Error& e) {
       throw Error("not a torch.save file of tensors: record " + record + ": " + first_line_of(e),
+                  path);
+    } catch (const std::bad_alloc&) {
+      throw Error("not a torch.save file of tensors: record " + record +
+                      " declares more bytes than memory holds (truncated or corrupt?)",
                   path);
     }
     storages.emplace(key, flat);
@@ -189,10 +232,23 @@ NamedTensors torch_load_file(const std::string& path) {
   };
 
   try {
-    return read_state_dict_pickle(pickle, path, load_storage);
+    return read_pickle(pickle, path, load_storage);
   } catch (const c10::Error& e) {
     throw Error("not a torch.save file of tensors: " + first_line_of(e), path);
+  } catch (const std::bad_alloc&) {
+    throw Error("not a torch.save file of tensors: out of memory while reading its pickle", path);
   }
+}
+
+}  // namespace
+
+NamedTensors torch_load_file(const std::string& path) {
+  const PickleRef top = load_archive(path, nullptr);
+  return state_dict_of(top, path);
+}
+
+PickleRef torch_load_bytes(const std::string& bytes, const std::string& path) {
+  return load_archive(path, &bytes);
 }
 
 }  // namespace dtrain::detail

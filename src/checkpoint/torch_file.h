@@ -11,11 +11,13 @@
 // without weights_only. The reader accepts that subset of pickle (protocols 2 to 5): dicts,
 // OrderedDicts (their _metadata is ignored), tuples, lists, strings, numbers and tensors; any
 // other Python object is an Error. Every malformed input is an Error naming the file, never a
-// crash: reads are bounds-checked, and a tensor must fit in its storage.
+// crash or a hang: reads are bounds-checked, a record's size is checked against its storage
+// before anything is allocated for it, and a tensor must fit in its storage.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +25,8 @@
 namespace dtrain::detail {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+struct PickleValue;  // checkpoint/pickle_reader.h
+using PickleRef = std::shared_ptr<PickleValue>;
 
 // The bytes of torch.save(OrderedDict(tensors)): each tensor as a CPU contiguous copy; entries
 // that are the same tensor (tied weights) share one storage, as they do in Python.
@@ -33,5 +37,12 @@ std::string torch_save_bytes(const NamedTensors& tensors);
 // (truncated, text, the pre-1.6 format), holds no data.pkl, is not a dict of str -> tensor, or
 // is malformed.
 NamedTensors torch_load_file(const std::string& path);
+
+// The value in the data.pkl of an archive given as bytes, in the format of torch.save or of
+// LibTorch's torch::jit::pickle_save (checkpoint/state.h's files), read by the restricted reader
+// (pickle_reader.h) with its tensors; an Error naming `path` when the bytes are not such an
+// archive or hold anything else. Bounded in time and memory whatever the bytes, as
+// torch_load_file is.
+PickleRef torch_load_bytes(const std::string& bytes, const std::string& path);
 
 }  // namespace dtrain::detail

@@ -137,6 +137,15 @@ Shard token_shard(const DataConfig& cfg, const std::string& path, const std::str
   return s;
 }
 
+// "no file holds a window": the files and their token counts, for the Error.
+std::string too_short(const std::vector<Shard>& shards, int64_t t) {
+  std::string files;
+  for (size_t i = 0; i < shards.size() && i < 4; ++i)
+    files += (i ? ", " : "") + shards[i].path + " (" + std::to_string(shards[i].count) + " tokens)";
+  if (shards.size() > 4) files += ", and " + std::to_string(shards.size() - 4) + " more";
+  return "no file holds a window of seq_len + 1 = " + std::to_string(t + 1) + " tokens: " + files;
+}
+
 // Windows of T + 1 tokens from shards: (shard, first token) pairs.
 class TokenWindows : public Dataset {
  public:
@@ -207,8 +216,7 @@ std::vector<std::pair<int, int64_t>> random_windows(const std::vector<Shard>& sh
     total += s.count > t ? s.count - t : 0;
     starts.push_back(total);
   }
-  if (total == 0)
-    throw Error("no file holds a window of seq_len + 1 = " + std::to_string(t + 1) + " tokens", key);
+  if (total == 0) throw Error(too_short(shards, t), key);
   const int64_t n = wanted > 0 ? wanted : std::max<int64_t>(1, total_tokens(shards) / (t + 1));
   std::mt19937_64 rng(static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull + 17);
   std::vector<std::pair<int, int64_t>> w;
@@ -230,8 +238,7 @@ std::vector<std::pair<int, int64_t>> sequential_windows(const std::vector<Shard>
   for (size_t i = 0; i < shards.size(); ++i)
     for (int64_t first = 0; first + t < shards[i].count; first += t)
       w.emplace_back(static_cast<int>(i), first);
-  if (w.empty())
-    throw Error("no file holds a window of seq_len + 1 = " + std::to_string(t + 1) + " tokens", key);
+  if (w.empty()) throw Error(too_short(shards, t), key);
   return w;
 }
 

@@ -1,12 +1,14 @@
 // Checkpoints (config section `checkpoint`): on every save the loop asks for, each rank writes
 // its own state and rank 0 the shared state into checkpoint.dir/step-<N>/; once every rank's
-// files are durable, rank 0 writes the COMPLETE marker, then prunes to checkpoint.keep. Every
+// files are durable, rank 0 writes the COMPLETE marker (each file's size and CRC-32, taken as
+// the file was written and gathered from its rank), then prunes to checkpoint.keep. Every
 // step of that is agreed over the control plane, so a failure on any rank (a full disk, a folder
 // that is not shared) is an Error on every rank naming the rank and the file, and no rank waits.
 // What the files hold: checkpoint/state.h; the folder's rules: checkpoint/folder.h.
 #include <ATen/Context.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +85,7 @@ class CheckpointWriter : public Hook {
       if (path_exists(dir)) remove_tree(dir);  // an incomplete earlier attempt at this step
       make_dirs(dir);
     });
+    std::vector<MarkedFile> written;  // this rank's files: sizes and hashes taken as written
     agreed(control, "write", [&] {
       RankState mine;
       mine.rank = s.rank;
@@ -91,26 +94,36 @@ class CheckpointWriter : public Hook {
       mine.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
       if (s.device.is_cuda())
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
-      write_file_atomic(join_path(dir, rank_file_name(s.rank)), encode(mine));
+      written.push_back(write_checkpoint_file(dir, rank_file_name(s.rank), encode(mine)));
       if (s.rank == 0) {
-        write_file_atomic(join_path(dir, "state.pt"), encode(shared(s)));
-        save_weights(*s.model, join_path(dir, "model.pt"));  // for Python: torch.load
+        written.push_back(write_checkpoint_file(dir, "state.pt", encode(shared(s))));
+        // for Python: torch.load
+        written.push_back(write_checkpoint_file(dir, "model.pt", weights_bytes(*s.model)));
       }
     });
+    const auto entries = gather_strings(control, marker_entries(written));
     int64_t bytes = 0;
     agreed(control, "marker", [&] {
       if (s.rank != 0) return;
-      std::vector<std::string> files = {"state.pt", "model.pt"};
-      for (int r = 0; r < s.world; ++r) files.push_back(rank_file_name(r));
+      std::vector<MarkedFile> files;
+      for (int r = 0; r < s.world; ++r) {
+        const std::string where = join_path(dir, rank_file_name(r)) + " (rank " +
+                                  std::to_string(r) + "'s entries)";
+        for (auto& f : parse_marker_entries(entries[static_cast<size_t>(r)], where))
+          files.push_back(std::move(f));
+      }
+      // the marker's order: state.pt, model.pt, then the ranks' files
+      std::stable_partition(files.begin(), files.end(),
+                            [](const MarkedFile& f) { return f.name.rfind("rank-", 0) != 0; });
       for (const auto& f : files) {
-        if (!path_exists(join_path(dir, f)))
+        if (!path_exists(join_path(dir, f.name)))
           throw Error("checkpoint file missing on rank 0 (is checkpoint.dir on a file system "
                       "every rank shares?)",
-                      join_path(dir, f));
+                      join_path(dir, f.name));
+        bytes += f.bytes;
       }
       write_marker(dir, s.step, s.world, files);
       sync_dir(folder_);
-      for (const auto& f : checked(dir).files) bytes += f.bytes;
       for (const auto& old : folder.prune(keep_)) log::detail("checkpoint removed: " + old);
     });
     last_ = dir, last_step_ = s.step;

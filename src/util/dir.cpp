@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "dtrain/error.h"
 
@@ -43,13 +44,13 @@ void remove_tree(const std::string& path) {
   }
 }
 
-std::string read_file(const std::string& path) {
+void read_file_chunks(const std::string& path,
+                      const std::function<void(const char*, size_t)>& each) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error(std::string("cannot open: ") + std::strerror(errno), path);
-  std::string out;
-  char buf[1 << 16];
+  std::vector<char> buf(size_t(1) << 20);
   while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -57,9 +58,19 @@ std::string read_file(const std::string& path) {
       ::close(fd);
       throw Error(std::string("cannot read: ") + std::strerror(err), path);
     }
-    out.append(buf, static_cast<size_t>(n));
+    try {
+      each(buf.data(), static_cast<size_t>(n));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
   }
   ::close(fd);
+}
+
+std::string read_file(const std::string& path) {
+  std::string out;
+  read_file_chunks(path, [&out](const char* p, size_t n) { out.append(p, n); });
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -39,11 +40,17 @@ void make_dirs(const std::string& path) {
 
 namespace {
 
-// Writes all of `data` to `fd`; returns 0 or the errno of the failed write.
-int write_all(int fd, const std::string& data) {
-  size_t done = 0;
+// Writes all of `data` to `fd`, in pieces of at most 8 MiB, each shown to `on_chunk` (when
+// set) just before it is written; returns 0 or the errno of the failed write.
+int write_all(int fd, const std::string& data, const ChunkObserver& on_chunk = {}) {
+  constexpr size_t kChunk = size_t(8) << 20;
+  size_t done = 0, seen = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (seen == done) {  // the next piece
+      seen = done + std::min(kChunk, data.size() - done);
+      if (on_chunk) on_chunk(data.data() + done, seen - done);
+    }
+    const ssize_t n = ::write(fd, data.data() + done, seen - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -60,6 +67,11 @@ int write_all(int fd, const std::string& data) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, content, {});
+}
+
+void write_file_atomic(const std::string& path, const std::string& content,
+                       const ChunkObserver& on_chunk) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) os_error("cannot create", errno, tmp);
@@ -68,7 +80,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     ::unlink(tmp.c_str());
     os_error(what, err, tmp);
   };
-  if (int err = write_all(fd, content)) fail("write failed", err);
+  if (int err = write_all(fd, content, on_chunk)) fail("write failed", err);
   if (::fsync(fd) != 0) fail("fsync failed", errno);
   const int closed = ::close(fd);
   fd = -1;

@@ -3,6 +3,8 @@
 // they win the link.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 
 namespace dtrain::detail {
@@ -15,6 +17,11 @@ std::string join_path(const std::string& a, const std::string& b);
 // one, never a torn one. A failed open, write, fsync, close or rename is a dtrain::Error naming
 // the file and the OS reason (strerror); path.tmp is removed then.
 void write_file_atomic(const std::string& path, const std::string& content);
+// As above; `on_chunk` sees each piece of `content` (at most 8 MiB, in order) just before it is
+// written: a hash of the bytes as they go out, while they are in cache.
+using ChunkObserver = std::function<void(const char* data, size_t size)>;
+void write_file_atomic(const std::string& path, const std::string& content,
+                       const ChunkObserver& on_chunk);
 
 // A file written piece by piece (a log of records), with POSIX calls so that every failure is
 // seen: a failed open, write or close is a dtrain::Error naming the file and the OS reason

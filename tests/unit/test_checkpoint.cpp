@@ -29,9 +29,9 @@ void write(const std::string& path, const std::string& text) {
 std::string make_checkpoint(const d::CheckpointFolder& folder, int64_t step, bool complete) {
   const std::string dir = folder.path_of(step);
   d::make_dirs(dir);
-  write(dir + "/state.pt", "state of step " + std::to_string(step));
-  write(dir + "/rank-00000.pt", "rank 0");
-  if (complete) d::write_marker(dir, step, 1, {"state.pt", "rank-00000.pt"});
+  const auto state = d::write_checkpoint_file(dir, "state.pt", "state of step " + std::to_string(step));
+  const auto rank = d::write_checkpoint_file(dir, "rank-00000.pt", "rank 0");
+  if (complete) d::write_marker(dir, step, 1, {state, rank});
   return dir;
 }
 
@@ -68,6 +68,18 @@ TEST(CheckpointFolder, TheMarkerCatchesMissingTruncatedAndChangedFiles) {
   ASSERT_EQ(m.files.size(), 2u);
   EXPECT_EQ(m.files[0].name, "state.pt");
   EXPECT_EQ(m.files[0].bytes, static_cast<int64_t>(std::string("state of step 7").size()));
+  EXPECT_EQ(m.format, 2);
+  EXPECT_EQ(m.files[0].hash, 0x07f106efu);  // Python: zlib.crc32(b"state of step 7")
+  EXPECT_EQ(m.files[1].hash, 0x7f5ce36bu);  // zlib.crc32(b"rank 0")
+  // ranks hand rank 0 their entries as text: the round trip keeps them
+  const auto again = d::parse_marker_entries(d::marker_entries(m.files), "entries");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].name, "rank-00000.pt");
+  EXPECT_EQ(again[1].bytes, 6);
+  EXPECT_EQ(again[1].hash, 0x7f5ce36bu);
+  EXPECT_NE(message_of([&] { d::parse_marker_entries("{\"name\": 1}\n", "entries"); })
+                .find("entries: not a checkpoint file entry"),
+            std::string::npos);
 
   write(dir + "/state.pt", "state of step 8");  // same size, other bytes
   std::string msg = message_of([&] { d::checked(dir); });
@@ -86,6 +98,64 @@ TEST(CheckpointFolder, TheMarkerCatchesMissingTruncatedAndChangedFiles) {
   write(dir + "/COMPLETE", "{not json");
   msg = message_of([&] { d::checked(dir); });
   EXPECT_NE(msg.find("unreadable checkpoint marker"), std::string::npos) << msg;
+}
+
+TEST(CheckpointFolder, AMarkerOfFormatOneWithFnv1aHashesIsStillRead) {
+  TempDir tmp;
+  const std::string dir = tmp.file("step-000000007");
+  d::make_dirs(dir);
+  write(dir + "/state.pt", "state of step 7");
+  write(dir + "/rank-00000.pt", "rank 0");
+  // as dtrain wrote markers before format 2; the hashes from Python's FNV-1a, 64 bit
+  write(dir + "/COMPLETE",
+        R"({"format": "dtrain checkpoint 1", "step": 7, "world": 1, "files": [
+            {"name": "state.pt", "bytes": 15, "fnv1a": "6400aaa99e7a0508"},
+            {"name": "rank-00000.pt", "bytes": 6, "fnv1a": "075be53407c216e1"}]})");
+  const d::Marker m = d::checked(dir);
+  EXPECT_EQ(m.format, 1);
+  EXPECT_EQ(m.step, 7);
+  ASSERT_EQ(m.files.size(), 2u);
+  write(dir + "/rank-00000.pt", "rank 1");
+  const std::string msg = message_of([&] { d::checked(dir); });
+  EXPECT_NE(msg.find(dir + "/rank-00000.pt: checkpoint file is corrupt: its FNV-1a hash"),
+            std::string::npos)
+      << msg;
+  write(dir + "/COMPLETE", R"({"format": "dtrain checkpoint 9", "step": 7, "world": 1, "files": []})");
+  EXPECT_NE(message_of([&] { d::checked(dir); }).find("unknown checkpoint format"),
+            std::string::npos);
+}
+
+TEST(CheckpointFolder, AFileLargerThanOneChunkIsHashedWhileWrittenAndWhileChecked) {
+  TempDir tmp;
+  const std::string dir = tmp.file("step-000000002");
+  d::make_dirs(dir);
+  std::string bytes((size_t(9) << 20) + 7, '\0');  // over one 8 MiB write, nine 1 MiB reads
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7 + 3) % 251);
+  // Python: zlib.crc32(bytes((i * 7 + 3) % 251 for i in range((9 << 20) + 7)))
+  const uint32_t expected = 0x92acb101u;
+  const d::MarkedFile f = d::write_checkpoint_file(dir, "state.pt", bytes);
+  EXPECT_EQ(f.hash, expected);
+  EXPECT_EQ(d::crc32_of(bytes.data() + 5, bytes.size() - 5, d::crc32_of(bytes.data(), 5)),
+            expected);
+  d::write_marker(dir, 2, 1, {f});
+  EXPECT_EQ(d::checked(dir).files.at(0).hash, expected);
+}
+
+TEST(CheckpointFolder, TheMarkerListsOnlyFilesThatAreThereWithTheirSize) {
+  TempDir tmp;
+  const std::string dir = tmp.file("step-000000001");
+  d::make_dirs(dir);
+  d::MarkedFile f = d::write_checkpoint_file(dir, "state.pt", "abc");
+  f.bytes = 4;
+  std::string msg = message_of([&] { d::write_marker(dir, 1, 1, {f}); });
+  EXPECT_NE(msg.find(dir + "/state.pt: checkpoint file has 3 bytes, its writer wrote 4"),
+            std::string::npos)
+      << msg;
+  f.name = "rank-00001.pt";
+  msg = message_of([&] { d::write_marker(dir, 1, 1, {f}); });
+  EXPECT_NE(msg.find(dir + "/rank-00001.pt: checkpoint file is missing"), std::string::npos)
+      << msg;
+  EXPECT_FALSE(d::has_marker(dir));
 }
 
 TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
