@@ -202,6 +202,7 @@ struct TrainConfig {
   GraphMode cuda_graph = GraphMode::kAuto;  // replay the whole step as one CUDA graph
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
+  int64_t eval_every_steps = 0;  // evaluate every this many optimizer steps too; 0 = off
   bool skip_nonfinite = false;  // skip steps with a non-finite loss or gradient (else: stop)
 };
 

@@ -23,6 +23,9 @@ struct PhaseTimes {
 struct EvalResult {
   double loss = 0.0;      // mean over the test set (per token for sequence models)
   double accuracy = 0.0;  // classification only: fraction of predictions (samples or tokens) right
+  // Classification with more than 5 classes: the fraction of predictions whose class is among
+  // the model's 5 highest scores.
+  std::optional<double> top5;
   int64_t count = 0;      // samples evaluated over all ranks
 };
 

@@ -266,6 +266,7 @@ const std::vector<Field>& schema() {
     s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs CUDA, gradients over NCCL when there are several ranks (the bucketed all-reduce is captured too), equal batch shapes, a fused optimizer and no loss scaler (fp16, train.skip_nonfinite); auto = whenever that holds").always().may_change());
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch").always().must_match());
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch").always().may_change());
+    s.push_back(field("train.eval_every_steps", &C::train, &TrainConfig::eval_every_steps, "evaluate on the test split every this many optimizer steps as well, inside epochs (0 = off; a step that ends an epoch evaluated by train.eval is evaluated once); the data needs a test split", at_least(0)).always().may_change());
     s.push_back(field("train.skip_nonfinite", &C::train, &TrainConfig::skip_nonfinite, "skip an optimizer step whose loss or gradients are not finite (one host sync per step); false = stop the run with an error naming the step").always().may_change());
     // dist
     s.push_back(choice("dist.backend", &C::dist, &DistConfig::backend, "gradient communication; auto = NCCL on GPUs, MPI on CPUs").always().may_change());

@@ -8,8 +8,8 @@
 //            model's FLOPs and the GPU's peak are known), mem_allocated / mem_reserved /
 //            mem_peak (bytes, CUDA), gpu_util / gpu_mem_used / power_w / sm_clock_mhz /
 //            mem_clock_mhz (NVML, when present);
-//   eval     after every evaluation: epoch, test_loss, test_accuracy, test_count, train_loss,
-//            epoch_s;
+//   eval     after every evaluation: epoch, test_loss, test_accuracy, test_top5_accuracy (more
+//            than 5 classes), test_count, train_loss, epoch_s;
 //   resume   first in a resumed run: checkpoint, world; the records after it continue the file;
 //   summary  last, at the end of every run: steps, samples (a resumed run's earlier ones
 //            included), run_samples and seconds (this process's), samples_per_s, tokens_per_s
@@ -96,10 +96,13 @@ class MetricsFile : public Hook {
 
   void on_eval(const EvalRecord& r, LoopControl&) override {
     if (!out_) return;
-    write({{"type", "eval"}, {"time", unix_now()}, {"step", r.step}, {"epoch", r.epoch},
-           {"test_loss", r.result.loss}, {"test_accuracy", r.result.accuracy},
-           {"test_count", r.result.count}, {"train_loss", r.train_loss},
-           {"epoch_s", r.epoch_seconds}});
+    nlohmann::json j = {{"type", "eval"},          {"time", unix_now()},
+                        {"step", r.step},          {"epoch", r.epoch},
+                        {"test_loss", r.result.loss}, {"test_accuracy", r.result.accuracy},
+                        {"test_count", r.result.count}, {"train_loss", r.train_loss},
+                        {"epoch_s", r.epoch_seconds}};
+    put(j, "test_top5_accuracy", r.result.top5);
+    write(j);
   }
 
   void on_end(TrainSummary& s) override {
@@ -121,6 +124,7 @@ class MetricsFile : public Hook {
     if (s.eval.count > 0) {
       j["test_loss"] = s.eval.loss;
       j["test_accuracy"] = s.eval.accuracy;
+      put(j, "test_top5_accuracy", s.eval.top5);
       j["test_count"] = s.eval.count;
     }
     put(j, "tokens_per_s", tokens_per_s(run_, rate));

@@ -105,6 +105,7 @@ class Progress : public Hook {
                        "  train loss " + format("%.4f", r.train_loss) + "  test loss " +
                        format("%.4f", r.result.loss);
     if (classify_) line += "  test accuracy " + format("%.2f%%", 100.0 * r.result.accuracy);
+    if (r.result.top5) line += "  top-5 " + format("%.2f%%", 100.0 * *r.result.top5);
     line += "  (" + format("%.1f", r.epoch_seconds) + " s)";
     if (mode_ == ProgressMode::kLines) line = timestamp() + " " + line;
     log::detail(line);   // ends the live line first

@@ -127,8 +127,10 @@ class Report : public Hook {
                     " asked to stop");
     if (s.eval.count > 0) {
       if (run_.data.num_classes > 0)
-        out.push_back(format("final test accuracy: %.2f%% (loss %.4f, %lld samples)", 100.0 * s.eval.accuracy,
-                             s.eval.loss, static_cast<long long>(s.eval.count)));
+        out.push_back(format("final test accuracy: %.2f%%", 100.0 * s.eval.accuracy) +
+                      (s.eval.top5 ? format(", top-5 %.2f%%", 100.0 * *s.eval.top5) : "") +
+                      format(" (loss %.4f, %lld samples)", s.eval.loss,
+                             static_cast<long long>(s.eval.count)));
       else
         out.push_back(format("final test loss: %.6f (%lld samples)", s.eval.loss,
                              static_cast<long long>(s.eval.count)));

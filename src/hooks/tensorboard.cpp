@@ -5,7 +5,8 @@
 //   phase/data, phase/compute, phase/comm, phase/optimizer (shares of the window's time),
 //   loss_scale (fp16, train.skip_nonfinite), grad_norm, memory/allocated_gib,
 //   memory/reserved_gib, memory/peak_gib (CUDA), gpu/utilization, gpu/memory_used_gib,
-//   gpu/power_w, gpu/sm_clock_mhz, gpu/mem_clock_mhz (NVML), eval/loss, eval/accuracy.
+//   gpu/power_w, gpu/sm_clock_mhz, gpu/mem_clock_mhz (NVML), eval/loss, eval/accuracy,
+//   eval/top5_accuracy (more than 5 classes).
 // `tensorboard --logdir runs/` shows every run; a resumed run adds a file beside the first.
 #include <chrono>
 #include <memory>
@@ -73,6 +74,7 @@ class TensorBoard : public Hook {
     Scalars v = {{"eval/loss", static_cast<float>(r.result.loss)}};
     if (run_.data.num_classes > 0)
       v.emplace_back("eval/accuracy", static_cast<float>(r.result.accuracy));
+    if (r.result.top5) v.emplace_back("eval/top5_accuracy", static_cast<float>(*r.result.top5));
     writer_->add_scalars(r.step, unix_now(), v);
   }
 

@@ -8,7 +8,9 @@ LoopCursor::LoopCursor(const Config& cfg, const LoopPosition* from, int64_t step
       total_steps_(total_steps),
       log_every_(cfg.run.log_every),
       every_steps_(saves ? cfg.checkpoint.every_steps : 0),
+      eval_every_(cfg.train.eval_every_steps),
       every_epoch_(saves && cfg.checkpoint.every_epoch),
+      epoch_eval_(cfg.train.eval),
       epochs_(cfg.train.epochs) {
   if (!from) return;
   step_ = from->step;
@@ -26,7 +28,12 @@ bool LoopCursor::more_epochs(bool stopped) const {
 
 bool LoopCursor::read_due(int64_t s) const {
   const bool last = s + 1 == steps_per_epoch_ || step_ == total_steps_;
-  return (log_every_ > 0 && step_ % log_every_ == 0) || last;
+  return (log_every_ > 0 && step_ % log_every_ == 0) || last || eval_due(s);
+}
+
+bool LoopCursor::eval_due(int64_t s) const {
+  const bool epoch_ends = s + 1 == steps_per_epoch_ || step_ == total_steps_;
+  return eval_every_ > 0 && step_ % eval_every_ == 0 && !(epoch_ends && epoch_eval_);
 }
 
 bool LoopCursor::save_due() const { return every_steps_ > 0 && step_ % every_steps_ == 0; }

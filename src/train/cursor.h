@@ -2,7 +2,8 @@
 // a checkpoint's position: at the checkpoint's step, or, when the checkpoint was written at an
 // epoch's end whose loss read and evaluation had not run yet, at that end. It counts steps and
 // epochs, remembers whether the current epoch's end has run and which step the last save holds,
-// and answers the loop's "once in a while" questions (read the loss? save?) from the config.
+// and answers the loop's "once in a while" questions (read the loss? evaluate? save?) from the
+// config.
 // Pure (no LibTorch, no communication): tests/unit/test_cursor.cpp.
 #pragma once
 
@@ -41,17 +42,20 @@ class LoopCursor {
   void settle() { epoch_ = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0; }
   void saved() { saved_step_ = step_; }
 
-  // The loss is read every run.log_every steps and at the last step of each epoch and of the
-  // run (`s`: the step of the epoch just done), so that every run has a record of its end.
+  // The loss is read every run.log_every steps, at the last step of each epoch and of the run
+  // (`s`: the step of the epoch just done), so that every run has a record of its end, and
+  // before an evaluation (its record's training loss).
   bool read_due(int64_t s) const;
+  // train.eval_every_steps, unless the epoch's end right after step `s` evaluates (train.eval).
+  bool eval_due(int64_t s) const;
   bool save_due() const;        // checkpoint.every_steps
   bool epoch_save_due() const;  // checkpoint.every_epoch, unless this step is saved already
   bool final_save_due(bool stopped) const;  // the end of training, unless saved or stopped
 
  private:
   int64_t steps_per_epoch_, total_steps_;
-  int64_t log_every_, every_steps_;
-  bool every_epoch_;
+  int64_t log_every_, every_steps_, eval_every_;
+  bool every_epoch_, epoch_eval_;
   int64_t step_ = 0, epoch_ = 0, first_s_ = 0;
   bool epoch_end_done_ = false, finished_ = false;
   int64_t saved_step_ = -1;

@@ -24,8 +24,10 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
   const auto on_device = at::TensorOptions().device(ctx.device);
   at::Tensor loss_sum = at::zeros({}, on_device.dtype(at::kDouble));
   at::Tensor correct = at::zeros({}, on_device.dtype(at::kLong));
+  at::Tensor in_top5 = at::zeros({}, on_device.dtype(at::kLong));
   const DataSpec spec = test->spec();
   const bool classify = spec.num_classes > 0;
+  const bool top5 = classify && spec.num_classes > 5;
   double predictions = 0;  // class predictions scored: samples, or tokens of sequence models
   while (auto b = loader.next()) {
     ctx.watchdog->beat("evaluation");
@@ -34,15 +36,17 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
     if (classify) {
       // (N, C) logits score N samples; (N, T, V) logits of a sequence model score N * T tokens.
       correct += out.argmax(-1).eq(b->targets).sum();
+      if (top5) in_top5 += std::get<1>(out.topk(5, -1)).eq(b->targets.unsqueeze(-1)).any(-1).sum();
       predictions += static_cast<double>(b->targets.numel());
     }
   }
   ctx.model->train();
-  // Sum (loss, correct, count, predictions) over ranks; every sample was evaluated by exactly
-  // one rank.
+  // Sum (loss, correct, count, predictions, in the top 5) over ranks; every sample was evaluated
+  // by exactly one rank.
   at::Tensor totals = at::stack({loss_sum.cpu(), correct.cpu().to(at::kDouble),
                                  at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble),
-                                 at::scalar_tensor(predictions, at::kDouble)});
+                                 at::scalar_tensor(predictions, at::kDouble),
+                                 in_top5.cpu().to(at::kDouble)});
   control.all_reduce(totals, ReduceOp::kSum);
   r.count = static_cast<int64_t>(totals[2].item<double>());
   const double scored = totals[3].item<double>();
@@ -51,6 +55,7 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
   if (ctx.loss == LossKind::kCrossEntropy && scored > 0) denom = scored;
   r.loss = r.count > 0 ? totals[0].item<double>() / denom : 0.0;
   r.accuracy = scored > 0 ? totals[1].item<double>() / scored : 0.0;
+  if (top5) r.top5 = scored > 0 ? totals[4].item<double>() / scored : 0.0;
   return r;
 }
 

@@ -11,9 +11,9 @@
 
 namespace dtrain::detail {
 
-// Loss and accuracy over `test` in batches of `batch` samples per rank. Means are per element
-// for mse and per prediction (sample, or token of a sequence model) for cross-entropy, like the
-// training loss. Leaves the model in training mode. Collective over ctx.control.
+// Loss and accuracy (and top-5 accuracy with more than 5 classes) over `test` in batches of
+// `batch` samples per rank. Means are per element for mse and per prediction (sample, or token of
+// a sequence model) for cross-entropy, like the training loss. Leaves the model in training mode. Collective over ctx.control.
 EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>& test,
                     int64_t batch, const LoaderOptions& loader);
 

@@ -85,13 +85,19 @@ void StepTelemetry::step_done(int64_t samples) {
 }
 
 void StepTelemetry::epoch_begins() {
-  epoch_start_ = Clock::now();
+  epoch_start_ = training_since_ = Clock::now();
   in_epoch_ = true;
 }
 
 void StepTelemetry::epoch_ends() {
-  if (in_epoch_) train_seconds_ += seconds_since(epoch_start_);
+  if (in_epoch_) train_seconds_ += seconds_since(training_since_);
   in_epoch_ = false;
+}
+
+void StepTelemetry::go_on() {
+  training_since_ = Clock::now();
+  in_epoch_ = true;
+  restart_rate();
 }
 
 void StepTelemetry::restart_rate() {
@@ -105,7 +111,7 @@ void StepTelemetry::fill_window(StepRecord& rec) {
   // A loss read has waited for the GPU: a point where the host's clock and the GPU's work agree.
   if (steady_.step < 0 && steps_ >= kSteadyAfterSteps)
     steady_ = {rec.step + 1, steps_, samples_,
-               train_seconds_ + (in_epoch_ ? seconds_since(epoch_start_) : 0.0)};
+               train_seconds_ + (in_epoch_ ? seconds_since(training_since_) : 0.0)};
   rec.window_phases = minus(rec.phases, window_start_);
   window_start_ = rec.phases;
   if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();

@@ -27,11 +27,14 @@ class StepTelemetry {
   StepTelemetry(const StepContext& ctx, const Config& cfg);
 
   // Throughput and training time: a step of `samples` global samples done; an epoch's training
-  // begins and ends (the evaluation and saves after it are not training time); the rate's window
-  // restarts (at the loop's start and after each epoch's end).
+  // begins and ends (the evaluation and saves after it are not training time); training pauses
+  // and goes on inside an epoch (an evaluation there; the rate's window restarts after it); the
+  // rate's window restarts (at the loop's start and after each epoch's end).
   void step_done(int64_t samples);
   void epoch_begins();
   void epoch_ends();
+  void pause() { epoch_ends(); }
+  void go_on();
   double epoch_seconds() const { return seconds_since(epoch_start_); }
   void restart_rate();
 
@@ -53,9 +56,9 @@ class StepTelemetry {
   const StepContext& ctx_;
   int64_t rate_steps_ = 0, rate_samples_ = 0;
   int64_t steps_ = 0, samples_ = 0;  // this process's
-  Clock::time_point rate_start_, epoch_start_;
-  bool in_epoch_ = false;
-  double train_seconds_ = 0;  // of the epochs ended
+  Clock::time_point rate_start_, epoch_start_, training_since_;
+  bool in_epoch_ = false;      // training, not paused
+  double train_seconds_ = 0;  // until training_since_
   // Where the steady rate starts: this process's steps, samples and training seconds then.
   struct Mark {
     int64_t step = -1, steps = 0, samples = 0;

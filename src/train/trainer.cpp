@@ -113,6 +113,10 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
                  m.test->spec().pixel_std != m.train->spec().pixel_std))
     throw Error("the test split's pixel statistics differ from the training split's (" +
                 m.test->describe() + ", " + m.train->describe() + "); both are standardized alike");
+  if (cfg.train.eval_every_steps > 0 && !m.test)
+    throw Error("the data has no test split to evaluate on (" + m.train->describe() +
+                    "): set train.eval_every_steps=0, or give the data a test split",
+                "train.eval_every_steps");
   m.ctx.pixels = detail::PixelNormalizer(m.train->spec(), device);
   if (m.train->size() > 0) {
     // The model's outputs against the data's classes or targets, on one training sample in
@@ -180,7 +184,8 @@ struct Trainer::Impl::Fit {
   void save(int asked_by, const std::string& reason);
   // Carries out what the ranks agreed on; whether training stops.
   bool act(const detail::Agreed& a);
-  void evaluate_epoch();
+  bool evaluate();  // true: a stop was agreed on after it
+  bool evaluate_within_epoch();
   TrainSummary finish();
 
   Impl& m;
@@ -231,6 +236,7 @@ TrainSummary Trainer::fit() {
       if (at.read_due(s)) f.read_loss(rec);
       f.telemetry.fill_step(rec);
       m.hooks.on_step(rec, f.control);
+      if (at.eval_due(s) && f.evaluate_within_epoch()) break;
       if (at.save_due()) f.save(-1, "checkpoint.every_steps");
       if (f.act(f.agree.at_step(f.control))) break;
     }
@@ -238,7 +244,7 @@ TrainSummary Trainer::fit() {
     f.read_rest();
     if (f.summary.stopped) break;  // at a step boundary: this epoch's end has not come
     at.epoch_ended();
-    if (f.t.eval && m.test) f.evaluate_epoch();
+    if (f.t.eval && m.test) f.evaluate();
     if (at.epoch_save_due()) f.save(-1, "end of epoch " + std::to_string(at.epoch() + 1));
     f.telemetry.restart_rate();
     if (at.last_step()) break;
@@ -399,7 +405,16 @@ bool Trainer::Impl::Fit::act(const detail::Agreed& a) {
   return a.stop();
 }
 
-void Trainer::Impl::Fit::evaluate_epoch() {
+bool Trainer::Impl::Fit::evaluate_within_epoch() {
+  // train.eval_every_steps: the test split mid-epoch (the step's loss was read: read_due); its
+  // time is not training time.
+  telemetry.pause();
+  const bool stop = evaluate();
+  telemetry.go_on();
+  return stop;
+}
+
+bool Trainer::Impl::Fit::evaluate() {
   const auto t0 = Clock::now();
   m.micro = micro.size();
   summary.eval = detail::evaluate(m.ctx, m.test, m.micro, m.loader_options());
@@ -411,7 +426,7 @@ void Trainer::Impl::Fit::evaluate_epoch() {
   rec.epoch_seconds = telemetry.epoch_seconds();
   rec.result = summary.eval;
   m.hooks.on_eval(rec, control);
-  act(agree.now(control));
+  return act(agree.now(control));
 }
 
 TrainSummary Trainer::Impl::Fit::finish() {

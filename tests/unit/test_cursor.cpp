@@ -1,5 +1,5 @@
 // The training loop's cursor (train/cursor.h): where a fresh or resumed run starts, when it is
-// finished, and the due-checks (loss reads, saves) by the config's settings.
+// finished, and the due-checks (loss reads, evaluations, saves) by the config's settings.
 #include <gtest/gtest.h>
 
 #include "checkpoint/state.h"
@@ -105,6 +105,34 @@ TEST(Cursor, SavesAreDueBySchedule) {
   EXPECT_FALSE(none.save_due());
   EXPECT_FALSE(none.epoch_save_due());
   EXPECT_FALSE(none.final_save_due(false));
+}
+
+TEST(Cursor, EvaluationsAreDueEveryNStepsOnceWhereAnEpochEnds) {
+  // Epochs of 10 steps, 25 steps in all (the run ends inside its third epoch), every 4 steps.
+  auto due_at = [](const std::vector<std::string>& overrides, std::vector<int64_t>* reads) {
+    LoopCursor c(config(overrides), nullptr, 10, 25, false);
+    std::vector<int64_t> due;
+    for (; c.more_epochs(false); c.next_epoch()) {
+      for (int64_t s = c.first_in_epoch(); c.runs(s); ++s) {
+        c.step_done();
+        if (c.eval_due(s)) due.push_back(c.step());
+        if (reads && c.read_due(s)) reads->push_back(c.step());
+      }
+      if (c.last_step()) break;
+    }
+    return due;
+  };
+  std::vector<int64_t> reads;
+  // Step 20 ends an epoch, which train.eval evaluates anyway.
+  EXPECT_EQ(due_at({"train.eval_every_steps=4", "run.log_every=0"}, &reads),
+            (std::vector<int64_t>{4, 8, 12, 16, 24}));
+  // The loss is read before each evaluation, and at each epoch's end and the run's.
+  EXPECT_EQ(reads, (std::vector<int64_t>{4, 8, 10, 12, 16, 20, 24, 25}));
+  EXPECT_EQ(due_at({"train.eval_every_steps=4", "train.eval=false"}, nullptr),
+            (std::vector<int64_t>{4, 8, 12, 16, 20, 24}));
+  EXPECT_EQ(due_at({"train.eval_every_steps=5", "train.eval=false"}, nullptr),
+            (std::vector<int64_t>{5, 10, 15, 20, 25}));
+  EXPECT_TRUE(due_at({}, nullptr).empty());
 }
 
 }  // namespace
