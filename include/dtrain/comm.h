@@ -62,7 +62,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, int device_i
 std::vector<std::string> gather_strings(Communicator& comm, const std::string& s);
 
 // Every rank's `failure` ("" for none), agreed (a collective): when any rank failed, every rank
-// throws the same dtrain::Error, "<what> failed on rank R: <R's message>" (R the first that did).
+// throws the same dtrain::AgreedError, "<what> failed on rank R: <R's message>" (R the first
+// that did), which the error policy prints once, from rank R, and ends the job without MPI_Abort.
 void agree_no_failure(Communicator& comm, const std::string& failure, const std::string& what,
                       const std::string& where = {});
 

@@ -4,11 +4,14 @@
 // (rank(), host(); -1 and "" before the Runtime exists), for callers that want them. dtrain's
 // error policy (run_guarded(), dtrain/session.h) prints one line per failing rank,
 // "[rank R] error: <where>: <what>", and aborts the whole job, so an Error never leaves another
-// rank waiting; the line names the rank, not the host.
+// rank waiting; the line names the rank, not the host. An AgreedError is one that every rank
+// raised together, after a collective that told each of them: the policy prints it once and
+// ends the job without MPI_Abort.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dtrain {
 
@@ -27,6 +30,20 @@ class Error : public std::runtime_error {
   std::string where_;
   int rank_;
   std::string host_;
+};
+
+// An Error that every rank of the job throws at the same point, after agreeing that some rank
+// failed (agree_no_failure, dtrain/comm.h; the session's agreed phases): `first_rank` is the
+// lowest rank that failed, and its message is this one. The error policy prints it on that
+// rank alone and every rank finalizes MPI and exits 1: no rank is waiting in a collective.
+class AgreedError : public Error {
+ public:
+  AgreedError(const std::string& what, std::string where, int first_rank)
+      : Error(what, std::move(where)), first_rank_(first_rank) {}
+  int first_rank() const { return first_rank_; }
+
+ private:
+  int first_rank_;
 };
 
 namespace detail {

@@ -29,12 +29,14 @@ struct Session {
   std::unique_ptr<Trainer> trainer;  // with the standard hooks
 };
 
-// Resolves `cfg` for rt.world() ranks (once; the log says what it resolved to), sets up logging
-// (run.quiet), the device and the communicators, and logs the version, the world and the config
-// (`origin` names where it came from), and on rank 0 a warning for each key the run will not use
-// (session/unused_keys.h). Then, unless `config_only`, seeds LibTorch with run.seed, builds the
-// datasets, the model (from the registry, by model.name), loads model.init_weights on rank 0,
-// and builds the Trainer.
+// Resolves `cfg` for rt.world() ranks (once) and checks what the config and this build alone
+// can answer (run.profile_steps without Kineto), agreed across ranks (an error is one
+// AgreedError); sets up logging (run.quiet), the device and the communicators, and logs the
+// version, the world and one line on the config (`origin` names where it came from: the batch
+// arithmetic, where the whole config is written), and on rank 0 a warning for each key the run
+// will not use (session/unused_keys.h). Then, unless `config_only`, seeds LibTorch with
+// run.seed, builds the datasets and the model (from the registry, by model.name), loads
+// model.init_weights on rank 0 (these agreed too), and builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
 
 // The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
@@ -55,10 +57,12 @@ void install_stop_signals();
 // "dtrain 0.1.0 (LibTorch 1.13, CPU only, MPI, built 2026-12-02)".
 std::string version_text();
 
-// dtrain's error policy: starts the Runtime (MPI) and runs `body`. An exception from it, on any
-// rank, prints one line "[rank R] error: <where>: <what>" on stderr and ends the whole job
-// (MPI_Abort when there are other ranks, after ncclCommAbort on this rank's NCCL communicator),
-// so no rank is left waiting; the exit code is then 1.
+// dtrain's error policy: starts the Runtime (MPI) and runs `body`. An AgreedError (dtrain/error.h:
+// every rank throws it together, e.g. a config error, a missing data file) is printed once,
+// "[rank R] error: <where>: <what>" by the lowest rank R that failed, and every rank finalizes
+// MPI and returns 1. Any other exception, on any rank, prints that line on that rank and ends
+// the whole job (MPI_Abort when there are other ranks, after ncclCommAbort on this rank's NCCL
+// communicator), so no rank is left waiting; the exit code is then 1.
 // Otherwise returns body's result.
 int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& body);
 

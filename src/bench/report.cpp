@@ -164,7 +164,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
                     " warm-up and " + std::to_string(res.steps) + " timed steps per setting\n" +
                     global_batch_line(res) + "\n" +
                     "samples/s" + (tokens ? std::string(" and tokens/s") : "") +
-                    " over all ranks; step times, data wait" + (gpu ? " and GPU memory" : "") +
+                    " over all ranks in the timed steps (warm-up not counted); step times, data wait" + (gpu ? " and GPU memory" : "") +
                     ": the slowest rank's\n" +
                     (gpu ? "GPU util: NVML's mean over the timed steps, - where they were too short for 3 "
                            "samples (more --steps, or a smaller run.gpu_sample_s)\n"

@@ -242,8 +242,12 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
     Row row = run_setting(rt, st, origin, o, prepare, result, "bench setting " + what);
     detail::empty_cache(rt.device());
     if (row.fits)
-      log::info(detail::format("  %.1f samples/s, %.2f ms per step", row.samples_per_s,
-                               row.step_mean_s * 1e3));
+      // Named apart from the setting's "done:" line above, whose rate counts the warm-up too.
+      log::info(detail::format("  bench: %.1f samples/s over the %lld timed steps (the table's "
+                               "figure; the 'done:' line above counts the %lld warm-up steps too), "
+                               "%.2f ms per step",
+                               row.samples_per_s, static_cast<long long>(o.steps),
+                               static_cast<long long>(o.warmup_steps), row.step_mean_s * 1e3));
     else
       log::info("  " + row.note);
     result.rows.push_back(std::move(row));

@@ -1,6 +1,6 @@
-// The `dtrain` command: arguments, --help (the models and every config key), --version, `dtrain
-// env` (cli/env.h), `dtrain bench` (cli/bench.h), and the run itself through build_session()
-// under dtrain's error policy (run_guarded()).
+// The `dtrain` command: arguments, --help (the models and every config key), --version,
+// --print-config, `dtrain env` (cli/env.h), `dtrain bench` (cli/bench.h), and the run itself
+// through build_session() under dtrain's error policy (run_guarded()).
 #include "cli/cli.h"
 #include "cli/env.h"
 #include "cli/bench.h"
@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <map>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,8 @@
 #include "dtrain/models.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "runtime/launch_check.h"
+#include "session/error_policy.h"
 #include "util/log_errors.h"
 
 namespace dtrain::cli {
@@ -40,6 +43,15 @@ std::string help_footer() {
   return s;
 }
 
+// Open MPI's mpirun (4.1), sent SIGINT or SIGTERM, sends SIGTERM to every rank, SIGKILLs them
+// one second later (odls_base_sigkill_timeout) and returns 1 whatever their exit codes: the
+// README's "Signals" says the same.
+const char* kBareMpirunNote =
+    "when this SIGTERM came from mpirun (Ctrl-C or SIGTERM to mpirun), mpirun returns 1 whatever "
+    "the ranks' exit code, and kills the ranks 1 s after it (a longer checkpoint is lost): stop "
+    "with kill -USR1 <mpirun's pid>, or start with launch/mpirun-local.sh, whose Ctrl-C does so "
+    "(mpirun then returns 75)";
+
 }  // namespace
 
 // Standard output that could not be written (a full disk, a closed pipe) fails the run: the
@@ -54,6 +66,27 @@ void check_stdout() {
 }
 
 int usage_exit(int cli11_code) { return cli11_code == 0 ? 0 : kExitUsage; }
+
+// --print-config: the config resolved for the launcher's world size (1 alone), on the
+// launcher's rank 0; no MPI, no training. stdout holds the config alone, as YAML that loads
+// again; the note goes to stderr. An error in the config: one line (rank 0), exit 1.
+int print_config_main(const std::string& path, const std::vector<std::string>& overrides,
+                      const std::map<std::string, std::string>& launcher_env) {
+  const auto [rank, world] = detail::launcher_place(launcher_env);
+  try {
+    Config cfg = Config::from_file(path, overrides);
+    cfg.resolve(world);
+    if (rank == 0) {
+      std::fputs(cfg.settings_yaml().c_str(), stdout);
+      check_stdout();
+      std::fprintf(stderr, "# %s (%s)\n", cfg.resolved_note().c_str(), path.c_str());
+    }
+    return 0;
+  } catch (const Error& e) {
+    if (rank == 0) std::fprintf(stderr, "[rank 0] error: %s\n", e.what());
+    return 1;
+  }
+}
 
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
@@ -72,23 +105,22 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   } catch (const CLI::ParseError& e) {
     return usage_exit(app.exit(e));
   }
-  if (!print_config) install_stop_signals();
+  if (print_config) return print_config_main(config_path, overrides, launcher_env);
+  install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
-    Config cfg = Config::from_file(config_path, overrides);
-    if (print_config) {
-      // stdout holds the config alone, as YAML that loads again; the note goes to stderr.
-      cfg.resolve(rt.world());
-      if (rt.rank() == 0) {
-        std::fputs(cfg.settings_yaml().c_str(), stdout);
-        check_stdout();
-        std::fprintf(stderr, "# %s (%s)\n", cfg.resolved_note().c_str(), config_path.c_str());
-      }
-      return 0;
-    }
-    // Before anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
-    rt.check_launcher(launcher_env);
+    Config cfg;
+    // The config, agreed: a config error that every rank finds is printed once. Then, before
+    // anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
+    detail::run_agreed(rt.mpi_comm(), [&] {
+      cfg = Config::from_file(config_path, overrides);
+      rt.check_launcher(launcher_env);
+    });
     Session s = build_session(rt, std::move(cfg), config_path);
-    const int code = exit_code(s.trainer->fit());
+    const TrainSummary summary = s.trainer->fit();
+    const int code = exit_code(summary);
+    if (code == kExitPreempted && summary.stop_signal == SIGTERM &&
+        detail::launcher_name(launcher_env) == "mpirun")
+      log::info(kBareMpirunNote);
     check_stdout();
     return code;
   });

@@ -24,7 +24,9 @@ void agree_no_failure(Communicator& comm, const std::string& failure, const std:
                       const std::string& where) {
   const auto all = gather_strings(comm, failure);
   for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) throw Error(what + " failed on rank " + std::to_string(r) + ": " + all[r], where);
+    if (!all[r].empty())
+      throw AgreedError(what + " failed on rank " + std::to_string(r) + ": " + all[r], where,
+                        static_cast<int>(r));
 }
 
 }  // namespace dtrain

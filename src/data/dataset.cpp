@@ -75,7 +75,8 @@ Batch TensorDataset::get_pinned(const std::vector<int64_t>& indices) const {
   return Batch{gather(inputs_), gather(targets_)};
 }
 
-Splits make_datasets(const DataConfig& cfg, int64_t seed) {
+namespace {
+Splits make_splits(const DataConfig& cfg, int64_t seed) {
   switch (cfg.format) {
     case DataFormat::kIdx: return detail::make_idx_splits(cfg);
     case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
@@ -87,6 +88,15 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed);
   }
   throw Error("unknown data format (internal error)", "data.format");
+}
+}  // namespace
+
+Splits make_datasets(const DataConfig& cfg, int64_t seed) {
+  Splits splits = make_splits(cfg, seed);
+  // Each format names its empty file itself; this holds for every format, whatever it checks.
+  if (splits.train->size() == 0)
+    throw Error("the training split is empty: " + splits.train->describe(), "data.path");
+  return splits;
 }
 
 }  // namespace dtrain

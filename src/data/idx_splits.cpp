@@ -38,6 +38,11 @@ Splits make_idx_splits(const DataConfig& cfg) {
 
   Splits out;
   auto train = load_idx_classification(train_images, train_labels, /*normalize=*/false);
+  // An empty split is said as such, before the statistics or the label space read it.
+  if (train->size() == 0)
+    throw Error("the training split is empty: the file holds 0 images (a run needs at least one "
+                "global batch of samples)",
+                train_images);
   double mean = 0.0, stdev = 1.0;
   if (cfg.normalize) {
     // Population mean and std of the train split's pixels (values in [0, 1]): two passes over
@@ -82,6 +87,10 @@ Splits make_idx_splits(const DataConfig& cfg) {
   train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), spec, desc.str());
   if (has_test) {
     auto test = load_idx_classification(test_images, test_labels, cfg.normalize, mean, stdev);
+    if (test->size() == 0)
+      throw Error("the test split is empty: the file holds 0 images (leave data.test_images and "
+                  "data.test_labels empty for no test split)",
+                  test_images);
     if (test->spec().input_shape != train->spec().input_shape) {
       throw Error("test images have a different shape from the train images (" +
                       train_images + ")",

@@ -29,6 +29,8 @@ void HookList::each(const char* event, int64_t step, LoopControl* control, F f) 
     const bool save_before = control && control->save_requested();
     try {
       f(*hook);
+    } catch (const AgreedError& e) {
+      throw AgreedError(failed(*hook, event, step) + e.cause(), e.where(), e.first_rank());
     } catch (const Error& e) {
       throw Error(failed(*hook, event, step) + e.cause(), e.where());
     } catch (const std::exception& e) {

@@ -8,6 +8,8 @@
 // daemon's, not the rank), so the OMPI_* variables, when present, win. The environment is read by
 // the `dtrain` program before MPI_Init, so only what the launcher set is seen.
 #include <cstdint>
+#include <limits>
+#include <utility>
 #include <map>
 #include <optional>
 #include <string>
@@ -126,6 +128,22 @@ std::string detail::launcher_name(const std::map<std::string, std::string>& env)
   if (env.count("OMPI_COMM_WORLD_SIZE")) return "mpirun";
   if (in_srun_step(env)) return "srun";
   return "none";
+}
+
+std::pair<int, int> detail::launcher_place(const std::map<std::string, std::string>& env) {
+  std::optional<int64_t> rank, world;
+  if (launcher_name(env) == "mpirun") {
+    rank = number(env, "OMPI_COMM_WORLD_RANK");
+    world = number(env, "OMPI_COMM_WORLD_SIZE");
+  } else if (launcher_name(env) == "srun") {
+    rank = number(env, "SLURM_PROCID");
+    world = number(env, "SLURM_STEP_NUM_TASKS");
+    if (!world) world = number(env, "SLURM_NTASKS");
+  }
+  const bool known = rank && world && *world >= 1 && *rank >= 0 && *rank < *world &&
+                     *world <= std::numeric_limits<int>::max();
+  return known ? std::pair<int, int>{static_cast<int>(*rank), static_cast<int>(*world)}
+               : std::pair<int, int>{0, 1};
 }
 
 std::string detail::launch_advice(const std::map<std::string, std::string>& env, int world) {

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 namespace dtrain::detail {
 
@@ -21,6 +22,10 @@ std::string launch_error_before_mpi(const std::map<std::string, std::string>& en
 // Which launcher started this process: "mpirun" (Open MPI's variables), "srun" (a task of an
 // srun step) or "none".
 std::string launcher_name(const std::map<std::string, std::string>& env);
+
+// This process's rank and the world size as the launcher gave them (mpirun's OMPI_COMM_WORLD_*,
+// an srun step's SLURM_PROCID and task count), without MPI; {0, 1} with no launcher.
+std::pair<int, int> launcher_place(const std::map<std::string, std::string>& env);
 
 // Advice, not an error: Slurm's job has more than one task (SLURM_NTASKS > 1) but this process
 // is no task of an srun step, no mpirun rank, and alone in MPI (a batch script that started

@@ -12,6 +12,8 @@
 
 #include "checkpoint/weights.h"
 #include "config/schema.h"
+#include "session/config_check.h"
+#include "session/error_policy.h"
 #include "session/unused_keys.h"
 #include "cuda/device.h"
 #include "cuda/versions.h"
@@ -28,38 +30,6 @@
 
 namespace dtrain {
 namespace {
-
-// This process's rank and the world size, from MPI while it is up (before the Runtime exists or
-// after it failed half-way, too); rank 0 of 1 otherwise.
-std::pair<int, int> mpi_place() {
-  int init = 0, fin = 0, rank = 0, world = 1;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-  }
-  return {rank, world};
-}
-
-// Prints one line for this rank and ends the job: MPI_Abort when other ranks may wait for us,
-// after abandoning this rank's collectives in flight (NCCL: ncclCommAbort), so that no thread
-// stays in one.
-[[noreturn]] void fail(const std::string& cause, int code, const Runtime* rt) {
-  const auto [rank, world] = mpi_place();
-  log::end_live();  // the error on a line of its own, not after the progress line
-  std::fprintf(stderr, "[rank %d] error: %s\n", rank, cause.c_str());
-  std::fflush(stderr);
-  std::fflush(stdout);
-  if (rt) rt->abort_collectives();
-  if (world > 1) MPI_Abort(MPI_COMM_WORLD, code);
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) MPI_Finalize();
-  std::_Exit(code);
-}
-
 
 // The config keys that set how much host memory the datasets (Sizes::kData) or the model
 // (Sizes::kModel) take, as the schema classifies them: those this run reads.
@@ -98,40 +68,47 @@ std::string version_text() {
 
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
   Session s;
-  cfg.resolve(rt.world());
+  // The config check, agreed: every rank finds the same config error, printed once.
+  detail::run_agreed(rt.mpi_comm(), [&] {
+    cfg.resolve(rt.world());
+    detail::check_config_now(cfg);
+  });
   log::configure(rt.rank(), cfg.run.quiet);
   rt.setup(cfg.run, cfg.dist);
   log::detail(version_text());
   log::detail("world " + std::to_string(rt.world()) + " rank(s); rank 0 on " + rt.host() +
               ", device " + rt.device().str() + ", gradients over " + rt.comm().backend() + ", " +
               std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
-  const Resolved& r = cfg.resolved;
-  log::detail("config (" + origin + "), resolved for world " + std::to_string(r.world) +
-              ": per-rank batch " + std::to_string(r.rank_batch) + ", micro-batch " +
-              (r.micro_batch < 0 ? std::string("auto") : std::to_string(r.micro_batch)) + ":\n" +
-              cfg.dump());
+  log::detail(detail::config_line(cfg, origin));
   if (rt.rank() == 0)
     for (const std::string& line : detail::unused_keys(cfg)) log::warn(line);
   s.config = std::move(cfg);
   if (config_only) return s;
 
   const Config& c = s.config;
-  at::manual_seed(static_cast<uint64_t>(c.run.seed));
-  detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed); }, "building the datasets",
-                            size_keys(c, config::Sizes::kData), "use smaller data");
-  log::detail("data: " + s.data.train->describe() +
-              (s.data.test ? "; test: " + s.data.test->describe() : ""));
-  detail::guard_host_memory([&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
-                            "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),
-                            "make the model smaller");
-  int64_t n_params = 0;
-  for (const auto& p : s.model->parameters()) n_params += p.numel();
-  log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters");
-  if (!c.model.init_weights.empty() && rt.rank() == 0) {
-    // Rank 0 only: the Trainer broadcasts rank 0's parameters and buffers to every rank.
-    detail::load_weights(*s.model, c.model.init_weights);
-    log::info("model.init_weights: loaded " + c.model.init_weights);
-  }
+  // Data and model, agreed: a missing or empty file that every rank finds is one line.
+  detail::run_agreed(rt.mpi_comm(), [&] {
+    at::manual_seed(static_cast<uint64_t>(c.run.seed));
+    detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed); },
+                              "building the datasets", size_keys(c, config::Sizes::kData),
+                              "use smaller data");
+    log::detail("data: " + s.data.train->describe() +
+                (s.data.test ? "; test: " + s.data.test->describe() : ""));
+    detail::guard_host_memory(
+        [&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
+        "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),
+        "make the model smaller");
+    int64_t n_params = 0;
+    for (const auto& p : s.model->parameters()) n_params += p.numel();
+    log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters (" +
+                detail::format("%.3g", static_cast<double>(n_params) * 4 / (1 << 20)) +
+                " MiB in fp32)");
+    if (!c.model.init_weights.empty() && rt.rank() == 0) {
+      // Rank 0 only: the Trainer broadcasts rank 0's parameters and buffers to every rank.
+      detail::load_weights(*s.model, c.model.init_weights);
+      log::info("model.init_weights: loaded " + c.model.init_weights);
+    }
+  });
   s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
                                         s.data.train, s.data.test);
   return s;
@@ -156,12 +133,17 @@ int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& bod
   try {
     rt = std::make_unique<Runtime>(argc, argv);
     return body(*rt);
+  } catch (const AgreedError& e) {
+    // Every rank is here, none in a collective: one line, then MPI_Finalize everywhere.
+    detail::report_agreed(e);
+    rt.reset();
+    return 1;
   } catch (const Error& e) {
-    fail(e.what(), 1, rt.get());
+    detail::fail(e.what(), 1, rt.get());
   } catch (const c10::Error& e) {
-    fail(detail::first_line(e.what_without_backtrace()), 1, rt.get());
+    detail::fail(detail::first_line(e.what_without_backtrace()), 1, rt.get());
   } catch (const std::exception& e) {
-    fail(detail::first_line(e.what()), 1, rt.get());
+    detail::fail(detail::first_line(e.what()), 1, rt.get());
   }
 }
 

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -48,27 +50,40 @@ struct StepProfiler::Scope {
   at::RecordFunction guard;
 };
 
+std::string profiler_trace_problem() {
+  // A LibTorch built without Kineto records but cannot write a trace: a window of no steps,
+  // saved to a file of its own, finds out. Once per process.
+  static const std::string problem = [] {
+    pi::ProfilerConfig config(pi::ProfilerState::KINETO);
+    const std::set<pi::ActivityType> activities{pi::ActivityType::CPU};
+    char probe[] = "/tmp/dtrain-profiler-probe.XXXXXX";
+    const int fd = mkstemp(probe);
+    if (fd >= 0) close(fd);
+    std::string why;
+    try {
+      kp::prepareProfiler(config, activities);
+      kp::enableProfiler(config, activities);
+      std::unique_ptr<kp::ProfilerResult> result = kp::disableProfiler();
+      if (!result) why = "the profiler returned no result";
+      else if (fd >= 0) result->save(probe);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      why = what.substr(0, what.find('\n'));
+    }
+    if (fd >= 0) std::remove(probe);
+    return why;
+  }();
+  return problem;
+}
+
 StepProfiler::StepProfiler(int64_t start, int64_t steps, std::string path, bool cuda)
     : start_(start), steps_(steps), path_(std::move(path)), cuda_(cuda) {
   if (steps_ <= 0) return;
-  // A LibTorch built without Kineto records but cannot write a trace: find out now, before
-  // training, rather than at the end of the window.
-  pi::ProfilerConfig config(pi::ProfilerState::KINETO);
-  const std::set<pi::ActivityType> activities{pi::ActivityType::CPU};
-  const std::string probe = path_ + ".probe";
-  try {
-    kp::prepareProfiler(config, activities);
-    kp::enableProfiler(config, activities);
-    std::unique_ptr<kp::ProfilerResult> result = kp::disableProfiler();
-    if (result) result->save(probe);
-  } catch (const std::exception& e) {
-    std::remove(probe.c_str());
-    const std::string what = e.what();
-    throw Error("this LibTorch cannot write profiler traces (" + what.substr(0, what.find('\n')) +
+  const std::string problem = profiler_trace_problem();
+  if (!problem.empty())
+    throw Error("this LibTorch cannot write profiler traces (" + problem +
                     "); profile with a LibTorch built with Kineto, such as the CUDA builds",
                 "run.profile_steps");
-  }
-  std::remove(probe.c_str());
 }
 
 StepProfiler::~StepProfiler() {

@@ -29,6 +29,10 @@ struct ProfileSummary {
 // that mark steps with "dtrain_step" ranges). `top`: heaviest kernels listed.
 ProfileSummary summarize_trace(const std::string& path, int top = 10);
 
+// "" when this LibTorch's profiler can write a Chrome trace (it is built with Kineto), else why
+// not (probed once per process). The config check (session) refuses run.profile_steps on it.
+std::string profiler_trace_problem();
+
 class StepProfiler {
  public:
   // Records steps [start, start + steps) into `path`; cuda: also GPU activity.

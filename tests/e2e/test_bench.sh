@@ -58,6 +58,14 @@ grep -q "^global batch = micro-batch x 2 rank(s): one micro-batch per rank, no a
 for m in 8 16 32; do
   grep -qE "^ *$m +0 +$((2 * m)) +1 +[0-9]+\.[0-9] " "$tmp/sweep.out" || { show sweep; fail "no table row for $m"; }
 done
+# Each setting's rate is named apart from its "done:" line (which counts the warm-up steps too),
+# and is the table's figure for that setting.
+for m in 8 16 32; do
+  r=$(awk -v s="micro-batch $m per rank" 'index($0, s) { f = 1 } f && /^  bench: / { print; exit }' "$tmp/sweep.out" |
+      grep -oE '^  bench: [0-9.]+ samples/s over the 20 timed steps' | grep -oE '[0-9]+\.[0-9]') ||
+    { show sweep; fail "no named bench rate for micro-batch $m"; }
+  grep -qE "^ *$m +0 +$((2 * m)) +1 +$r " "$tmp/sweep.out" || { show sweep; fail "micro-batch $m: $r samples/s is not the table's"; }
+done
 grep -q "^recommended: micro-batch " "$tmp/sweep.out" || { show sweep; fail "no recommendation"; }
 [[ $(grep -c "^bench 1/3: " "$tmp/sweep.out") == 1 ]] || { show sweep; fail "rank 1 speaks too"; }
 [[ $(grep -c "^micro  *workers" "$tmp/sweep.out") == 1 ]] || { show sweep; fail "not one table"; }

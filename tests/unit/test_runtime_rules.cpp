@@ -165,6 +165,21 @@ TEST(LaunchCheck, UnderMpirunOmpiVariablesWinOverInheritedSlurmOnes) {
   EXPECT_FALSE(contains(e, "srun"));
 }
 
+// --print-config resolves for the launcher's world without MPI: mpirun's OMPI_* win over an
+// inherited Slurm step's; an srun task's step count; alone (or numbers that make no sense) 0 of 1.
+TEST(LaunchCheck, ThePlaceThatPrintConfigResolvesForIsTheLaunchers) {
+  using Env = std::map<std::string, std::string>;
+  EXPECT_EQ(detail::launcher_place(Env{}), (std::pair<int, int>{0, 1}));
+  EXPECT_EQ(detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                                       {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}),
+            (std::pair<int, int>{3, 4}));
+  EXPECT_EQ(detail::launcher_place(Env{{"SLURM_STEP_ID", "2"}, {"SLURM_PROCID", "5"},
+                                       {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_NTASKS", "16"}}),
+            (std::pair<int, int>{5, 8}));
+  EXPECT_EQ(detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}}),
+            (std::pair<int, int>{0, 1}));
+}
+
 TEST(LaunchCheck, AnSrunTaskWithoutAnyPmiIsRefusedBeforeMpiStarts) {
   // srun --mpi=none: the step's variables and no PMIx / PMI ones (what a real srun sets).
   Env env = {{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},

@@ -1,0 +1,21 @@
+// What the config decides before a run starts anything: the checks that the config and this
+// build alone can answer (a run.profile_steps this LibTorch cannot record), made at the config
+// check on every rank, and the log's one line on the config (the whole of it is in the run
+// directory's config.yaml, or printed by `dtrain CONFIG --print-config`).
+#pragma once
+
+#include <string>
+
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+// Throws dtrain::Error naming the key: run.profile_steps > 0 on a LibTorch whose profiler cannot
+// write traces (no Kineto, as Debian's 1.13), pointing to run.timeline.
+void check_config_now(const Config& cfg);
+
+// "config: <origin>, resolved for world W: global batch G = W rank(s) x B per rank, micro-batch
+// M x A accumulation step(s); every setting in <run dir>/config.yaml" (a resolved config).
+std::string config_line(const Config& cfg, const std::string& origin);
+
+}  // namespace dtrain::detail
