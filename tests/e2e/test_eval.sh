@@ -11,11 +11,11 @@ e2e_torch_python
 cfg=$src/configs/synthetic_linear.yaml
 common=(run.dir="$tmp/runs" run.log_every=0 model.name=mlp model.hidden=32 train.loss=cross_entropy
         data.synthetic_task=classification data.synthetic_features=20 data.synthetic_classes=10
-        data.synthetic_size=1024 data.synthetic_test_size=256 train.global_batch=64 train.epochs=2
+        data.synthetic_size=1024 train.global_batch=64 train.epochs=2
         train.optimizer=adamw train.lr=0.01)
 
 for np in 2 1; do
-  run 300 "np$np" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" train.eval_every_steps=6 run.name="np$np"
+  run 300 "np$np" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" data.synthetic_test_size=256 train.eval_every_steps=6 run.name="np$np"
   [[ $rc == 0 ]] || { show "np$np"; fail "$np rank(s): exit $rc"; }
   grep -qE "test accuracy [0-9.]+%  top-5 [0-9.]+%" "$tmp/np$np.out" "$tmp/np$np.err" ||
     { show "np$np"; fail "$np rank(s): no evaluation line with a top-5 accuracy"; }
@@ -52,7 +52,7 @@ echo "ok: train.eval_every_steps=6 evaluates at steps 6-32 on 2 and 1 ranks alik
 run 60 notest "$bin" "$cfg" "${common[@]}" run.name=notest data.synthetic_test_size=0 train.eval_every_steps=4
 [[ $rc == 1 ]] || { show notest; fail "no test split: exit $rc, expected 1"; }
 grep -q "train.eval_every_steps.*no test split" "$tmp/notest.err" || { show notest; fail "no test split: the error does not name train.eval_every_steps"; }
-run 60 negative "$bin" "$cfg" "${common[@]}" run.name=negative train.eval_every_steps=-1
+run 60 negative "$bin" "$cfg" "${common[@]}" run.name=negative data.synthetic_test_size=256 train.eval_every_steps=-1
 [[ $rc == 1 ]] || { show negative; fail "train.eval_every_steps=-1: exit $rc, expected 1"; }
 grep -q "train.eval_every_steps.*must be >= 0" "$tmp/negative.err" || { show negative; fail "-1: the error does not name the key"; }
 echo "ok: no test split and a negative value are refused naming train.eval_every_steps"
