@@ -95,13 +95,14 @@ struct StepRecord {
   double buckets_start = 0;
 };
 
-// After every evaluation (at the end of an epoch when train.eval is on).
+// After every evaluation: at the end of an epoch when train.eval is on, and every
+// train.eval_every_steps steps inside epochs.
 struct EvalRecord {
   int64_t step = 0;
   int64_t epoch = 0;  // 1-based
   int64_t epochs = 0;
-  double train_loss = 0;     // mean training loss of the epoch's last window
-  double epoch_seconds = 0;  // the epoch, its evaluation included
+  double train_loss = 0;     // mean training loss of the last window read (just before)
+  double epoch_seconds = 0;  // the epoch so far, its evaluations included
   EvalResult result;
 };
 
