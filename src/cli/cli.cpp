@@ -45,7 +45,7 @@ std::string help_footer() {
 
 // Open MPI's mpirun (4.1), sent SIGINT or SIGTERM, sends SIGTERM to every rank, SIGKILLs them
 // one second later (odls_base_sigkill_timeout) and returns 1 whatever their exit codes: the
-// README's "Signals" says the same.
+// docs/CHECKPOINTS.md, "Signals", says the same.
 const char* kBareMpirunNote =
     "when this SIGTERM came from mpirun (Ctrl-C or SIGTERM to mpirun), mpirun returns 1 whatever "
     "the ranks' exit code, and kills the ranks 1 s after it (a longer checkpoint is lost): stop "

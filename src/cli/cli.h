@@ -15,7 +15,7 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
 // what the command prints is its output.
 void check_stdout();
 // A command line that does not parse: CLI11 prints why (or --help, --version: exit 0); dtrain's
-// exit code for it is 2, a usage error (the README's table).
+// exit code for it is 2, a usage error (docs/ERRORS.md's table).
 constexpr int kExitUsage = 2;
 int usage_exit(int cli11_code);
 }

@@ -91,7 +91,7 @@ for sig in INT USR1; do
   wait "$job" || rc=$?
   grep -q "exit code 75" "$tmp/sig$sig.out" || { show "sig$sig"; fail "SIG$sig: the ranks did not stop with 75"; }
   if [[ $sig == INT ]]; then
-    [[ $rc == 1 ]] || { show sigINT; fail "SIGINT to mpirun: it returned $rc; Open MPI 4.1 returns 1 (README)"; }
+    [[ $rc == 1 ]] || { show sigINT; fail "SIGINT to mpirun: it returned $rc; Open MPI 4.1 returns 1 (docs/CHECKPOINTS.md)"; }
     grep -q "mpirun returns 1 whatever the ranks' exit code" "$tmp/sigINT.out" || { show sigINT; fail "the run does not say what mpirun returns"; }
   else
     [[ $rc == 75 ]] || { show sigUSR1; fail "SIGUSR1 to mpirun: it returned $rc, expected 75"; }

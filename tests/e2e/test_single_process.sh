@@ -34,7 +34,7 @@ want=$(sed -nE 's/^project\(dtrain VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.tx
 [[ -z $want ]] || has version "dtrain $want "
 echo "ok: --version: $(head -n1 "$tmp/version.out")"
 
-# A command line that does not parse: exit 2 (the README's table), saying why.
+# A command line that does not parse: exit 2 (docs/ERRORS.md's table), saying why.
 run 30 noargs "$bin"
 [[ $rc == 2 ]] || { show noargs; fail "dtrain without arguments: exit $rc, expected 2"; }
 grep -q "config is required" "$tmp/noargs.err" "$tmp/noargs.out" || { show noargs; fail "no word of the missing config"; }

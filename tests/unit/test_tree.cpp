@@ -4,6 +4,8 @@
 //     and listed in ARCHITECTURE.md's index with the file that defines it;
 //   - every standard hook (src/hooks/standard.cpp) is in ARCHITECTURE.md's hook list, in order;
 //   - every repository path that README.md and docs/ name in code spans exists;
+//   - every relative link of README.md and docs/ leads to a file (and heading) that exists, and
+//     README.md links every page of docs/;
 //   - an include of another folder's header points down ARCHITECTURE.md's folder order;
 //   - LibTorch version tests live only in src/util/torch_compat.{h,cpp};
 //   - CUDA-only code lives in src/cuda/ and src/comm/nccl_comm.cpp; no source tests for CUDA with
@@ -17,6 +19,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -338,6 +341,70 @@ TEST(Docs, EveryRepositoryPathInTheDocsExists) {
   }
   EXPECT_GT(checked, 50u);
   EXPECT_TRUE(missing.empty()) << "paths named in the docs that do not exist:" << joined(missing);
+}
+
+// GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens.
+std::string anchor_of(const std::string& heading) {
+  std::string a;
+  for (unsigned char c : heading) {
+    if (std::isalnum(c)) a += static_cast<char>(std::tolower(c));
+    else if (c == ' ' || c == '-') a += '-';
+    else if (c == '_') a += '_';
+  }
+  return a;
+}
+
+std::set<std::string> anchors_of(const std::string& rel) {
+  std::set<std::string> out;
+  const std::regex heading(R"(^#+\s+(.*\S)\s*$)");
+  bool fenced = false;
+  for (const auto& line : lines_of(rel)) {
+    if (starts_with(line, "```")) fenced = !fenced;
+    std::smatch m;
+    if (!fenced && std::regex_match(line, m, heading)) out.insert(anchor_of(m[1]));
+  }
+  return out;
+}
+
+TEST(Docs, EveryRelativeLinkLeadsToAFileAndHeadingThatExist) {
+  std::vector<std::string> docs = files_under("docs", {".md"});
+  docs.push_back("README.md");
+  const std::regex link(R"(\]\(([^)\s]+)\))");
+  const std::regex span("`[^`]*`");
+  std::vector<std::string> wrong;
+  std::set<std::string> from_readme;
+  size_t checked = 0;
+  for (const auto& d : docs) {
+    const std::string dir = d.find('/') == std::string::npos ? "" : d.substr(0, d.rfind('/') + 1);
+    const auto lines = lines_of(d);
+    bool fenced = false;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (starts_with(lines[i], "```")) fenced = !fenced;
+      if (fenced) continue;
+      const std::string text = std::regex_replace(lines[i], span, "");
+      for (std::sregex_iterator it(text.begin(), text.end(), link), end; it != end; ++it) {
+        const std::string target = (*it)[1];
+        if (target.find("://") != std::string::npos || starts_with(target, "mailto:")) continue;
+        ++checked;
+        const size_t hash = target.find('#');
+        const std::string file = hash == 0 ? d : dir + target.substr(0, hash);
+        const std::string where = d + ":" + std::to_string(i + 1) + ": " + target;
+        struct stat st {};
+        if (stat((kRoot + "/" + file).c_str(), &st) != 0) {
+          wrong.push_back(where + " (no such file)");
+          continue;
+        }
+        if (d == "README.md") from_readme.insert(file);
+        if (hash != std::string::npos && !anchors_of(file).count(target.substr(hash + 1)))
+          wrong.push_back(where + " (no such heading in " + file + ")");
+      }
+    }
+  }
+  for (const auto& page : files_under("docs", {".md"}))
+    if (page.find('/', 5) == std::string::npos && !from_readme.count(page))
+      wrong.push_back(page + " is not linked from README.md");
+  EXPECT_GT(checked, 20u);
+  EXPECT_TRUE(wrong.empty()) << "links in the docs that lead nowhere:" << joined(wrong);
 }
 
 }  // namespace
