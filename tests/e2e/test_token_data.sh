@@ -15,7 +15,7 @@ small=(model.n_layer=2 model.n_embd=64 model.n_head=4 model.seq_len=64 data.wind
 # 1. text under two ranks
 run 300 text "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/text_gpt.yaml" "${small[@]}"
 [[ $rc == 0 ]] || { show text; fail "text: exit $rc"; }
-loss=$(sed -nE 's/^final test accuracy: [0-9.]+% \(loss ([0-9.eE+-]+),.*/\1/p' "$tmp/text.out" | tail -n 1)
+loss=$(sed -nE 's/^final test accuracy: [0-9.]+%(, top-5 [0-9.]+%)? \(loss ([0-9.eE+-]+),.*/\2/p' "$tmp/text.out" | tail -n 1)
 [[ -n $loss ]] || { show text; fail "text: no 'final test accuracy: N% (loss L, ...)' line"; }
 awk -v l="$loss" 'BEGIN { exit !(l < 3.6) }' || fail "text: final test loss $loss is not below 3.6 (uniform: 5.55)"
 echo "ok: text, final test loss $loss (uniform guess 5.55)"
