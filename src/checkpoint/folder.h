@@ -1,5 +1,6 @@
 // The checkpoint folder: one sub-folder per checkpoint, `step-<9 digits>`, holding state.pt,
-// model.pt (the weights for Python), one rank-<R>.pt per rank and, last, the marker COMPLETE.
+// model.pt (the weights for Python), preprocess.json, one rank-<R>.pt per rank and, last, the
+// marker COMPLETE.
 // Invariants (tests/unit/test_checkpoint.cpp, tests/e2e/test_checkpoint.sh):
 //   - the marker is written (atomically, after every rank's files are durable) only once the
 //     whole checkpoint is there; it lists every file with its size and CRC-32 (zlib's, as

@@ -3,9 +3,9 @@
 // loss-scaler state, where the loop stood, the resolved config key by key, and the versions.
 // `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
 // dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain reads
-// them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler. Beside them a checkpoint
-// holds model.pt (the weights for Python, checkpoint/weights.h) and the COMPLETE marker
-// (checkpoint/folder.h).
+// them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler.
+// Beside them a checkpoint holds model.pt (the weights for Python, checkpoint/weights.h),
+// preprocess.json (data/preprocess.h) and the COMPLETE marker (checkpoint/folder.h).
 #pragma once
 
 #include <ATen/ATen.h>

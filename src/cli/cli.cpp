@@ -1,9 +1,11 @@
 // The `dtrain` command: arguments, --help (the models and every config key), --version,
-// --print-config, `dtrain env` (cli/env.h), `dtrain bench` (cli/bench.h), and the run itself
-// through build_session() under dtrain's error policy (run_guarded()).
+// --print-config, `dtrain env` (cli/env.h), `dtrain bench` (cli/bench.h), `dtrain eval`
+// (cli/eval.h), and the run itself through build_session() under dtrain's error policy
+// (run_guarded()).
 #include "cli/cli.h"
 #include "cli/env.h"
 #include "cli/bench.h"
+#include "cli/eval.h"
 
 #include <CLI/CLI.hpp>
 #include <map>
@@ -36,6 +38,8 @@ std::string help_footer() {
       "\nCheck the machine and the job first (versions, GPUs, launcher, each rank's binding):\n"
       "  dtrain env [CONFIG] [--json]                 (also under mpirun/srun; dtrain env --help)\n"
       "  dtrain bench CONFIG --micro-batches 32,64,128 [--workers 0,2,4] [overrides]\n"
+      "\nEvaluate a trained model on the test split (nothing trained, nothing written):\n"
+      "  dtrain eval CONFIG [--checkpoint DIR | --weights FILE] [--json] [overrides]\n"
       "\nModels:\n";
   for (const auto& [name, desc] : registered_models()) s += "  " + name + ": " + desc + "\n";
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
@@ -91,6 +95,7 @@ int print_config_main(const std::string& path, const std::vector<std::string>& o
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
+  if (argc > 1 && std::strcmp(argv[1], "eval") == 0) return eval_main(argc - 1, argv + 1, launcher_env);
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;

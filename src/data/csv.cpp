@@ -188,6 +188,9 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed) {
                     "cannot be standardized; leave it out (data.feature_columns) or set data.normalize=false",
                     "data.normalize");
   }
+  spec.recipe.feature_names = train.features;
+  spec.recipe.target_names = train.targets;
+  spec.recipe.mean = mean, spec.recipe.std = stdev;
   Columns tr = tensors_of(train, train_rows, classify, mean, stdev);
   if (classify) warn_empty_classes(tr.targets, spec.num_classes, files_text(train_files));
   const std::string features = join(train.features);

@@ -79,6 +79,7 @@ Splits make_idx_splits(const DataConfig& cfg) {
       "taken from the train labels (largest + 1, as data.num_classes is 0); set data.num_classes to "
       "cover every label");
   spec.num_classes = space.classes;
+  if (cfg.normalize) spec.recipe.mean = {mean}, spec.recipe.std = {stdev};
   check_labels(train->targets(), space, train_labels);
   std::ostringstream desc;
   desc << train->describe() << "; " << spec.num_classes << " classes ("

@@ -216,6 +216,8 @@ class ImageFolderDataset : public Dataset {
     spec_.input_dtype = at::kFloat;
     spec_.pixel_mean = std::move(mean);
     spec_.pixel_std = std::move(std);
+    spec_.recipe.class_names = folder_.classes;
+    spec_.recipe.resize = t_.resize;
     const std::string how =
         t_.train ? format("random resized crops to %lld (scale [%g, %g], ratio [%g, %g])%s",
                           static_cast<long long>(t_.size), t_.scale[0], t_.scale[1], t_.ratio[0],

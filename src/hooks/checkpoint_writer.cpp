@@ -16,6 +16,7 @@
 #include "checkpoint/folder.h"
 #include "checkpoint/state.h"
 #include "checkpoint/weights.h"
+#include "data/preprocess.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -68,6 +69,7 @@ class CheckpointWriter : public Hook {
     folder_ = run.config->checkpoint.folder(run.config->run);
     keep_ = run.config->checkpoint.keep;
     if (!run.resumed_from.empty()) last_ = run.resumed_from, last_step_ = run.resumed_step;
+    if (run.rank == 0) preprocess_ = preprocess_json(run.data, run.config->data);
   }
 
   bool on_save(const TrainState& s) override {
@@ -97,8 +99,9 @@ class CheckpointWriter : public Hook {
       written.push_back(write_checkpoint_file(dir, rank_file_name(s.rank), encode(mine)));
       if (s.rank == 0) {
         written.push_back(write_checkpoint_file(dir, "state.pt", encode(shared(s))));
-        // for Python: torch.load
+        // for Python: torch.load, and how the raw data became the inputs (json.load)
         written.push_back(write_checkpoint_file(dir, "model.pt", weights_bytes(*s.model)));
+        written.push_back(write_checkpoint_file(dir, "preprocess.json", preprocess_));
       }
     });
     const auto entries = gather_strings(control, marker_entries(written));
@@ -112,7 +115,7 @@ class CheckpointWriter : public Hook {
         for (auto& f : parse_marker_entries(entries[static_cast<size_t>(r)], where))
           files.push_back(std::move(f));
       }
-      // the marker's order: state.pt, model.pt, then the ranks' files
+      // the marker's order: state.pt, model.pt, preprocess.json, then the ranks' files
       std::stable_partition(files.begin(), files.end(),
                             [](const MarkedFile& f) { return f.name.rfind("rank-", 0) != 0; });
       for (const auto& f : files) {
@@ -163,6 +166,7 @@ class CheckpointWriter : public Hook {
   }
 
   std::string folder_;
+  std::string preprocess_;  // preprocess.json's text (rank 0)
   int64_t keep_ = 1;
   std::string last_;
   int64_t last_step_ = -1;

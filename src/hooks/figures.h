@@ -1,12 +1,15 @@
 // Figures derived from a record and the run, shared by the writers that show where the time goes
 // (metrics.jsonl, TensorBoard, the progress line), so that each shows the same number: tokens
-// per second, model FLOPs utilization (MFU) and the phases' shares of a window.
+// per second, model FLOPs utilization (MFU) and the phases' shares of a window; and the text of an
+// evaluation's result.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "dtrain/hooks.h"
 #include "dtrain/records.h"
+#include "util/format.h"
 
 namespace dtrain::detail {
 
@@ -36,6 +39,16 @@ inline PhaseTimes phase_shares(const PhaseTimes& window) {
   s.comm = window.comm / total;
   s.optimizer = window.optimizer / total;
   return s;
+}
+
+// An evaluation as report.txt's final line and `dtrain eval` print it: "test accuracy: 88.53%,
+// top-5 99.10% (loss 0.3312, 10000 samples)", or without classes "test loss: 0.012345 (1024
+// samples)".
+inline std::string eval_text(const EvalResult& r, bool classify) {
+  if (!classify) return format("test loss: %.6f (%lld samples)", r.loss, static_cast<long long>(r.count));
+  return format("test accuracy: %.2f%%", 100.0 * r.accuracy) +
+         (r.top5 ? format(", top-5 %.2f%%", 100.0 * *r.top5) : "") +
+         format(" (loss %.4f, %lld samples)", r.loss, static_cast<long long>(r.count));
 }
 
 }  // namespace dtrain::detail

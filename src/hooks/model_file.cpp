@@ -1,10 +1,13 @@
 // The model's weights for Python on rank 0 at the end of a run with a run directory:
-// <run dir>/model.pt, a state_dict under the PyTorch twin's names (checkpoint/weights.h), written
-// atomically. In Python: sd = torch.load("runs/x/model.pt"); twin.load_state_dict(sd).
+// <run dir>/model.pt, a state_dict under the PyTorch twin's names (checkpoint/weights.h), and
+// beside it preprocess.json, how the run's raw data became the model's inputs
+// (data/preprocess.h), each written atomically. In Python: sd = torch.load("runs/x/model.pt");
+// twin.load_state_dict(sd); pre = json.load(open("runs/x/preprocess.json")).
 #include <memory>
 #include <string>
 
 #include "checkpoint/weights.h"
+#include "data/preprocess.h"
 #include "dtrain/log.h"
 #include "hooks/standard.h"
 #include "util/fs.h"
@@ -18,7 +21,9 @@ class ModelFile : public Hook {
   std::string name() const override { return "model_file"; }
 
   void on_start(const RunInfo& run, LoopControl&) override {
-    if (run.rank == 0) run_dir_ = run.run_dir;
+    if (run.rank != 0) return;
+    run_dir_ = run.run_dir;
+    preprocess_ = preprocess_json(run.data, run.config->data);
   }
 
   void on_end(TrainSummary&) override {
@@ -26,12 +31,14 @@ class ModelFile : public Hook {
     make_dirs(run_dir_);
     const std::string path = join_path(run_dir_, "model.pt");
     save_weights(model_, path);
-    log::info("weights for Python: " + path);
+    write_file_atomic(join_path(run_dir_, "preprocess.json"), preprocess_);
+    log::info("weights for Python: " + path + " (its preprocessing: preprocess.json beside it)");
   }
 
  private:
   Model& model_;
-  std::string run_dir_;  // set on rank 0 only
+  std::string run_dir_;     // set on rank 0 only
+  std::string preprocess_;  // preprocess.json's text (rank 0)
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "hooks/figures.h"
 #include "hooks/standard.h"
 #include "runtime/cpu_binding.h"
 #include "telemetry/diagnosis.h"
@@ -125,16 +126,7 @@ class Report : public Hook {
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
                     std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +
                     " asked to stop");
-    if (s.eval.count > 0) {
-      if (run_.data.num_classes > 0)
-        out.push_back(format("final test accuracy: %.2f%%", 100.0 * s.eval.accuracy) +
-                      (s.eval.top5 ? format(", top-5 %.2f%%", 100.0 * *s.eval.top5) : "") +
-                      format(" (loss %.4f, %lld samples)", s.eval.loss,
-                             static_cast<long long>(s.eval.count)));
-      else
-        out.push_back(format("final test loss: %.6f (%lld samples)", s.eval.loss,
-                             static_cast<long long>(s.eval.count)));
-    }
+    if (s.eval.count > 0) out.push_back("final " + eval_text(s.eval, run_.data.num_classes > 0));
     return out;
   }
 

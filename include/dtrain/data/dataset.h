@@ -19,6 +19,17 @@ struct Batch {
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
 };
 
+// How raw samples became the inputs and labels, beyond Note [uint8 pixels]'s pixel statistics:
+// what the run's preprocess.json records (src/data/preprocess.h). An empty field does not apply.
+struct InputRecipe {
+  std::vector<std::string> feature_names, target_names;  // csv: the columns, in input order
+  // csv: each feature column j standardized, (x - mean[j]) / std[j], with the train rows'
+  // statistics (data.normalize); idx: one value for every pixel, (x / 255 - mean) / std.
+  std::vector<double> mean, std;
+  std::vector<std::string> class_names;  // image folders: the folder of label i
+  int64_t resize = 0;  // image folders' evaluation: the shorter side before the center crop
+};
+
 // What a model needs to know about its data to build itself.
 struct DataSpec {
   std::vector<int64_t> input_shape;  // one sample, e.g. {1, 28, 28}
@@ -30,6 +41,7 @@ struct DataSpec {
   // (x / 255 - pixel_mean[c]) / pixel_std[c], into input_dtype before the model sees them
   // (PixelNormalizer). The loader thus gathers and copies a quarter of the bytes of float images.
   std::vector<double> pixel_mean, pixel_std;
+  InputRecipe recipe;
 };
 
 class Dataset {

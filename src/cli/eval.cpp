@@ -1,0 +1,141 @@
+#include "cli/eval.h"
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/folder.h"
+#include "checkpoint/weights.h"
+#include "data/preprocess.h"
+#include "hooks/figures.h"
+#include "dtrain/config.h"
+#include "dtrain/error.h"
+#include "dtrain/log.h"
+#include "dtrain/session.h"
+#include "session/error_policy.h"
+#include "util/dir.h"
+#include "util/fs.h"
+
+namespace dtrain::cli {
+namespace {
+
+const char* kFooter = R"(
+The model is built from the config (model.*, the data's shape; model.init_weights is not read)
+and every rank loads the weights file. Each sample of the config's test split is evaluated by
+one rank and the sums are added over ranks, in batches of train.micro_batch per rank (auto: the
+per-rank batch): on the training's number of ranks and micro-batch, the numbers of its final
+evaluation, bit for bit. When preprocess.json lies beside the weights (else in the run
+directory), the config's data must give the same preprocessing, or eval stops naming the key
+that differs. Nothing is written.
+  dtrain eval configs/fashion_mnist.yaml
+  mpirun -np 2 dtrain eval configs/x.yaml --checkpoint runs/x/checkpoints/step-000000120 --json)";
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The weights file to evaluate: --weights, --checkpoint's model.pt, else the run's model.pt.
+std::string weights_path(const Config& cfg, const std::string& weights, const std::string& checkpoint) {
+  if (!weights.empty()) {
+    if (!detail::path_exists(weights)) throw Error("no such file (--weights)", weights);
+    return weights;
+  }
+  if (!checkpoint.empty()) {
+    if (!detail::path_exists(checkpoint)) throw Error("no such checkpoint folder (--checkpoint)", checkpoint);
+    detail::checked(checkpoint);  // complete, every file its recorded size and CRC-32
+    const std::string path = detail::join_path(checkpoint, "model.pt");
+    if (!detail::path_exists(path)) throw Error("no such file in the checkpoint", path);
+    return path;
+  }
+  const std::string run_dir = cfg.run.run_dir();
+  if (run_dir.empty())
+    throw Error("is empty, so the run wrote no model.pt: name the weights with --weights FILE or "
+                "--checkpoint DIR", "run.dir");
+  const std::string path = detail::join_path(run_dir, "model.pt");
+  if (!detail::path_exists(path))
+    throw Error("no such file: the run named by run.dir/run.name has not finished training (its "
+                "checkpoints: --checkpoint DIR), or name the weights with --weights FILE", path);
+  return path;
+}
+
+// preprocess.json beside the weights, else in the run directory; "" when there is none.
+std::string preprocess_path(const Config& cfg, const std::string& weights) {
+  std::string path = detail::join_path(dir_of(weights), "preprocess.json");
+  if (detail::path_exists(path)) return path;
+  if (cfg.run.run_dir().empty()) return "";
+  path = detail::join_path(cfg.run.run_dir(), "preprocess.json");
+  return detail::path_exists(path) ? path : "";
+}
+
+}  // namespace
+
+int eval_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
+  CLI::App app{"dtrain eval: evaluate a trained model on the config's test split (no training, "
+               "no files written)",
+               "dtrain eval"};
+  std::string config_path, weights, checkpoint;
+  std::vector<std::string> overrides;
+  bool json = false;
+  app.add_option("config", config_path, "YAML config file (the run's, or its config.yaml)")->required();
+  app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
+  auto* w = app.add_option("--weights", weights, "a weights file (model.pt, or a torch.save'd state_dict)");
+  app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt")->excludes(w);
+  app.add_flag("--json", json, "print the result as one JSON object (metrics.jsonl's eval names)");
+  app.footer(kFooter);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return usage_exit(app.exit(e));
+  }
+  return run_guarded(&argc, &argv, [&](Runtime& rt) {
+    Config cfg;
+    std::string path, pre;
+    detail::run_agreed(rt.mpi_comm(), [&] {
+      cfg = Config::from_file(config_path, overrides);
+      rt.check_launcher(launcher_env);
+      path = weights_path(cfg, weights, checkpoint);
+      pre = preprocess_path(cfg, path);
+      cfg.model.init_weights.clear();  // the weights evaluated are `path`, loaded below
+      // auto is measured by training; evaluation batches are then the per-rank batch.
+      if (cfg.train.micro_batch < 0) cfg.train.micro_batch = 0;
+    });
+    Session s = build_session(rt, std::move(cfg), config_path);
+    detail::run_agreed(rt.mpi_comm(), [&] {
+      if (!s.data.test)
+        throw Error("the data has no test split to evaluate (" + s.data.train->describe() + ")",
+                    "data.format");
+      if (pre.empty()) {  // a run of an earlier dtrain, or a weights file from elsewhere
+        log::info("no preprocess.json beside " + path + ": the config's preprocessing is used unchecked");
+        return;
+      }
+      const std::string diff = detail::preprocess_difference(detail::read_file(pre), pre,
+                                                             s.data.train->spec(), s.config.data);
+      if (!diff.empty()) throw Error(diff);
+      log::detail("the config's preprocessing is the model's (" + pre + ")");
+    });
+    // Every rank reads the file (the Trainer has already broadcast the initial parameters).
+    detail::run_agreed(rt.mpi_comm(), [&] { detail::load_weights(*s.model, path); });
+    log::info("evaluating " + path);
+    const EvalResult r = s.trainer->evaluate();
+    if (rt.rank() == 0) {
+      const bool classify = s.data.test->spec().num_classes > 0;
+      if (json) {
+        nlohmann::ordered_json j{{"weights", path}, {"world", rt.world()}, {"test_count", r.count},
+                                 {"test_loss", r.loss}};
+        if (classify) j["test_accuracy"] = r.accuracy;
+        if (r.top5) j["test_top5_accuracy"] = *r.top5;
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%s on %d rank(s): %s\n", path.c_str(), rt.world(), detail::eval_text(r, classify).c_str());
+      }
+      check_stdout();
+    }
+    return 0;
+  });
+}
+
+}  // namespace dtrain::cli

@@ -1,0 +1,140 @@
+#include "data/preprocess.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool is_format(const DataConfig& cfg, std::initializer_list<DataFormat> formats) {
+  for (DataFormat f : formats)
+    if (cfg.format == f) return true;
+  return false;
+}
+
+Json numbers_or_null(const std::vector<double>& v) { return v.empty() ? Json(nullptr) : Json(v); }
+
+Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
+  Json j;
+  j["format"] = to_string(cfg.format);
+  j["input_shape"] = spec.input_shape;
+  j["input_dtype"] = spec.input_dtype == at::kLong ? "int64" : "float32";
+  if (spec.num_classes > 0) {
+    j["task"] = "classification";
+    j["num_classes"] = spec.num_classes;
+  } else {
+    j["task"] = "regression";
+    j["target_dim"] = spec.target_dim;
+  }
+  const InputRecipe& r = spec.recipe;
+  if (!r.class_names.empty()) j["class_names"] = r.class_names;
+  if (!r.feature_names.empty()) {
+    j["features"] = {{"names", r.feature_names}, {"mean", numbers_or_null(r.mean)},
+                     {"std", numbers_or_null(r.std)}};
+    j["targets"] = r.target_names;
+  }
+  if (!spec.pixel_mean.empty()) {
+    j["pixels"] = {{"scale", 255}, {"mean", spec.pixel_mean}, {"std", spec.pixel_std}};
+  } else if (cfg.format == DataFormat::kIdx) {
+    // IDX images are standardized on the host, one mean and std for every pixel of x / 255.
+    j["pixels"] = {{"scale", 255},
+                   {"mean", r.mean.empty() ? std::vector<double>{0.0} : r.mean},
+                   {"std", r.std.empty() ? std::vector<double>{1.0} : r.std}};
+  }
+  if (cfg.format == DataFormat::kImageFolder && spec.input_shape.size() == 3)
+    j["eval_transform"] = {{"resize", r.resize},
+                           {"center_crop", spec.input_shape[2]},
+                           {"interpolation", "bilinear"}};
+  if (spec.input_dtype == at::kLong && !spec.input_shape.empty())
+    j["tokens"] = {{"vocab_size", spec.num_classes}, {"seq_len", spec.input_shape[0]}};
+  return j;
+}
+
+// The config key(s) that set a field (a JSON pointer such as /pixels/mean) under this format.
+std::string keys_of(const std::string& field, const DataConfig& cfg) {
+  const bool csv = cfg.format == DataFormat::kCsv, folder = cfg.format == DataFormat::kImageFolder;
+  const bool idx = cfg.format == DataFormat::kIdx;
+  const bool cifar = is_format(cfg, {DataFormat::kCifar10, DataFormat::kCifar100});
+  const bool synthetic = cfg.format == DataFormat::kSynthetic;
+  const bool tokens = is_format(cfg, {DataFormat::kTokens, DataFormat::kText});
+  auto starts = [&](const char* prefix) { return field.rfind(prefix, 0) == 0; };
+  if (field == "/format") return "data.format";
+  if (field == "/input_shape") {
+    if (csv) return "data.feature_columns";
+    if (folder) return "data.image_size";
+    if (idx) return "data.train_images";
+    if (tokens) return "data.seq_len";
+    if (synthetic) return "data.synthetic_features, data.synthetic_shape";
+    return "data.format";
+  }
+  if (field == "/input_dtype" || field == "/task")
+    return csv ? "data.csv_task" : synthetic ? "data.synthetic_task" : "data.format";
+  if (field == "/num_classes") return cifar ? "data.num_classes, data.cifar_labels" : "data.num_classes";
+  if (field == "/target_dim" || starts("/targets")) return "data.target_columns";
+  if (starts("/class_names")) return "data.train_dir (its class folders)";
+  if (starts("/features/names")) return "data.feature_columns";
+  if (starts("/features")) return "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)";
+  if (starts("/pixels")) {
+    if (folder) return field.find("/std") != std::string::npos ? "data.pixel_std, data.normalize"
+                                                                : "data.pixel_mean, data.normalize";
+    if (idx) return "data.normalize, data.train_images (the train images' statistics)";
+    if (cifar) return "data.normalize, data.train_files (the train images' statistics)";
+    return "data.synthetic_uint8";
+  }
+  if (starts("/eval_transform/resize")) return "data.resize";
+  if (starts("/eval_transform")) return "data.image_size";
+  if (starts("/tokens/vocab")) return "data.num_classes, model.vocab_size";
+  if (starts("/tokens")) return "data.seq_len";
+  return "data.format";
+}
+
+std::string shown(const Json& v) { return v.is_null() ? "absent" : v.dump(); }
+
+}  // namespace
+
+std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
+  return recipe_json(spec, cfg).dump(2) + "\n";
+}
+
+std::string preprocess_difference(const std::string& text, const std::string& path,
+                                  const DataSpec& spec, const DataConfig& cfg) {
+  Json file;
+  try {
+    file = Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw Error(std::string("not a preprocess.json (not JSON: ") + e.what() + ")", path);
+  }
+  if (!file.is_object() || !file.contains("format"))
+    throw Error("not a preprocess.json (a JSON object with \"format\" and the run's preprocessing)", path);
+  // Leaf by leaf (arrays element by element), this run's fields first; a field only one side
+  // has differs too.
+  const Json fresh = recipe_json(spec, cfg);
+  const Json now = fresh.flatten(), was = file.flatten();
+  std::vector<std::string> fields;
+  for (auto it = now.begin(); it != now.end(); ++it) fields.push_back(it.key());
+  for (auto it = was.begin(); it != was.end(); ++it)
+    if (!now.contains(it.key())) fields.push_back(it.key());
+  for (const std::string& f : fields) {
+    const Json a = was.contains(f) ? was.at(f) : Json(nullptr);
+    const Json b = now.contains(f) ? now.at(f) : Json(nullptr);
+    if (a == b) continue;
+    // An array's element names the whole array: both sides' values are shown whole.
+    Json::json_pointer ptr(f);
+    if (!ptr.empty() && !ptr.back().empty() && ptr.back().find_first_not_of("0123456789") == std::string::npos)
+      ptr = ptr.parent_pointer();
+    const std::string field = ptr.to_string();
+    const Json wv = file.contains(ptr) ? file.at(ptr) : Json(nullptr);
+    const Json nv = fresh.contains(ptr) ? fresh.at(ptr) : Json(nullptr);
+    return keys_of(field, cfg) + ": the model was trained with " + field.substr(1) + " " + shown(wv) +
+           " (" + path + "), this config gives " + shown(nv);
+  }
+  return "";
+}
+
+}  // namespace dtrain::detail

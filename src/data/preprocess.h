@@ -1,0 +1,35 @@
+// preprocess.json: how a run turned raw data into the model's inputs and labels, as JSON that
+// Python reads without dtrain (json.load), written beside model.pt (hooks/model_file.cpp) and
+// checked by `dtrain eval` (cli/eval.cpp). Its fields, each present only where it applies:
+//   format, input_shape (one sample), input_dtype ("float32" or "int64"), task
+//   ("classification" or "regression"), num_classes, target_dim, class_names (image folders:
+//   the folder of label i);
+//   features {names, mean, std}: csv, x' = (x - mean[j]) / std[j] per feature column j, with
+//     the train rows' statistics (mean and std null when data.normalize is off); targets: the
+//     csv target columns;
+//   pixels {scale, mean, std}: images (idx, cifar, image folders, synthetic uint8 images),
+//     x' = (x / scale - mean[c]) / std[c] per channel c, x the stored 0..255 value; idx has one
+//     channel;
+//   eval_transform {resize, center_crop, interpolation}: image folders' evaluation images,
+//     shorter side resized to `resize` (PIL's bilinear), then the center crop;
+//   tokens {vocab_size, seq_len}: token and text data (inputs are token ids).
+// The same config and data give the same text, byte for byte.
+#pragma once
+
+#include <string>
+
+#include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
+
+namespace dtrain::detail {
+
+// The file's text for data described by `spec` (the training split's) under `cfg`.
+std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg);
+
+// Compares a preprocess.json's text (read from `path`) with what `spec` and `cfg` give now:
+// "" when they agree, else one line naming the first field that differs, both values and the
+// config key(s) that set it. Text that is not such a JSON object is a dtrain::Error naming `path`.
+std::string preprocess_difference(const std::string& text, const std::string& path,
+                                  const DataSpec& spec, const DataConfig& cfg);
+
+}  // namespace dtrain::detail

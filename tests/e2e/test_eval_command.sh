@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# e2e: preprocess.json and `dtrain eval`. An MLP trains on CSV rows under mpirun -np 2 and leaves
+# model.pt and preprocess.json. In PyTorch (Debian's python3-torch, the twin Mlp of
+# python/dtrain_models.py): the file's column means and stds are the train rows' (computed here
+# from train.csv), and the raw test rows standardized with them through the twin loaded from
+# model.pt give the run's final test loss and accuracy. `dtrain eval` on 2 ranks prints that
+# evaluation bit for bit, on 1 rank the same accuracy and the loss within 1e-6, from model.pt
+# and from the last checkpoint (which holds a copy of preprocess.json) alike, and leaves every
+# file of the run as it was. A config whose
+# preprocessing differs, a run without model.pt and a missing checkpoint are errors naming the
+# key or the file, exit 1.
+# Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
+# DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+e2e_setup eval_command
+e2e_torch_python
+
+"$py" - "$tmp" <<'PY' || fail "could not write the CSV files"
+import random, sys
+root = sys.argv[1]
+rng = random.Random(5)
+w = [[rng.gauss(0, 1) for _ in range(3)] for _ in range(4)]
+scale = [1.0, 5.0, 0.2, 30.0]  # columns of different scales and offsets: standardization matters
+for name, n in (("train", 640), ("test", 200)):
+    with open(f"{root}/{name}.csv", "w") as f:
+        f.write("id,f1,f2,f3,f4,species\n")
+        for i in range(n):
+            x = [rng.gauss(0, 1) for _ in range(4)]
+            k = max(range(3), key=lambda c: sum(x[j] * w[j][c] for j in range(4)))
+            raw = [x[j] * scale[j] + 10 * j for j in range(4)]
+            f.write(f"{i}," + ",".join(f"{v:.5f}" for v in raw) + f",{k}\n")
+PY
+
+cat >"$tmp/csv.yaml" <<YAML
+run: {name: c, dir: "$tmp/runs", seed: 0, log_every: 5, timeout_s: 120}
+model: {name: mlp, hidden: [16]}
+data: {format: csv, path: "$tmp", train_files: train.csv, test_files: test.csv, target_columns: species,
+       feature_columns: "f1, f2, f3, f4", workers: 0}
+train: {epochs: 3, global_batch: 64, optimizer: adamw, lr: 0.01, loss: cross_entropy}
+YAML
+rundir=$tmp/runs/c
+
+# 1. Training on 2 ranks leaves model.pt and preprocess.json.
+run 300 train "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml"
+[[ $rc == 0 ]] || { show train; fail "training: exit $rc"; }
+[[ -s $rundir/model.pt && -s $rundir/preprocess.json ]] || { show train; fail "no model.pt and preprocess.json in $rundir"; }
+echo "ok: training wrote $(ls "$rundir" | tr '\n' ' ')"
+
+# 2. Python alone: the file's statistics are the train rows', and it reproduces the test metrics.
+"$py" - "$src/python" "$tmp" "$rundir" <<'PY' || fail "preprocess.json does not reproduce the run in PyTorch"
+import csv, json, math, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch.nn.functional as F, dtrain_models
+root, rundir = sys.argv[2], sys.argv[3]
+pre = json.load(open(f"{rundir}/preprocess.json"))
+assert pre["format"] == "csv" and pre["task"] == "classification" and pre["num_classes"] == 3, pre
+assert pre["input_shape"] == [4] and pre["targets"] == ["species"], pre
+names = pre["features"]["names"]
+assert names == ["f1", "f2", "f3", "f4"], names
+def table(name):
+    rows = list(csv.DictReader(open(f"{root}/{name}.csv")))
+    return [[float(r[c]) for c in names] for r in rows], [int(r["species"]) for r in rows]
+xs, _ = table("train")
+for j, c in enumerate(names):  # population mean and std of the train rows (read as float32), in double
+    col = torch.tensor([r[j] for r in xs], dtype=torch.float32).double().tolist()
+    m = sum(col) / len(col)
+    s = math.sqrt(sum((v - m) ** 2 for v in col) / len(col))
+    assert abs(pre["features"]["mean"][j] - m) <= 1e-9 * max(1, abs(m)), (c, pre["features"]["mean"][j], m)
+    assert abs(pre["features"]["std"][j] - s) <= 1e-9 * s, (c, pre["features"]["std"][j], s)
+x, y = table("test")
+mean = torch.tensor(pre["features"]["mean"], dtype=torch.float64)
+std = torch.tensor(pre["features"]["std"], dtype=torch.float64)
+inputs = ((torch.tensor(x, dtype=torch.float64) - mean) / std).float()
+model = dtrain_models.Mlp(4, (16,), pre["num_classes"])
+model.load_state_dict(torch.load(f"{rundir}/model.pt"))
+model.eval()
+with torch.no_grad():
+    out = model(inputs)
+loss = F.cross_entropy(out, torch.tensor(y), reduction="sum").item() / len(y)
+acc = (out.argmax(1) == torch.tensor(y)).sum().item() / len(y)
+recs = [json.loads(l) for l in open(f"{rundir}/metrics.jsonl")]
+ev = [r for r in recs if r["type"] == "eval"][-1]
+assert ev["test_count"] == len(y), ev
+assert ev["test_accuracy"] == acc, ("accuracy", ev["test_accuracy"], acc)
+assert abs(ev["test_loss"] - loss) <= 1e-5 * loss, ("loss", ev["test_loss"], loss)
+assert acc > 0.8, acc  # it learned: the check above is not one of an untrained model
+print("PyTorch from preprocess.json: test accuracy %.4f loss %.6f; the run's %.4f %.6f"
+      % (acc, loss, ev["test_accuracy"], ev["test_loss"]))
+PY
+echo "ok: preprocess.json's statistics are the train rows'; PyTorch reproduces the run's test metrics"
+
+# 3. dtrain eval on 2 and 1 ranks, from model.pt and from the last checkpoint; nothing written.
+snapshot() { (cd "$rundir" && find . -type f -exec sha256sum {} + | sort); }
+before=$(snapshot)
+ckpt=$(ls -d "$rundir"/checkpoints/step-* | sort | tail -n 1)
+cmp -s "$ckpt/preprocess.json" "$rundir/preprocess.json" || fail "$ckpt holds no copy of preprocess.json"
+grep -q "preprocess.json" "$ckpt/COMPLETE" || fail "$ckpt/COMPLETE does not list preprocess.json"
+run 300 eval2 "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" --json
+[[ $rc == 0 ]] || { show eval2; fail "eval on 2 ranks: exit $rc"; }
+run 300 eval1 "$bin" eval "$tmp/csv.yaml" --json
+[[ $rc == 0 ]] || { show eval1; fail "eval on 1 rank: exit $rc"; }
+run 300 evalc "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" --json --checkpoint "$ckpt"
+[[ $rc == 0 ]] || { show evalc; fail "eval of $ckpt: exit $rc"; }
+run 300 evalt "$bin" eval "$tmp/csv.yaml"
+[[ $rc == 0 ]] || { show evalt; fail "eval (text): exit $rc"; }
+grep -qE "model.pt on 1 rank\(s\): test accuracy: [0-9.]+% \(loss [0-9.]+, 200 samples\)" "$tmp/evalt.out" ||
+  { show evalt; fail "eval (text): no result line"; }
+[[ $(snapshot) == "$before" ]] || fail "dtrain eval changed files of the run directory"
+"$py" - "$rundir/metrics.jsonl" "$tmp/eval2.out" "$tmp/eval1.out" "$tmp/evalc.out" <<'PY' || fail "dtrain eval disagrees with the training's evaluation"
+import json, sys
+ev = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "eval"][-1]
+two, one, ckpt = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[2:5])
+for name, r in (("2 ranks", two), ("checkpoint, 2 ranks", ckpt)):
+    assert r["world"] == 2, r
+    for k in ("test_loss", "test_accuracy", "test_count"):
+        assert r[k] == ev[k], (name, k, r[k], ev[k])
+assert one["world"] == 1 and one["test_count"] == ev["test_count"], one
+assert one["test_accuracy"] == ev["test_accuracy"], ("1 rank", one, ev)
+assert abs(one["test_loss"] - ev["test_loss"]) <= 1e-6 * ev["test_loss"], ("1 rank", one, ev)
+print("training's final evaluation:", {k: ev[k] for k in ("test_loss", "test_accuracy", "test_count")})
+print("dtrain eval, 2 ranks:", two, "\n  1 rank:", one)
+PY
+echo "ok: dtrain eval gives the training's numbers (2 ranks and the checkpoint: bit for bit; 1 rank: the loss within 1e-6); the run directory is unchanged"
+
+# 4. Bad input: each an error naming the key or the file, exit 1.
+expect_error() {  # NAME TEXT: exit 1 and TEXT in stderr
+  [[ $rc == 1 ]] || { show "$1"; fail "$1: exit $rc, not 1"; }
+  grep -qF -- "$2" "$tmp/$1.err" || { show "$1"; fail "$1: the error does not name '$2'"; }
+  echo "ok: $1: $(grep -m1 error "$tmp/$1.err")"
+}
+run 120 nomodel "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" run.name=none
+expect_error nomodel "$tmp/runs/none/model.pt"
+[[ $(grep -c "error" "$tmp/nomodel.err") == 1 ]] || { show nomodel; fail "nomodel: not one error line"; }
+run 120 nockpt "$bin" eval "$tmp/csv.yaml" --checkpoint "$tmp/runs/c/checkpoints/step-nope"
+expect_error nockpt "$tmp/runs/c/checkpoints/step-nope"
+run 120 noweights "$bin" eval "$tmp/csv.yaml" --weights "$tmp/none.pt"
+expect_error noweights "$tmp/none.pt"
+run 120 columns "$bin" eval "$tmp/csv.yaml" 'data.feature_columns=f1, f2, f4, f3'
+expect_error columns "data.feature_columns"
+run 120 unscaled "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" data.normalize=false
+expect_error unscaled "data.normalize"
+[[ $(snapshot) == "$before" ]] || fail "a failed dtrain eval changed files of the run directory"
+echo "PASS"
