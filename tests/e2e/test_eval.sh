@@ -49,9 +49,7 @@ print("evaluations at", steps, "top-5", [round(r["test_top5_accuracy"], 3) for r
 PY
 echo "ok: train.eval_every_steps=6 evaluates at steps 6-32 on 2 and 1 ranks alike, with top-5 accuracy"
 
-# (each key once on a command line: the test size of ${common[@]} replaced)
-run 60 notest "$bin" "$cfg" "${common[@]/data.synthetic_test_size=256/data.synthetic_test_size=0}" run.name=notest \
-  train.eval_every_steps=4
+run 60 notest "$bin" "$cfg" "${common[@]}" run.name=notest data.synthetic_test_size=0 train.eval_every_steps=4
 [[ $rc == 1 ]] || { show notest; fail "no test split: exit $rc, expected 1"; }
 grep -q "train.eval_every_steps.*no test split" "$tmp/notest.err" || { show notest; fail "no test split: the error does not name train.eval_every_steps"; }
 run 60 negative "$bin" "$cfg" "${common[@]}" run.name=negative data.synthetic_test_size=256 train.eval_every_steps=-1
