@@ -14,7 +14,8 @@
 
 namespace dtrain::detail {
 
-EagerStep::EagerStep(StepContext& ctx, MicroBatch& micro) : ctx_(ctx), micro_(micro) {}
+EagerStep::EagerStep(StepContext& ctx, MicroBatch& micro, LossWindow& window)
+    : ctx_(ctx), micro_(micro), window_(window) {}
 
 void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   clear_gradients(ctx_);
@@ -116,47 +117,10 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
   }
   if (ctx_.scaler) ctx_.scaler->update();
   if (skip && !std::isfinite(loss_sum.item<double>())) {
-    ++left_out_;  // a skipped step's non-finite loss stays out of the mean
+    window_.leave_out();  // a skipped step's non-finite loss stays out of the mean
     return;
   }
-  // Kept on the device: reading it here would stall the host on every step. The finite-step
-  // count names the first non-finite step when the window is read (two small kernels).
-  window() += loss_sum;
-  finite_steps_ += at::isfinite(window_);
-}
-
-at::Tensor& EagerStep::window() {
-  if (!window_.defined()) {
-    const auto on = at::TensorOptions().device(ctx_.device);
-    window_ = at::zeros({}, on.dtype(at::kDouble));
-    finite_steps_ = at::zeros({}, on.dtype(at::kLong));
-  }
-  return window_;
-}
-
-EagerStep::Window EagerStep::peek_window() {
-  Window w;
-  w.left_out = left_out_;
-  if (!window_.defined()) return w;
-  const at::Tensor both = at::stack({window_, finite_steps_.to(at::kDouble)}).cpu();
-  w.sum = both[0].item<double>();
-  w.finite_steps = static_cast<int64_t>(both[1].item<double>());
-  return w;
-}
-
-EagerStep::Window EagerStep::take_window() {
-  const Window w = peek_window();
-  if (window_.defined()) {
-    window_.zero_();
-    finite_steps_.zero_();
-  }
-  left_out_ = 0;
-  return w;
-}
-
-void EagerStep::restore_window(double loss, int64_t steps) {
-  window() += loss;
-  finite_steps_ += steps;
+  window_.add(loss_sum);
 }
 
 }  // namespace dtrain::detail

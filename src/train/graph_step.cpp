@@ -55,7 +55,6 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
   static_batch_.inputs = batch.inputs.clone();
   static_batch_.targets = batch.targets.clone();
   static_loss_sum_ = at::zeros({}, at::TensorOptions().device(ctx_.device).dtype(at::kDouble));
-  eager_.window();  // allocated before the capture: the graph adds to it
   // The captured backward allocates the gradients from the graph's memory pool; the eager
   // steps' cached blocks go back to the device for that pool.
   clear_gradients(ctx_);

@@ -197,13 +197,13 @@ struct Trainer::Impl::Fit {
   detail::StepPlan plan;
   detail::LoopCursor at;
   const detail::LrSchedule lr;
+  detail::LossWindow window;
   detail::EagerStep eager;
   detail::GraphStep graph;
   detail::StepTelemetry telemetry;
   LoopControl control;
   detail::RequestAgreement agree;
   TrainSummary summary;
-  detail::LossWindow window;
   std::optional<Loader> loader;
   detail::QueueMark queued;  // the end of the last step's GPU work
 
@@ -264,11 +264,11 @@ Trainer::Impl::Fit::Fit(Impl& impl)
       at(impl.cfg, from ? &from->position : nullptr, plan.steps_per_epoch, plan.total_steps,
          /*saves=*/!impl.cfg.checkpoint.folder(impl.cfg.run).empty()),
       lr(t, plan.total_steps),
-      eager(impl.ctx, micro),
+      window(impl.ctx, at.step()),
+      eager(impl.ctx, micro, window),
       graph(impl.ctx, eager, micro, t.cuda_graph, impl.cfg.resolved.rank_batch),
       telemetry(impl.ctx, impl.cfg),
-      agree(impl.control),
-      window(eager, impl.control, impl.watchdog, t.precision, at.step()) {
+      agree(impl.control) {
   // A finished run stays as it is: its reports and files are not written again.
   if (at.finished())
     throw Error("this run has finished: its checkpoint is at step " + std::to_string(at.step()) +

@@ -48,7 +48,8 @@ struct Engine {
     build_step_context(ctx, cfg, comm, comm, data.train->size(), -1);
     micro = std::make_unique<MicroBatch>(cfg.resolved.rank_batch, cfg.resolved.micro_batch,
                                          cfg.train.global_batch);
-    eager = std::make_unique<EagerStep>(ctx, *micro);
+    window = std::make_unique<LossWindow>(ctx, 0);
+    eager = std::make_unique<EagerStep>(ctx, *micro, *window);
   }
   // Steps 0..n-1, each on its 32 samples of the training set, in order.
   void train(int64_t n) {
@@ -74,6 +75,7 @@ struct Engine {
   std::shared_ptr<Model> model;
   StepContext ctx;
   std::unique_ptr<MicroBatch> micro;
+  std::unique_ptr<LossWindow> window;
   std::unique_ptr<EagerStep> eager;
 };
 
@@ -110,7 +112,7 @@ TEST(Engines, OutOfMemoryShrinksTheMicroBatchAndRedoesTheStepOnTheSameSamples) {
 TEST(Engines, WithoutRecoveryAnOutOfMemoryStepIsMicroBatchDoesNotFit) {
   Engine e;
   e.micro = std::make_unique<MicroBatch>(32, 8, 32, /*recover=*/false);
-  e.eager = std::make_unique<EagerStep>(e.ctx, *e.micro);
+  e.eager = std::make_unique<EagerStep>(e.ctx, *e.micro, *e.window);
   OomAt oom(0);
   e.ctx.faults = &oom;
   try {
@@ -143,7 +145,7 @@ TEST(Engines, OneRankAgreesOnItsRequestsAtOnce) {
 
 TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
   Engine e;
-  LossWindow window(*e.eager, e.comm, e.watchdog, Precision::kFp32, 0);
+  LossWindow& window = *e.window;
   // Saved by 2 ranks after step 10: the window's 3 steps summed 12 over both ranks (a mean of 2).
   LoopPosition at;
   at.step = 10, at.window_loss = 12.0, at.window_steps = 3;
@@ -152,14 +154,14 @@ TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
   EXPECT_DOUBLE_EQ(window.total(), 6.0);  // one rank carries the 2-rank mean's share
   // Two more steps of loss 7 each: (6 + 14) / (3 + 2).
   for (int i = 0; i < 2; ++i) {
-    e.eager->window() += 7.0;
+    window.add(at::scalar_tensor(7.0, at::kDouble));
     window.add_step();
   }
   EXPECT_DOUBLE_EQ(window.read(12), 4.0);
   EXPECT_EQ(window.steps(), 0);
   // The next window starts afresh; a non-finite loss names the first step it appeared at.
   window.add_step();
-  e.eager->window() += std::nan("");
+  window.add(at::scalar_tensor(std::nan(""), at::kDouble));
   try {
     window.read(13);
     FAIL() << "a nan loss was read as a number";
