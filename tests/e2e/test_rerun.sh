@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # e2e: a rerun never destroys. The same command run again on a finished run, or run again with a
 # changed training key (train.lr), is refused before anything is written: exit 1, one error line
-# per rank naming the checkpoint, the step and the fix, and every file of the run directory
-# byte for byte as it was. With more to train (a higher train.epochs) it resumes and appends, and
-# its report charts the whole run while counting this process's samples and rates.
+# (the ranks agree; no MPI abort banner) naming the checkpoint, the step and the fix, and every
+# file of the run directory byte for byte as it was. With more to train (a higher train.epochs)
+# it resumes and appends, and its report charts the whole run while counting this process's
+# samples and rates.
 # Env as in the other e2e scripts (DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS).
 set -euo pipefail
 
@@ -29,6 +30,8 @@ for change in "" "train.lr=0.003"; do
            "nothing was written" "raise train.epochs or train.max_steps" "another run.name"; do
     grep -qF -- "$s" "$tmp/$name.err" || { show "$name"; fail "$name: the error lacks '$s'"; }
   done
+  [[ $(grep -c "error: " "$tmp/$name.err") == 1 ]] || { show "$name"; fail "$name: the error is not printed once"; }
+  ! grep -q "MPI_ABORT" "$tmp/$name.err" "$tmp/$name.out" || { show "$name"; fail "$name: the refusal aborted MPI"; }
   [[ $(files) == "$before" ]] || { diff <(echo "$before") <(files) >&2 || true; fail "$name: the run's files changed"; }
   echo "ok: run again${change:+ with $change}: refused, nothing rewritten ($(grep -m1 -o 'error: .*' "$tmp/$name.err" | cut -c1-90)...)"
 done
