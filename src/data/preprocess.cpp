@@ -96,14 +96,8 @@ std::string keys_of(const std::string& field, const DataConfig& cfg) {
 
 std::string shown(const Json& v) { return v.is_null() ? "absent" : v.dump(); }
 
-}  // namespace
-
-std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
-  return recipe_json(spec, cfg).dump(2) + "\n";
-}
-
-std::string preprocess_difference(const std::string& text, const std::string& path,
-                                  const DataSpec& spec, const DataConfig& cfg) {
+// The JSON text parsed into an object with "format"; otherwise an Error naming `path`.
+Json parse_recipe(const std::string& text, const std::string& path) {
   Json file;
   try {
     file = Json::parse(text);
@@ -112,6 +106,37 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
   }
   if (!file.is_object() || !file.contains("format"))
     throw Error("not a preprocess.json (a JSON object with \"format\" and the run's preprocessing)", path);
+  return file;
+}
+
+// Field `pointer` of `j` as T (a list of numbers or names, a number, a name); `optional` and
+// absent (or null): `fallback`. Anything else is an Error naming the field and `path`.
+template <typename T>
+T field_of(const Json& j, const std::string& pointer, const std::string& path, bool optional = false,
+           T fallback = T()) {
+  const Json::json_pointer ptr(pointer);
+  if (!j.contains(ptr) || j.at(ptr).is_null()) {
+    if (optional) return fallback;
+    throw Error("preprocess.json has no field " + pointer.substr(1), path);
+  }
+  try {
+    return j.at(ptr).get<T>();
+  } catch (const Json::exception&) {
+    throw Error("preprocess.json's field " + pointer.substr(1) + " is " + j.at(ptr).dump() +
+                    ", not of the type dtrain writes there",
+                path);
+  }
+}
+
+}  // namespace
+
+std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
+  return recipe_json(spec, cfg).dump(2) + "\n";
+}
+
+std::string preprocess_difference(const std::string& text, const std::string& path,
+                                  const DataSpec& spec, const DataConfig& cfg) {
+  const Json file = parse_recipe(text, path);
   // Leaf by leaf (arrays element by element), this run's fields first; a field only one side
   // has differs too.
   const Json fresh = recipe_json(spec, cfg);
@@ -135,6 +160,49 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
            " (" + path + "), this config gives " + shown(nv);
   }
   return "";
+}
+
+RunRecipe read_preprocess(const std::string& text, const std::string& path) {
+  const Json j = parse_recipe(text, path);
+  RunRecipe out;
+  const auto format = field_of<std::string>(j, "/format", path);
+  bool known = false;
+  for (DataFormat f : {DataFormat::kIdx, DataFormat::kSynthetic, DataFormat::kTokens, DataFormat::kText,
+                       DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder})
+    if (format == to_string(f)) out.format = f, known = true;
+  if (!known) throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain", path);
+  DataSpec& spec = out.spec;
+  spec.input_shape = field_of<std::vector<int64_t>>(j, "/input_shape", path);
+  const auto dtype = field_of<std::string>(j, "/input_dtype", path);
+  if (dtype != "float32" && dtype != "int64")
+    throw Error("preprocess.json's input_dtype is '" + dtype + "', not float32 or int64", path);
+  spec.input_dtype = dtype == "int64" ? at::kLong : at::kFloat;
+  if (field_of<std::string>(j, "/task", path) == "classification") {
+    spec.num_classes = field_of<int64_t>(j, "/num_classes", path);
+  } else {
+    spec.target_dim = field_of<int64_t>(j, "/target_dim", path);
+  }
+  InputRecipe& r = spec.recipe;
+  r.class_names = field_of<std::vector<std::string>>(j, "/class_names", path, true);
+  if (j.contains("features")) {
+    r.feature_names = field_of<std::vector<std::string>>(j, "/features/names", path);
+    r.mean = field_of<std::vector<double>>(j, "/features/mean", path, true);
+    r.std = field_of<std::vector<double>>(j, "/features/std", path, true);
+    r.target_names = field_of<std::vector<std::string>>(j, "/targets", path, true);
+  }
+  if (j.contains("pixels")) {
+    auto mean = field_of<std::vector<double>>(j, "/pixels/mean", path);
+    auto stdev = field_of<std::vector<double>>(j, "/pixels/std", path);
+    if (field_of<double>(j, "/pixels/scale", path) != 255)
+      throw Error("preprocess.json's pixels.scale is not 255, the only scale dtrain writes", path);
+    if (out.format == DataFormat::kIdx) {
+      r.mean = std::move(mean), r.std = std::move(stdev);
+    } else {
+      spec.pixel_mean = std::move(mean), spec.pixel_std = std::move(stdev);
+    }
+  }
+  if (j.contains("eval_transform")) r.resize = field_of<int64_t>(j, "/eval_transform/resize", path);
+  return out;
 }
 
 }  // namespace dtrain::detail
