@@ -128,6 +128,35 @@ T field_of(const Json& j, const std::string& pointer, const std::string& path, b
   }
 }
 
+// What dtrain writes, and so what a model may be built from: sizes that are positive and
+// agree with each other; anything else is an Error naming `path` and the field.
+void check_recipe(const DataSpec& spec, const std::string& path) {
+  auto bad = [&](const std::string& what) { throw Error("preprocess.json's " + what, path); };
+  int64_t numel = 1;
+  for (int64_t d : spec.input_shape) {
+    if (d < 1 || d > (int64_t{1} << 31)) bad("input_shape holds " + std::to_string(d));
+    numel *= d;
+    if (numel > (int64_t{1} << 36)) bad("input_shape is too large");
+  }
+  if (spec.input_shape.empty()) bad("input_shape is empty");
+  if (spec.num_classes < 0 || spec.target_dim < 0 || spec.num_classes + spec.target_dim < 1 ||
+      spec.num_classes > (int64_t{1} << 31) || spec.target_dim > (int64_t{1} << 31))
+    bad("num_classes or target_dim is not a positive size");
+  const InputRecipe& r = spec.recipe;
+  if (!r.class_names.empty() && static_cast<int64_t>(r.class_names.size()) > spec.num_classes)
+    bad("class_names has more names than num_classes");
+  if (!r.feature_names.empty() && static_cast<int64_t>(r.feature_names.size()) != spec.input_shape[0])
+    bad("features.names does not name input_shape's features");
+  if (r.mean.size() != r.std.size() || spec.pixel_mean.size() != spec.pixel_std.size())
+    bad("mean and std differ in length");
+  if (!spec.pixel_mean.empty() && static_cast<int64_t>(spec.pixel_mean.size()) != spec.input_shape[0])
+    bad("pixels.mean does not give one value per channel of input_shape");
+  for (const auto* v : {&r.std, &spec.pixel_std})
+    for (double x : *v)
+      if (!(x > 0)) bad("std holds " + std::to_string(x) + ", not > 0");
+  if (r.resize < 0 || r.resize > (int64_t{1} << 20)) bad("eval_transform.resize is " + std::to_string(r.resize));
+}
+
 }  // namespace
 
 std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
@@ -202,6 +231,7 @@ RunRecipe read_preprocess(const std::string& text, const std::string& path) {
     }
   }
   if (j.contains("eval_transform")) r.resize = field_of<int64_t>(j, "/eval_transform/resize", path);
+  check_recipe(out.spec, path);
   return out;
 }
 

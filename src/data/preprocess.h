@@ -39,8 +39,9 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
 // synthetic uint8 images), except for idx, whose single mean and std go to recipe.mean and
 // recipe.std (standardized on the host, (x / 255 - mean) / std); recipe: the feature and target
 // names, their mean and std (empty when data.normalize was off), class names, eval_transform's
-// resize. A field missing or of the wrong type, or text that is not JSON, is a dtrain::Error
-// naming `path` and the field.
+// resize. A field missing or of the wrong type, sizes that are not positive or do not agree
+// (input_shape, num_classes, the names, means and stds), or text that is not JSON, is a
+// dtrain::Error naming `path` and the field.
 struct RunRecipe {
   DataFormat format = DataFormat::kIdx;
   DataSpec spec;
