@@ -95,7 +95,9 @@ np1_np2() {  # NAME EXT ARGS...: NAME.1.EXT on one rank, NAME.2.EXT on two; the 
   echo "ok: $name: 1 and 2 ranks wrote the same $(wc -c <"$tmp/$name.1.$ext") bytes"
 }
 np1_np2 img jsonl "$tmp/img.yaml" --input "$tmp/new" --top-k 2 --batch-size 4
-np1_np2 imgcsv csv "$tmp/img.yaml" --input "$tmp/new" --top-k 0 --batch-size 4
+run 120 imgcsv "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" predict "$tmp/img.yaml" --input "$tmp/new" --top-k 0 \
+  --output "$tmp/imgcsv.csv"
+[[ $rc == 0 ]] || { show imgcsv; fail "CSV output on 2 ranks: exit $rc"; }
 np1_np2 csv jsonl "$tmp/csv.yaml" --input "$tmp/rows.csv" --batch-size 8
 np1_np2 gpt txt "$tmp/gpt.yaml" --input "$tmp/prompt.txt" --max-new-tokens 40
 np1_np2 sample txt "$tmp/gpt.yaml" --prompt "the lazy" --max-new-tokens 40 --temperature 0.8 --top-k 5 --seed 7
@@ -149,7 +151,7 @@ for r in records:
     for e in r["top"]:
         assert e["class"] == pre["class_names"][e["index"]], r
 check("image files", records, probs, 2)
-rows = list(csv.reader(open(f"{tmp}/imgcsv.1.csv")))
+rows = list(csv.reader(open(f"{tmp}/imgcsv.csv")))
 assert rows[0] == ["input"] + [f"{c}_{i}" for i in (1, 2, 3) for c in ("class", "prob")], rows[0]
 check("image files (CSV)", [{"top": [{"index": pre["class_names"].index(row[k]), "prob": float(row[k + 1])}
                                      for k in (1, 3, 5)]} for row in rows[1:]], probs, 3)
@@ -200,8 +202,6 @@ cut -d, -f1-3,5- "$tmp/rows.csv" >"$tmp/nof3.csv"
 run 60 nocolumn "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" predict "$tmp/csv.yaml" --input "$tmp/nof3.csv" --output "$tmp/x.pred"
 expect_error nocolumn "no column 'f3'"
 grep -qF "$tmp/nof3.csv" "$tmp/nocolumn.err" || fail "nocolumn: the error does not name the file"
-run 60 noweights "$bin" predict "$tmp/csv.yaml" --input "$tmp/rows.csv" --output "$tmp/x.pred" --weights "$tmp/w.pt"
-expect_error noweights "$tmp/w.pt"
 cp "$tmp/runs/csv/model.pt" "$tmp/w.pt"
 printf '{"format": "synthetic", "input_shape": [4], "input_dtype": "float32", "task": "classification", "num_classes": 3}\n' >"$tmp/preprocess.json"
 run 60 format "$bin" predict "$tmp/csv.yaml" --input "$tmp/rows.csv" --output "$tmp/x.pred" --weights "$tmp/w.pt"
