@@ -206,17 +206,21 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
       check_files(o, recipe.format);
       cfg.model.init_weights.clear();  // the weights are `path`, loaded below
     });
-    Session s = build_session(rt, std::move(cfg), o.config_path, /*config_only=*/true);
+    // No training and no training data: the device and communicators are set up without
+    // build_session's batch arithmetic (train.global_batch need not divide by this world size).
+    log::configure(rt.rank(), cfg.run.quiet);
+    rt.setup(cfg.run, cfg.dist);
+    log::detail(version_text() + "; world " + std::to_string(rt.world()) + " rank(s), device " + rt.device().str());
     std::shared_ptr<Model> model;
     detail::PredictInputs inputs;
     const bool language = is_language_data(recipe.format);
     // Every rank builds the model and reads the weights and the inputs (a missing column, a
     // wrong file found by every rank is printed once).
     detail::run_agreed(rt.mpi_comm(), [&] {
-      model = make_model(s.config.model.name, s.config.model, recipe.spec);
+      model = make_model(cfg.model.name, cfg.model, recipe.spec);
       detail::load_weights(*model, path);
       model->to(rt.device());
-      if (!language) inputs = read_inputs(o, recipe, s.config);
+      if (!language) inputs = read_inputs(o, recipe, cfg);
     });
     log::info("predicting with " + path + (language ? "" : " for " + inputs.data->describe()));
     std::string text;
@@ -228,7 +232,7 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
         detail::SamplingOptions sampling;
         sampling.temperature = o.temperature;
         sampling.top_k = o.top_k > 0 ? o.top_k : 0;
-        sampling.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : s.config.run.seed);
+        sampling.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : cfg.run.seed);
         const int64_t context = spec.input_shape.empty() ? 1 : spec.input_shape[0];
         text = generated_text(recipe.format, prompt,
                               detail::generate(*model, rt.device(), prompt, o.max_new, context, sampling));

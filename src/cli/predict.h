@@ -15,9 +15,10 @@
 //     ids written as decimal numbers), --max-new-tokens N, greedy, or sampled with --temperature
 //     (and --top-k) from --seed (run.seed by default). Rank 0 generates alone; the output is the
 //     prompt followed by the new tokens (text: their bytes; tokens: the ids, one line).
-// Nothing is trained; nothing is written but --output, by rank 0, atomically; an existing
-// --output is an error unless --force. Errors (a missing file, an image that does not decode, a
-// CSV without the run's columns, a format predict does not read) are agreed: printed once, exit 1.
+// Nothing is trained (train.* is not read: any number of ranks); nothing is written but
+// --output, by rank 0, atomically; an existing --output is an error unless --force. Errors (a
+// missing file, an image that does not decode, a CSV without the run's columns, a format predict
+// does not read) are agreed: printed once, exit 1.
 #pragma once
 
 #include <map>
