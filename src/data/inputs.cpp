@@ -65,9 +65,10 @@ PredictInputs idx_inputs(const std::string& path, const DataSpec& spec) {
   check_file(path);
   const at::Tensor images = read_idx(path);
   const std::vector<int64_t>& shape = spec.input_shape;
-  if (images.scalar_type() != at::kByte || images.dim() != 3 || shape.size() != 3 ||
-      images.size(1) != shape[1] || images.size(2) != shape[2])
-    throw Error("expected uint8 images of " + shape_text({shape.size() == 3 ? shape[1] : 0, shape.size() == 3 ? shape[2] : 0}) +
+  if (shape.size() != 3 || shape[0] != 1) throw Error("the run's input_shape is not that of IDX images", "--input");
+  if (images.scalar_type() != at::kByte || images.dim() != 3 || images.size(1) != shape[1] ||
+      images.size(2) != shape[2])
+    throw Error("expected uint8 images of " + shape_text({shape[1], shape[2]}) +
                     " pixels (the run's input_shape " + shape_text(shape) + "), got an IDX file of " +
                     shape_text(images.sizes().vec()) + " " + std::string(c10::toString(images.scalar_type())),
                 path);

@@ -1,8 +1,8 @@
 // A damaged file is an error, never a hang (issue 29, point 8): seeded mutations of every data
 // and config format dtrain reads, each read in a child process under a time and memory limit
 // (fuzz_harness.h): IDX (plain and gzip), numeric CSV, token files with llm.c's header, JPEG and
-// PNG (image_folder's decoders), YAML configs and preprocess.json (`dtrain predict`'s reader). Every case must return or end in a
-// dtrain::Error.
+// PNG (image_folder's decoders), YAML configs and preprocess.json (`dtrain predict`'s reader).
+// Every case must return or end in a dtrain::Error.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
