@@ -44,6 +44,7 @@
 
 #include "data/image_codec.h"
 #include "data/image_transforms.h"
+#include "data/inputs.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -340,7 +341,50 @@ std::string under(const std::string& path, const std::string& dir) {
   return path + (path.back() == '/' ? "" : "/") + dir;
 }
 
+// The image files under `dir` (its subfolders too), sorted by path.
+std::vector<std::string> image_files_under(const std::string& dir) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> tree;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  walk(dir, seen, tree, "--input");
+  std::vector<std::string> files;
+  int64_t skipped = 0;
+  for (const auto& [folder, names] : tree)
+    for (const auto& name : names) {
+      if (is_image_name(name)) {
+        files.push_back(folder + "/" + name);
+      } else {
+        ++skipped;
+      }
+    }
+  if (files.empty())
+    throw Error(dir + ": a folder without a .jpg, .jpeg or .png file" +
+                    (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
+                "--input");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
+
+PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("no such file or folder: " + path, "--input");
+  if (spec.input_shape.size() != 3 || spec.input_shape[1] != spec.input_shape[2] || spec.recipe.resize < 1)
+    throw Error("the run's preprocess.json gives no evaluation transform (input_shape [3, S, S], "
+                "eval_transform.resize)", "--input");
+  Folder f;
+  f.root = path;
+  f.classes = spec.recipe.class_names;
+  PredictInputs out;
+  out.names = S_ISDIR(st.st_mode) ? image_files_under(path) : std::vector<std::string>{path};
+  for (const std::string& file : out.names) f.samples.push_back(Sample{file, 0});
+  Transform t;
+  t.train = false;
+  t.size = spec.input_shape[2], t.resize = spec.recipe.resize, t.scaled_decode = scaled_decode;
+  out.data = std::make_shared<ImageFolderDataset>(std::move(f), t, spec.num_classes, spec.pixel_mean,
+                                                  spec.pixel_std, 0);
+  return out;
+}
 
 Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed) {
   check_settings(cfg);
