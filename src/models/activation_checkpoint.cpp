@@ -38,12 +38,11 @@ void restore(const GeneratorState& s) {
   g.set_state(s.state);
 }
 
-// The generators fn may draw from: the CPU's, and the device's for inputs on a GPU.
+// The generator fn's random operations draw from: the default one of its inputs' device (the
+// CPU's, or the GPU's; the CPU's is left alone for GPU inputs, since other threads may use it).
 std::vector<GeneratorState> generator_states(const at::Device& device) {
-  std::vector<GeneratorState> s;
-  s.push_back(state_of(at::detail::getDefaultCPUGenerator()));
-  if (device.is_cuda()) s.push_back(state_of(at::globalContext().defaultGenerator(device)));
-  return s;
+  if (device.is_cuda()) return {state_of(at::globalContext().defaultGenerator(device))};
+  return {state_of(at::detail::getDefaultCPUGenerator())};
 }
 
 // Autocast's state for the device types dtrain computes on (compat::set_autocast's).

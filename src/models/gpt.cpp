@@ -209,9 +209,8 @@ class Gpt : public Model {
     checkpoint_ = mode == ActivationCheckpointing::kBlocks;
     return true;
   }
-  bool recompute_draws_random_numbers() const override {
-    return checkpoint_ && dropout_ > 0 && is_training();
-  }
+  // In training: dropout in the blocks.
+  bool recompute_draws_random_numbers() const override { return checkpoint_ && dropout_ > 0; }
 
  private:
   // Everything but the head: (B, T) token ids -> (B, T, C), the final LayerNorm's output.
@@ -244,7 +243,7 @@ class Gpt : public Model {
             const auto [s, n] = block_forward(i, in[0], in[1]);
             return std::vector<at::Tensor>{s, n};
           },
-          {x, y}, {recompute_draws_random_numbers(), {}});
+          {x, y}, {/*random=*/dropout_ > 0 && is_training(), {}});
       x = out[0], y = out[1];
     }
     return y;

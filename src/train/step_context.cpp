@@ -27,7 +27,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
 
   if (!ctx.model->set_activation_checkpointing(t.activation_checkpointing)) {
     throw Error(std::string("is ") + to_string(t.activation_checkpointing) + " but the model " +
-                    (ctx.model->name().empty() ? cfg.model.name : ctx.model->name()) +
+                    cfg.model.name +
                     " has no blocks to checkpoint (gpt and resnet18/50 have); set off",
                 "train.activation_checkpointing");
   }

@@ -134,7 +134,7 @@ TEST(GpuActivationCheckpoint, CudaGraphWithTheRecomputeInsideMatchesEager) {
   at::globalContext().setAllowTF32CuBLAS(false);
   TrainRun plain = train(kGpt, {"train.activation_checkpointing=off", "train.cuda_graph=off"}, kGpu);
   TrainRun graph = train(kGpt, {"train.cuda_graph=on"}, kGpu);
-  EXPECT_LT(max_rel(graph, plain), 1e-5);
+  EXPECT_LT(max_rel(graph, plain), 1e-4);
 }
 
 TEST(GpuActivationCheckpoint, DropoutInRecomputedBlocksKeepsTheStepOutOfGraphs) {
