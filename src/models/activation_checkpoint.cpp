@@ -201,4 +201,12 @@ std::vector<at::Tensor> checkpointed(const CheckpointFn& fn, const std::vector<a
   return CheckpointNode::apply(std::move(r), at::TensorList(inputs));
 }
 
+void set_activation_checkpointing(Model& model, const std::string& name,
+                                  ActivationCheckpointing mode) {
+  if (model.set_activation_checkpointing(mode)) return;
+  throw Error(std::string("is ") + to_string(mode) + " but the model " + name +
+                  " has no blocks to checkpoint (gpt and resnet18/50 have); set off",
+              "train.activation_checkpointing");
+}
+
 }  // namespace dtrain::detail

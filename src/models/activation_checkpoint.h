@@ -25,7 +25,11 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <string>
 #include <vector>
+
+#include "dtrain/config.h"
+#include "dtrain/models.h"
 
 namespace dtrain::detail {
 
@@ -43,5 +47,11 @@ struct CheckpointOptions {
 // called.
 std::vector<at::Tensor> checkpointed(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,
                                      CheckpointOptions options = {});
+
+// Model::set_activation_checkpointing(mode); a model without blocks (model.name `name`) is an
+// Error naming train.activation_checkpointing. The session calls it where the model is built (an
+// error every rank agrees on), the Trainer again for models built by users' programs.
+void set_activation_checkpointing(Model& model, const std::string& name,
+                                  ActivationCheckpointing mode);
 
 }  // namespace dtrain::detail

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "checkpoint/weights.h"
+#include "models/activation_checkpoint.h"
 #include "config/schema.h"
 #include "session/config_check.h"
 #include "session/error_policy.h"
@@ -98,6 +99,7 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
         [&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
         "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),
         "make the model smaller");
+    detail::set_activation_checkpointing(*s.model, c.model.name, c.train.activation_checkpointing);
     int64_t n_params = 0;
     for (const auto& p : s.model->parameters()) n_params += p.numel();
     log::detail("model: " + c.model.name + ", " + std::to_string(n_params) + " parameters (" +

@@ -1,6 +1,7 @@
 #include "train/step_context.h"
 
 #include "dist/replicas.h"
+#include "models/activation_checkpoint.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 
@@ -25,12 +26,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     ctx.scaler = std::make_unique<GradScaler>(ctx.device, keep_one);
   }
 
-  if (!ctx.model->set_activation_checkpointing(t.activation_checkpointing)) {
-    throw Error(std::string("is ") + to_string(t.activation_checkpointing) + " but the model " +
-                    cfg.model.name +
-                    " has no blocks to checkpoint (gpt and resnet18/50 have); set off",
-                "train.activation_checkpointing");
-  }
+  set_activation_checkpointing(*ctx.model, cfg.model.name, t.activation_checkpointing);
   ctx.model->to(ctx.device);
   for (const auto& p : ctx.model->named_parameters()) {
     if (!p.value().requires_grad()) continue;
