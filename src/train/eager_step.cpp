@@ -113,7 +113,7 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
     if (ctx_.clip_grad_norm > 0) clip_gradients(ctx_.params, ctx_.clip_grad_norm);
     ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
     if (ctx_.shard) {
-      // Note [sharded optimizer]: every shard's new values to every rank.
+      // Every shard's new values to every rank (Note [sharded optimizer]).
       const auto t0 = Clock::now();
       ctx_.shard->gather_parameters();
       gather_seconds_ += seconds_since(t0);

@@ -189,7 +189,7 @@ std::vector<std::string> with(std::vector<std::string> o, const std::vector<std:
 }
 
 TEST(Checkpoint, ShardedRunsWriteTheUnshardedStateAndModel) {
-  // Note [sharded optimizer]: the same world, sharded or not, trains the same parameters and
+  // The same world, sharded or not (Note [sharded optimizer]), trains the same parameters and
   // saves the same checkpoint: the whole optimizer state, entry by entry, and the same model.pt.
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const std::string tmp = shared_tmp(*comm);
@@ -320,29 +320,17 @@ TEST(Checkpoint, ANewRunIntoADirectoryWithAnEarlierRunsFilesIsAnError) {
   if (comm->rank() == 0) detail::remove_tree(tmp);
 }
 
-// Step `step` of every rank's micro-batch gets a NaN loss.
-class NanAt : public FaultInjector {
- public:
-  explicit NanAt(int64_t step) : step_(step) {}
-  Fault before_micro_batch(int64_t step, int64_t) override {
-    return step == step_ ? Fault::kNonFiniteLoss : Fault::kNone;
-  }
-
- private:
-  int64_t step_;
-};
-
 TEST(Checkpoint, ANonFiniteLossStopsTheRunNamingItsStepOrIsSkipped) {
   const std::vector<std::string> o = {"run.dir=\"\"", "train.eval=false", "run.log_every=10"};
   // Steps done before it: 12, so step 13 is the first with a NaN loss.
   const std::string m =
-      message_of([&] { train(MPI_COMM_WORLD, o, nullptr, std::make_shared<NanAt>(12)); });
+      message_of([&] { train(MPI_COMM_WORLD, o, nullptr, std::make_shared<test::NanAt>(12)); });
   EXPECT_NE(m.find("the training loss is nan at step 13"), std::string::npos) << m;
   EXPECT_NE(m.find("train.skip_nonfinite"), std::string::npos) << m;
 
   auto skip = o;
   skip.push_back("train.skip_nonfinite=true");
-  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<NanAt>(12));
+  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<test::NanAt>(12));
   EXPECT_EQ(r.summary.skipped_steps, 1);
   EXPECT_TRUE(std::isfinite(r.summary.last_loss));
   for (const auto& [step, loss] : r.rec->losses) EXPECT_TRUE(std::isfinite(loss)) << step;
