@@ -228,6 +228,9 @@ struct DistConfig {
   GradDtype grad_dtype = GradDtype::kFp32;  // gradient communication dtype
   bool find_unused_parameters = false;
   bool reduce_single_rank = false;  // run the gradient engine even with one rank (to measure it)
+  // ZeRO-1: each rank keeps the optimizer state of its shard of the parameters (Note [sharded
+  // optimizer], src/dist/optimizer_shard.h); with one rank a warning, and nothing is sharded.
+  bool shard_optimizer = false;
 };
 
 // What the world size decides. Filled by resolve(); world 0 means "not resolved yet".

@@ -73,6 +73,8 @@ struct TrainState {
   int64_t window_steps = 0;
   double last_loss = 0;
   Model* model = nullptr;
+  // With dist.shard_optimizer on several ranks: this rank's shard, whose state() numbers its
+  // entries as the model's parameters (the checkpoint writer gathers the whole state).
   const Optimizer* optimizer = nullptr;
   const GradScaler* scaler = nullptr;  // fp16 or train.skip_nonfinite only
   const Config* config = nullptr;

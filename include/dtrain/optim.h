@@ -43,7 +43,12 @@ struct OptimizerOptions {
 class Optimizer {
  public:
   // params: the tensors to update in place (leaf parameters; their .grad() is read at each step).
-  Optimizer(std::vector<at::Tensor> params, OptimizerOptions options);
+  // numbers: the number state() gives each parameter's entries (the <i> of "exp_avg.<i>"), one per
+  // parameter, all different; empty: 0, 1, 2, ... An optimizer over a shard of a model's
+  // parameters (dist.shard_optimizer) numbers them as the model does, so the shards' states
+  // together are the state of one optimizer over all of them.
+  Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
+            std::vector<size_t> numbers = {});
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
   Optimizer(Optimizer&&) = default;
@@ -68,10 +73,13 @@ class Optimizer {
   bool capturable() const { return capturable_; }
   const OptimizerOptions& options() const { return options_; }
   size_t num_params() const { return params_.size(); }
+  // Bytes of state this optimizer holds (moments, momentum buffers, device step counts).
+  int64_t state_bytes() const;
 
   // The state by name, for checkpoints: "momentum.<i>" (SGD with momentum), "exp_avg.<i>",
   // "exp_avg_sq.<i>", "step.<i>" (Adam, AdamW, and SGD with dampening, whose first step differs
-  // from the others; 0-dim float), i = parameter index. Moments and
+  // from the others; 0-dim float), i = the parameter's number (its index, unless the constructor
+  // was given numbers). Moments and
   // buffers are the live tensors (save them before the next step); step counts kept on the host
   // come as new CPU tensors.
   std::vector<std::pair<std::string, at::Tensor>> state() const;
@@ -89,6 +97,7 @@ class Optimizer {
   OptimizerKind kind_;
   OptimizerOptions options_;
   std::vector<at::Tensor> params_;
+  std::vector<size_t> numbers_;  // per parameter: the <i> of its state entries
   bool fused_ = false;
   bool capturable_ = false;
   std::string not_fused_reason_;  // set when options_.fused but the fused kernel cannot be used

@@ -141,6 +141,11 @@ struct TrainSummary {
   std::string profile;
   double wall_start = 0, wall_end = 0;  // Unix time of the first step's start and of the end
   DeviceMemory memory;                  // this rank's GPU at the end (peak over the run)
+  // Bytes of optimizer state this rank holds (moments, momentum buffers, step counts): all of it,
+  // or its shard's with dist.shard_optimizer; `optimizer_shards` ranks share the state (1: not
+  // sharded).
+  int64_t optimizer_state_bytes = 0;
+  int optimizer_shards = 1;
   std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
   // Every rank's phase times (eval included), index = rank (gathered at the end).
   std::vector<PhaseTimes> rank_phases;

@@ -278,6 +278,7 @@ const std::vector<Field>& schema() {
     s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire").always().may_change());
     s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step").always().may_change());
     s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)").always().may_change());
+    s.push_back(field("dist.shard_optimizer", &C::dist, &DistConfig::shard_optimizer, "ZeRO-1: each rank keeps the optimizer state (moments, momentum) of 1/world of the parameters, whole tensors; gradients are still all-reduced, each rank updates its shard and broadcasts the updated parameters to every rank after every step; checkpoints hold the whole state, so a run resumes on any number of ranks, sharded or not. One rank: a warning, nothing sharded; fewer parameter tensors than ranks: an error").always().may_change());
     // checkpoint
     s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)).always().may_change());
     s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch").always().may_change());

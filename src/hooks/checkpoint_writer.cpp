@@ -1,5 +1,6 @@
 // Checkpoints (config section `checkpoint`): on every save the loop asks for, each rank writes
-// its own state and rank 0 the shared state into checkpoint.dir/step-<N>/; once every rank's
+// its own state and rank 0 the shared state (with a sharded optimizer, the whole optimizer state
+// gathered from every rank) into checkpoint.dir/step-<N>/; once every rank's
 // files are durable, rank 0 writes the COMPLETE marker (each file's size and CRC-32, taken as
 // the file was written and gathered from its rank), then prunes to checkpoint.keep. Every
 // step of that is agreed over the control plane, so a failure on any rank (a full disk, a folder
@@ -12,11 +13,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "checkpoint/folder.h"
 #include "checkpoint/state.h"
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
+#include "dist/optimizer_shard.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -87,6 +90,13 @@ class CheckpointWriter : public Hook {
       if (path_exists(dir)) remove_tree(dir);  // an incomplete earlier attempt at this step
       make_dirs(dir);
     });
+    // The whole optimizer state for rank 0's state.pt: with a sharded optimizer every rank's
+    // shard, gathered by every rank before the agreed write (Note [sharded optimizer]).
+    NamedTensors optimizer_state;
+    if (shards_optimizer(*s.config, s.world))
+      optimizer_state = gather_optimizer_state(*s.optimizer, control);
+    else if (s.rank == 0)
+      optimizer_state = s.optimizer->state();
     std::vector<MarkedFile> written;  // this rank's files: sizes and hashes taken as written
     agreed(control, "write", [&] {
       RankState mine;
@@ -98,7 +108,7 @@ class CheckpointWriter : public Hook {
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
       written.push_back(write_checkpoint_file(dir, rank_file_name(s.rank), encode(mine)));
       if (s.rank == 0) {
-        written.push_back(write_checkpoint_file(dir, "state.pt", encode(shared(s))));
+        written.push_back(write_checkpoint_file(dir, "state.pt", encode(shared(s, optimizer_state))));
         // for Python: torch.load, and how the raw data became the inputs (json.load)
         written.push_back(write_checkpoint_file(dir, "model.pt", weights_bytes(*s.model)));
         written.push_back(write_checkpoint_file(dir, "preprocess.json", preprocess_));
@@ -142,7 +152,7 @@ class CheckpointWriter : public Hook {
   }
 
  private:
-  static SharedState shared(const TrainState& s) {
+  static SharedState shared(const TrainState& s, NamedTensors optimizer_state) {
     SharedState st;
     LoopPosition& p = st.position;
     p.step = s.step;
@@ -160,7 +170,7 @@ class CheckpointWriter : public Hook {
     st.dtrain_version = DTRAIN_VERSION;
     st.libtorch_version = compat::libtorch_version();
     st.model = model_tensors(*s.model);
-    st.optimizer = s.optimizer->state();
+    st.optimizer = std::move(optimizer_state);
     if (s.scaler) st.scaler = s.scaler->state();
     return st;
   }

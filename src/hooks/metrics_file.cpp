@@ -16,7 +16,9 @@
 //            and mfu over them (start-up included), steady_samples_per_s, steady_tokens_per_s,
 //            steady_mfu and steady_from_step (after the warm-up, when the run had one),
 //            last_loss, the phase seconds, the last evaluation, the GPU's mean utilization and
-//            peak memory, stopped, checkpoint.
+//            peak memory, optimizer_state_bytes and optimizer_shards (rank 0's optimizer state,
+//            its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
+//            checkpoint.
 // A failed write, fsync or close is an Error naming the file and the OS reason; the file is
 // closed (and its close checked) at the end of the run.
 #include <chrono>
@@ -137,6 +139,8 @@ class MetricsFile : public Hook {
       put(j, "steady_mfu", mfu(run_, s.steady_samples_per_s, run_.flops_per_sample));
     }
     if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
+    j["optimizer_state_bytes"] = s.optimizer_state_bytes;  // rank 0's (its shard's when sharded)
+    j["optimizer_shards"] = s.optimizer_shards;
     if (s.gpu) {
       j["gpu_util"] = s.gpu->utilization;
       j["power_w"] = s.gpu->power_w;

@@ -98,6 +98,12 @@ class Report : public Hook {
   }
 
  private:
+  // "12.0 MiB (its shard of 4: dist.shard_optimizer)"
+  static std::string sharded_state(const TrainSummary& s) {
+    return format("%.1f MiB (its shard of %d: dist.shard_optimizer)",
+                  static_cast<double>(s.optimizer_state_bytes) / (1 << 20), s.optimizer_shards);
+  }
+
   std::vector<std::string> summary_lines(const TrainSummary& s) const {
     std::vector<std::string> out;
     const PhaseTimes& p = s.phases;
@@ -116,6 +122,7 @@ class Report : public Hook {
                          100 * p.optimizer / total));
     if (run_.device.is_cuda())
       out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0");
+    if (s.optimizer_shards > 1) out.push_back("optimizer state " + sharded_state(s) + " on rank 0");
     if (s.oom_retries > 0)
       out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
                     std::to_string(s.micro_batch));
@@ -202,6 +209,7 @@ class Report : public Hook {
                                                100 * p.comm / total, 100 * p.optimizer / total)});
     f.push_back({"step mode", s.step_mode.empty() ? std::string("eager") : s.step_mode});
     if (run_.device.is_cuda()) f.push_back({"peak GPU memory", gib(s.memory.peak) + " on rank 0"});
+    if (s.optimizer_shards > 1) f.push_back({"optimizer state", sharded_state(s) + " on rank 0"});
     if (s.eval.count > 0)
       f.push_back({"final test", run_.data.num_classes > 0
                                      ? format("accuracy %.2f%%, loss %.4f", 100.0 * s.eval.accuracy, s.eval.loss)

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -27,8 +29,9 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options)
-    : options_(std::move(options)), params_(std::move(params)) {
+Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
+                     std::vector<size_t> numbers)
+    : options_(std::move(options)), params_(std::move(params)), numbers_(std::move(numbers)) {
   const OptimizerOptions& o = options_;
   kind_ = o.kind;
   // The ranges are the schema's (one definition for configs and for C++ callers).
@@ -43,6 +46,14 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options)
                 "momentum " + fmt_double(o.momentum) + " and dampening " + fmt_double(o.dampening),
                 "train.nesterov");
   if (params_.empty()) throw Error("the optimizer got no parameters", "train.optimizer");
+  if (numbers_.empty()) {
+    for (size_t i = 0; i < params_.size(); ++i) numbers_.push_back(i);
+  }
+  if (numbers_.size() != params_.size() ||
+      std::set<size_t>(numbers_.begin(), numbers_.end()).size() != numbers_.size())
+    throw Error("the optimizer got " + std::to_string(numbers_.size()) + " state numbers for " +
+                    std::to_string(params_.size()) + " parameters, or one number twice",
+                "train.optimizer");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].defined() || !at::isFloatingType(params_[i].scalar_type())) {
       throw Error("parameter " + std::to_string(i) + " is not a floating-point tensor",
@@ -267,22 +278,27 @@ std::string Optimizer::describe() const {
 
 std::vector<std::pair<std::string, at::Tensor>> Optimizer::state() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (size_t i = 0; i < momentum_.size(); ++i) {
-    out.emplace_back("momentum." + std::to_string(i), momentum_[i]);
-  }
+  auto num = [&](size_t i) { return std::to_string(numbers_[i]); };
+  for (size_t i = 0; i < momentum_.size(); ++i) out.emplace_back("momentum." + num(i), momentum_[i]);
   if (kind_ == OptimizerKind::kSgd) {  // step counts only with dampening
     for (size_t i = 0; i < host_steps_.size(); ++i)
-      out.emplace_back("step." + std::to_string(i), at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
+      out.emplace_back("step." + num(i), at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
   }
   for (size_t i = 0; i < exp_avg_.size(); ++i) {
-    const std::string n = std::to_string(i);
-    out.emplace_back("exp_avg." + n, exp_avg_[i]);
-    out.emplace_back("exp_avg_sq." + n, exp_avg_sq_[i]);
-    out.emplace_back("step." + n, fused_ ? steps_[i]
-                                         : at::scalar_tensor(static_cast<double>(host_steps_[i]),
-                                                             at::kFloat));
+    out.emplace_back("exp_avg." + num(i), exp_avg_[i]);
+    out.emplace_back("exp_avg_sq." + num(i), exp_avg_sq_[i]);
+    out.emplace_back("step." + num(i), fused_ ? steps_[i]
+                                              : at::scalar_tensor(static_cast<double>(host_steps_[i]),
+                                                                  at::kFloat));
   }
   return out;
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto* ts : {&momentum_, &exp_avg_, &exp_avg_sq_, &steps_})
+    for (const auto& t : *ts) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
 }
 
 void Optimizer::load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) {
@@ -339,7 +355,9 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, at::Tensor>>
     if (kv.second.defined()) {
       kv.second.copy_(src.reshape(kv.second.sizes()));
     } else {
-      const size_t i = std::stoul(kv.first.substr(5));
+      const size_t number = std::stoul(kv.first.substr(5));
+      const size_t i = static_cast<size_t>(
+          std::find(numbers_.begin(), numbers_.end(), number) - numbers_.begin());
       host_steps_[i] = static_cast<int64_t>(src.item<double>());
     }
   }

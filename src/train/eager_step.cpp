@@ -32,8 +32,10 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   phases.compute += seconds_since(t0) - (phases.comm - comm_before);
   ctx_.watchdog->beat("optimizer step");
   t0 = Clock::now();
+  gather_seconds_ = 0;
   update(loss_sum, lr, step);
-  phases.optimizer += seconds_since(t0);
+  phases.optimizer += seconds_since(t0) - gather_seconds_;
+  phases.comm += gather_seconds_;
 }
 
 // Note [out-of-memory protocol]: a rank that runs out of memory in the middle of a step must not
@@ -109,7 +111,13 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
   }
   if (!skip) {
     if (ctx_.clip_grad_norm > 0) clip_gradients(ctx_.params, ctx_.clip_grad_norm);
-    ctx_.optimizer->step(lr);
+    ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
+    if (ctx_.shard) {
+      // Every shard's new values to every rank (Note [sharded optimizer]).
+      const auto t0 = Clock::now();
+      ctx_.shard->gather_parameters();
+      gather_seconds_ += seconds_since(t0);
+    }
   } else {
     ++skipped_;
     log::info("step " + std::to_string(step) + ": non-finite gradients with loss scale " +

@@ -1,6 +1,8 @@
 // The eager step: this rank's share of one global batch, run op by op. Forward and backward of
 // every micro-batch under autocast (the gradient engine all-reduces on the last one), then the
-// update: unscale and the non-finite check (fp16, train.skip_nonfinite), clip, optimizer step.
+// update: unscale and the non-finite check (fp16, train.skip_nonfinite), clip, optimizer step
+// (with dist.shard_optimizer: this rank's shard, then its parameters to every rank, Note [sharded
+// optimizer]).
 // When any rank runs out of memory the attempt is abandoned on every rank, the micro-batch
 // shrinks and the step is redone on the same samples (Note [out-of-memory protocol]). The
 // CUDA-graph step captures the same two halves.
@@ -30,9 +32,9 @@ class EagerStep {
   // capture, where an out-of-memory error is not recovered but thrown.
   bool forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum, int64_t step,
                         bool capturing);
-  // The update after forward_backward: loss-scale check, clipping, the optimizer step, and the
-  // step's loss added to the loss window (LossWindow::add). Device work only without a loss
-  // scaler (capturable).
+  // The update after forward_backward: loss-scale check, clipping, the optimizer step (and the
+  // sharded optimizer's parameter gather), and the step's loss added to the loss window
+  // (LossWindow::add). Device work only without a loss scaler (capturable).
   void update(const at::Tensor& loss_sum, double lr, int64_t step);
 
   int64_t skipped_steps() const { return skipped_; }
@@ -42,6 +44,7 @@ class EagerStep {
   MicroBatch& micro_;
   LossWindow& window_;
   int64_t skipped_ = 0;
+  double gather_seconds_ = 0;  // the last update's parameter gather (counted as communication)
 };
 
 }  // namespace dtrain::detail

@@ -1,5 +1,6 @@
 // The CUDA-graph step: after kWarmupSteps eager steps, the whole step (forward, backward, the
-// gradient engine's bucketed NCCL all-reduce, clipping, the optimizer, the loss window) is
+// gradient engine's bucketed NCCL all-reduce, clipping, the optimizer, with dist.shard_optimizer
+// the shards' NCCL broadcasts of the updated parameters, the loss window) is
 // captured once and every later full batch is two input copies (and a learning-rate fill when
 // the rate changes) plus one graph launch, with one rank or several. Decided when training
 // starts: refused off the GPU, in a build that cannot capture graphs, with a gradient engine over

@@ -119,7 +119,10 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
   compare_config(saved, cfg, state_file);
   load_model(*ctx.model, saved.model, state_file);
   try {
-    ctx.optimizer->load_state(saved.optimizer);
+    // A checkpoint holds the whole state (Note [sharded optimizer]); a shard loads its entries.
+    ctx.optimizer->load_state(ctx.shard ? state_of_shard(saved.optimizer, ctx.shard->plan(),
+                                                         ctx.shard->rank())
+                                        : saved.optimizer);
     if (ctx.scaler && !saved.scaler.empty()) ctx.scaler->load_state(saved.scaler);
   } catch (const Error& e) {
     throw Error(e.cause(), state_file);

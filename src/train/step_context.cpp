@@ -60,8 +60,17 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   oo.beta2 = t.beta2;
   oo.eps = t.eps;
   oo.fused = t.fused_optimizer;
-  ctx.optimizer = std::make_unique<Optimizer>(ctx.params, oo);
+  if (shards_optimizer(cfg, comm.world())) {
+    ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+    ctx.optimizer = std::make_unique<Optimizer>(ctx.shard->my_params(), oo, ctx.shard->mine());
+  } else {
+    if (cfg.dist.shard_optimizer)
+      log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
+                "optimizer holds the state of every parameter");
+    ctx.optimizer = std::make_unique<Optimizer>(ctx.params, oo);
+  }
   log::detail("optimizer: " + ctx.optimizer->describe());
+  if (ctx.shard) log::info(ctx.shard->describe(*ctx.optimizer));
 }
 
 void clear_gradients(const StepContext& ctx) {

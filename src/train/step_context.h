@@ -18,6 +18,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/records.h"
 #include "data/pixels.h"
+#include "dist/optimizer_shard.h"
 #include "dist/reducer.h"
 #include "runtime/watchdog.h"
 
@@ -34,7 +35,10 @@ struct StepContext {
   Model* model = nullptr;
   std::vector<at::Tensor> params;  // trainable, in named_parameters() order
   std::vector<std::string> names;
-  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Optimizer> optimizer;  // over `shard`'s parameters when there is one
+  // dist.shard_optimizer on several ranks: the plan, and the parameters' gather after each
+  // optimizer step (Note [sharded optimizer]); null otherwise.
+  std::unique_ptr<OptimizerShard> shard;
   std::unique_ptr<Reducer> reducer;   // null with one rank, unless dist.reduce_single_rank
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
@@ -52,8 +56,9 @@ struct StepContext {
 // Sets the model's activation checkpointing (train.activation_checkpointing: an Error naming
 // the key when the model has no blocks for it), moves the model to ctx.device, collects the trainable parameters, checks that every rank holds
 // the same config, model and datasets, broadcasts rank 0's parameters and buffers, and builds the
-// optimizer, the gradient engine (with several ranks, or dist.reduce_single_rank) and the loss
-// scaler (fp16, or train.skip_nonfinite).
+// optimizer (over this rank's shard with dist.shard_optimizer on several ranks; with one rank a
+// warning naming the key, and one optimizer over every parameter), the gradient engine (with
+// several ranks, or dist.reduce_single_rank) and the loss scaler (fp16, or train.skip_nonfinite).
 void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                         Communicator& control, int64_t train_size, int64_t test_size);
 

@@ -150,6 +150,8 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
     const MemoryStats m = memory_stats(ctx_.device);
     summary.memory = {m.allocated, m.reserved, m.peak};
   }
+  summary.optimizer_state_bytes = ctx_.optimizer->state_bytes();
+  summary.optimizer_shards = ctx_.shard ? ctx_.world : 1;
   if (gpu_) summary.gpu = gpu_->run_mean();
   const PhaseTimes& p = *ctx_.phases;
   at::Tensor mine = at::tensor({p.data, p.compute, p.comm, p.optimizer, p.eval}, at::kDouble);

@@ -72,6 +72,23 @@ void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& piece
 #endif
 }
 
+void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces) {
+  std::vector<at::Tensor> spans;
+  int64_t at = 0;
+  for (const auto& p : pieces) {
+    spans.push_back(flat.narrow(0, at, p.numel()).view(p.sizes()));
+    at += p.numel();
+  }
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  at::_foreach_copy_(pieces, spans);
+#else
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    at::Tensor piece = pieces[i];
+    piece.copy_(spans[i]);
+  }
+#endif
+}
+
 bool set_sdp_backend(SdpBackend backend) {
 #if DTRAIN_TORCH_AT_LEAST(2, 4)
   auto& ctx = at::globalContext();

@@ -42,6 +42,10 @@ constexpr bool kHasMmOutDtype = DTRAIN_TORCH_AT_LEAST(2, 8);
 // The 1-D tensors `pieces` (one dtype, flat's) copied one after another into `flat` (exactly
 // their total length): one multi-tensor launch from 2.1 (_foreach_copy_), one concatenation before.
 void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces);
+// The other way: `flat`'s spans, one after another (exactly the pieces' total length), copied
+// into `pieces` (one dtype, flat's; any layout: each span holds its piece in logical order). One
+// multi-tensor launch from 2.1 (_foreach_copy_), a copy per piece before.
+void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces);
 
 // Scaled dot-product attention: public at::scaled_dot_product_attention from 2.0, the private
 // tuple-returning one in 1.13. q, k, v: (B, H, T, D).

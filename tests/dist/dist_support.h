@@ -16,6 +16,7 @@
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
+#include "dtrain/faults.h"
 #include "dtrain/models.h"
 
 namespace dtrain::test {
@@ -59,5 +60,17 @@ inline RunSetup setup_run(const std::string& yaml, const std::string& origin,
   s.model = make_model(s.cfg.model.name, s.cfg.model, s.data.train->spec());
   return s;
 }
+
+// Step `step` of every rank's micro-batch gets a NaN loss: non-finite gradients on every rank.
+class NanAt : public FaultInjector {
+ public:
+  explicit NanAt(int64_t step) : step_(step) {}
+  Fault before_micro_batch(int64_t step, int64_t) override {
+    return step == step_ ? Fault::kNonFiniteLoss : Fault::kNone;
+  }
+
+ private:
+  int64_t step_;
+};
 
 }  // namespace dtrain::test

@@ -1,6 +1,8 @@
 // Checkpoints and resume through the Trainer: a run stopped at a step and resumed from its last
 // checkpoint ends with the same parameters, losses and evaluations as the same run uninterrupted
-// (bit for bit on the same world, within 1e-6 on another); damaged or foreign checkpoints are
+// (bit for bit on the same world, within 1e-6 on another; a sharded optimizer's checkpoint,
+// Note [sharded optimizer], holds the unsharded state and resumes on one rank unsharded and on
+// the world sharded); damaged or foreign checkpoints are
 // Errors naming the file and what differs; non-finite losses stop the run or skip the step.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "dtrain/error.h"
 #include "dtrain/hooks.h"
 #include "dtrain/trainer.h"
+#include "checkpoint/state.h"
 #include "util/dir.h"
 
 namespace dtrain {
@@ -179,6 +183,84 @@ TEST(Checkpoint, ResumedOnOneRankContinuesTheSameSamplesWithinTolerance) {
   if (comm->rank() == 0) detail::remove_tree(tmp);
 }
 
+std::vector<std::string> with(std::vector<std::string> o, const std::vector<std::string>& extra) {
+  o.insert(o.end(), extra.begin(), extra.end());
+  return o;
+}
+
+TEST(Checkpoint, ShardedRunsWriteTheUnshardedStateAndModel) {
+  // The same world, sharded or not (Note [sharded optimizer]), trains the same parameters and
+  // saves the same checkpoint: the whole optimizer state, entry by entry, and the same model.pt.
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const std::vector<std::string> o = {"run.dir=" + tmp, "train.max_steps=5", "train.eval=false",
+                                      "checkpoint.every_steps=5"};
+  train(MPI_COMM_WORLD, with(o, {"run.name=plain"}));
+  train(MPI_COMM_WORLD, with(o, {"run.name=sharded", "dist.shard_optimizer=true"}));
+  if (comm->rank() == 0) {
+    auto folder = [&](const std::string& name) { return tmp + "/" + name + "/checkpoints/step-000000005"; };
+    auto state = [&](const std::string& name) {
+      const std::string f = folder(name) + "/state.pt";
+      return detail::decode_shared(detail::read_file(f), f);
+    };
+    const detail::SharedState plain = state("plain"), sharded = state("sharded");
+    ASSERT_EQ(sharded.optimizer.size(), plain.optimizer.size());
+    std::map<std::string, at::Tensor> by_name(sharded.optimizer.begin(), sharded.optimizer.end());
+    for (const auto& [name, t] : plain.optimizer) {
+      ASSERT_TRUE(by_name.count(name)) << name;
+      EXPECT_EQ(by_name.at(name).scalar_type(), t.scalar_type()) << name;
+      EXPECT_TRUE(at::equal(by_name.at(name), t)) << name;
+    }
+    ASSERT_EQ(sharded.model.size(), plain.model.size());
+    for (size_t i = 0; i < plain.model.size(); ++i)
+      EXPECT_TRUE(at::equal(sharded.model[i].second, plain.model[i].second)) << plain.model[i].first;
+    EXPECT_EQ(detail::read_file(folder("sharded") + "/model.pt"),
+              detail::read_file(folder("plain") + "/model.pt"));
+  }
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, ShardedOnTwoRanksResumesOnOneUnshardedAndOnTheWorldSharded) {
+  const World w;
+  if (w.size < 2) GTEST_SKIP() << "needs 2 ranks: runs under mpirun -np 2 and -np 4";
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  const std::vector<std::string> base = {"model.dropout=0", "run.dir=" + tmp};
+  const std::string shard = "dist.shard_optimizer=true";
+  // Ranks 0 and 1 write it, sharded: saved at step 9, stopped at step 12 (or 13).
+  MPI_Comm two = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &two);
+  if (two != MPI_COMM_NULL) {
+    train(two, with(base, {"run.name=cut", "checkpoint.every_steps=9", shard}), std::make_shared<StopAt>(12));
+    MPI_Comm_free(&two);
+  }
+  comm->barrier();
+  const std::string ck = tmp + "/cut/checkpoints/step-000000009";
+  // Every rank of the world, sharded (2 ranks: the writers' own world; 4: another).
+  const Result on_world = train(MPI_COMM_WORLD, with(base, {"run.name=world", "checkpoint.resume=" + ck, shard}));
+  EXPECT_EQ(on_world.rec->resumed_step, 9);
+  const Result uncut_world = train(MPI_COMM_WORLD, with(base, {"run.name=uncut", shard}));
+  if (w.size == 2) {  // the same world: bit for bit
+    for (size_t i = 0; i < uncut_world.params.size(); ++i)
+      EXPECT_TRUE(at::equal(on_world.params[i], uncut_world.params[i])) << "parameter " << i;
+  }
+  if (w.rank == 0) {
+    const Result whole = train(MPI_COMM_SELF, with(base, {"run.name=whole"}));
+    const Result one = train(MPI_COMM_SELF, with(base, {"run.name=one", "checkpoint.resume=" + ck}));
+    EXPECT_EQ(one.rec->resumed_step, 9);
+    EXPECT_EQ(one.summary.steps, whole.summary.steps);
+    for (size_t i = 0; i < whole.params.size(); ++i) {
+      EXPECT_TRUE(at::allclose(one.params[i], whole.params[i], 1e-6, 1e-7)) << "parameter " << i;
+      EXPECT_TRUE(at::allclose(on_world.params[i], whole.params[i], 1e-6, 1e-7)) << "parameter " << i;
+    }
+    EXPECT_NEAR(one.summary.eval.loss, whole.summary.eval.loss, 1e-6);
+    EXPECT_NEAR(on_world.summary.eval.loss, whole.summary.eval.loss, 1e-6);
+  }
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
 TEST(Checkpoint, DamagedOrForeignCheckpointsAreErrorsNamingTheFileAndTheDifference) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const std::string tmp = shared_tmp(*comm);
@@ -238,29 +320,17 @@ TEST(Checkpoint, ANewRunIntoADirectoryWithAnEarlierRunsFilesIsAnError) {
   if (comm->rank() == 0) detail::remove_tree(tmp);
 }
 
-// Step `step` of every rank's micro-batch gets a NaN loss.
-class NanAt : public FaultInjector {
- public:
-  explicit NanAt(int64_t step) : step_(step) {}
-  Fault before_micro_batch(int64_t step, int64_t) override {
-    return step == step_ ? Fault::kNonFiniteLoss : Fault::kNone;
-  }
-
- private:
-  int64_t step_;
-};
-
 TEST(Checkpoint, ANonFiniteLossStopsTheRunNamingItsStepOrIsSkipped) {
   const std::vector<std::string> o = {"run.dir=\"\"", "train.eval=false", "run.log_every=10"};
   // Steps done before it: 12, so step 13 is the first with a NaN loss.
   const std::string m =
-      message_of([&] { train(MPI_COMM_WORLD, o, nullptr, std::make_shared<NanAt>(12)); });
+      message_of([&] { train(MPI_COMM_WORLD, o, nullptr, std::make_shared<test::NanAt>(12)); });
   EXPECT_NE(m.find("the training loss is nan at step 13"), std::string::npos) << m;
   EXPECT_NE(m.find("train.skip_nonfinite"), std::string::npos) << m;
 
   auto skip = o;
   skip.push_back("train.skip_nonfinite=true");
-  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<NanAt>(12));
+  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<test::NanAt>(12));
   EXPECT_EQ(r.summary.skipped_steps, 1);
   EXPECT_TRUE(std::isfinite(r.summary.last_loss));
   for (const auto& [step, loss] : r.rec->losses) EXPECT_TRUE(std::isfinite(loss)) << step;

@@ -4,6 +4,8 @@
 #   - the log says why and what it costs;
 #   d. a checkpoint written by 2 GPU ranks resumes on 2 ranks (bit for bit the uninterrupted run)
 #      and on 1 rank (within 1e-5: another reduction order);
+#   g. 2 ranks with the optimizer state sharded (dist.shard_optimizer) train like 2 unsharded;
+#      their checkpoint resumes sharded and on 1 rank, and an unsharded one resumes sharded;
 #   e. kill -9 of one rank mid-training: the job ends within run.timeout_s, mpirun names the lost
 #      rank, and no process of the job is left holding the GPU;
 #   f. SIGUSR1 to one rank: every rank checkpoints and the job exits 75.
@@ -77,6 +79,22 @@ run 300 resume1 "${np1[@]}" run.name=one train.epochs=2 checkpoint.resume="$(ckp
 grep -q "at step 16" "$tmp/resume1.out" || { show resume1; fail "d: 1 rank did not resume at step 16"; }
 close_model "$(ckpt one 32)" "$(ckpt whole 32)" 1e-5
 echo "ok d: 2 ranks' checkpoint at step 16 resumed on 2 ranks (equal) and on 1 rank (close)"
+
+# ---- g. the optimizer state sharded over the 2 ranks (dist.shard_optimizer) -------------------
+run 300 zhalf "${np2[@]}" run.name=zhalf train.epochs=1 dist.shard_optimizer=true
+[[ $rc == 0 ]] || { show zhalf; fail "g: 2 ranks sharded, 1 epoch: exit $rc"; }
+grep -q "optimizer state sharded over 2 ranks: rank 0 holds" "$tmp/zhalf.out" ||
+  { show zhalf; fail "g: the log does not say what rank 0's shard holds"; }
+run 300 zresume2 "${np2[@]}" run.name=zhalf train.epochs=2 dist.shard_optimizer=true
+[[ $rc == 0 ]] || { show zresume2; fail "g: resuming sharded on 2 ranks: exit $rc"; }
+close_model "$(ckpt zhalf 32)" "$(ckpt whole 32)" 1e-6
+run 300 zresume1 "${np1[@]}" run.name=zone train.epochs=2 checkpoint.resume="$(ckpt zhalf 16)"
+[[ $rc == 0 ]] || { show zresume1; fail "g: resuming the sharded checkpoint on 1 rank: exit $rc"; }
+close_model "$(ckpt zone 32)" "$(ckpt whole 32)" 1e-5
+run 300 zfrom "${np2[@]}" run.name=zfrom train.epochs=2 dist.shard_optimizer=true checkpoint.resume="$(ckpt half 16)"
+[[ $rc == 0 ]] || { show zfrom; fail "g: resuming an unsharded checkpoint sharded: exit $rc"; }
+close_model "$(ckpt zfrom 32)" "$(ckpt whole 32)" 1e-6
+echo "ok g: 2 sharded ranks train like 2 unsharded; their checkpoint resumed sharded and on 1 rank, an unsharded one sharded"
 
 # ---- f. SIGUSR1 to one rank: every rank checkpoints, exit 75 ---------------------------------
 timeout -k 10 300 "${np2[@]}" run.name=usr1 \

@@ -141,6 +141,7 @@ TEST(MetricsFile, EveryRunEndsWithASummaryRecord) {
   s.stopped = true, s.stop_signal = 10;
   s.checkpoint = "ckpt/step-000000150", s.checkpoint_step = 150;
   s.wall_end = 1700000999.0;
+  s.optimizer_state_bytes = 4096, s.optimizer_shards = 2;
   run.hook->on_end(s);
   const auto r = records(run.file());
   ASSERT_EQ(r.size(), 3u);
@@ -173,6 +174,8 @@ TEST(MetricsFile, EveryRunEndsWithASummaryRecord) {
   EXPECT_EQ(j["stopped"], true);
   EXPECT_EQ(j["stop_signal"], 10);
   EXPECT_EQ(j["checkpoint"], "ckpt/step-000000150");
+  EXPECT_EQ(j["optimizer_state_bytes"], 4096);
+  EXPECT_EQ(j["optimizer_shards"], 2);
   EXPECT_FALSE(j.contains("gpu_util"));
   EXPECT_FALSE(j.contains("mem_peak"));
 }

@@ -1,0 +1,220 @@
+// The sharded optimizer (dist.shard_optimizer, Note [sharded optimizer]): N ranks, each keeping the
+// optimizer state of its shard of the parameters, reach the parameters of one rank whose one
+// optimizer holds every parameter's state, for every optimizer and option (no-decay groups,
+// clipping, loss scaling and skipped steps, accumulation, small buckets); the state gathered from
+// the shards is the unsharded optimizer's; one rank warns and shards nothing; parameters that
+// cannot be sharded are an Error naming the key. Under --backend=nccl (gpu.nccl.npN) the runs
+// train on the GPU and gather the parameters through NCCL, also inside CUDA graphs.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/optimizer_shard.h"
+#include "dist_support.h"
+#include "dtrain/comm.h"
+#include "dtrain/error.h"
+#include "dtrain/optim.h"
+#include "equivalence.h"
+
+namespace dtrain {
+namespace {
+
+using test::expect_equivalent;
+using test::max_relative_difference;
+using test::Result;
+using test::train_with;
+using test::world_size;
+
+const std::string kShard = "dist.shard_optimizer=true";
+
+std::vector<std::string> sharded(std::vector<std::string> o) {
+  o.push_back(kShard);
+  return o;
+}
+
+TEST(Sharded, SgdMomentumSameParametersAsOneRankUnsharded) { expect_equivalent({kShard}, {}); }
+
+TEST(Sharded, SgdNesterovAndDampeningSameParametersAsOneRankUnsharded) {
+  // Nesterov with L2 decay; dampening (the optimizer counts steps: its first step differs).
+  const std::vector<std::vector<std::string>> cases = {
+      {"train.nesterov=true", "train.weight_decay=0.01"},
+      {"train.dampening=0.1", "train.weight_decay=0.01"}};
+  for (const auto& o : cases) expect_equivalent(sharded(o), o);
+}
+
+TEST(Sharded, AdamWNoDecayGroupsSameParametersAsOneRankUnsharded) {
+  // Biases (fewer than 2 dimensions) are in the undecayed group on whichever rank holds them.
+  const std::vector<std::string> o = {"train.optimizer=adamw", "train.lr=0.01",
+                                      "train.weight_decay=0.1", "train.no_decay_norm_bias=true",
+                                      "train.schedule=cosine", "train.warmup_steps=3"};
+  expect_equivalent(sharded(o), o);
+}
+
+TEST(Sharded, AdamClippingRegressionSameParametersAsOneRankUnsharded) {
+  // Clipping by the global norm of the whole averaged gradient, which every rank holds.
+  const std::vector<std::string> o = {"train.clip_grad_norm=0.5", "data.synthetic_task=regression",
+                                      "train.loss=mse", "train.optimizer=adam", "train.lr=0.01"};
+  const Result dist = train_with(MPI_COMM_WORLD, sharded(o));
+  const Result ref = train_with(MPI_COMM_SELF, o);
+  const Result init = train_with(MPI_COMM_SELF, {"train.max_steps=1", "train.lr=1e-12"});
+  ASSERT_GT(max_relative_difference(ref, init), 1e-2);
+  EXPECT_LT(max_relative_difference(dist, ref), 1e-5);
+}
+
+TEST(Sharded, AccumulationAndOneParameterBucketsSameParametersAsOneRankUnsharded) {
+  expect_equivalent({kShard, "train.micro_batch=4", "dist.bucket_cap_mb=0.000001",
+                     "dist.first_bucket_mb=0.000001"},
+                    {});
+}
+
+TEST(Sharded, LossScalingAndSkippedStepsSameParametersAsUnsharded) {
+  // fp16 loss scaling (on a CPU rank the compute stays fp32, the scaling applies) and
+  // train.skip_nonfinite: the non-finite check reads the whole gradient, so every rank skips the
+  // same step, sharded or not.
+  const std::vector<std::vector<std::string>> cases = {
+      {"train.precision=fp16", "train.optimizer=adamw", "train.lr=0.01"},
+      {"train.skip_nonfinite=true", "train.momentum=0.9"}};
+  for (const auto& o : cases) {
+    auto run = [&](MPI_Comm comm, const std::vector<std::string>& v) {
+      return train_with(comm, v, -1, test::test_device(), std::make_shared<test::NanAt>(5));
+    };
+    const Result dist = run(MPI_COMM_WORLD, sharded(o));
+    const Result plain = run(MPI_COMM_WORLD, o);
+    EXPECT_EQ(dist.skipped_steps, 1) << o[0];
+    EXPECT_EQ(plain.skipped_steps, 1) << o[0];
+    for (const auto& p : dist.params) EXPECT_TRUE(at::isfinite(p).all().item<bool>()) << o[0];
+    // The same world, the same gradients: sharding changes nothing.
+    EXPECT_LT(max_relative_difference(dist, plain), 1e-6) << o[0];
+    // One rank over the whole batch (fp16 on a GPU computes in half precision: another
+    // split of the batch rounds otherwise, so that comparison is CPU-only).
+    if (!test::nccl_mode() || o[0] != "train.precision=fp16") {
+      EXPECT_LT(max_relative_difference(dist, run(MPI_COMM_SELF, o)), 1e-5) << o[0];
+    }
+  }
+}
+
+TEST(Sharded, GraphStepsWithTheGatherInsideSameParametersAsEagerSteps) {
+  // The CUDA graph holds the bucketed all-reduce and the shards' NCCL broadcasts.
+  if (!test::nccl_mode()) GTEST_SKIP() << "needs the GPU and NCCL: runs in gpu.nccl.npN";
+  const std::vector<std::string> o = {kShard, "dist.bucket_cap_mb=0.0005", "dist.first_bucket_mb=0.0005"};
+  auto with = [&](const char* graph) {
+    std::vector<std::string> v = o;
+    v.push_back(graph);
+    return v;
+  };
+  const Result graph = train_with(MPI_COMM_WORLD, with("train.cuda_graph=on"));
+  const Result eager = train_with(MPI_COMM_WORLD, with("train.cuda_graph=off"));
+  EXPECT_LT(max_relative_difference(graph, eager), 1e-6);
+  EXPECT_LT(max_relative_difference(graph, train_with(MPI_COMM_SELF, {})), 1e-5);
+}
+
+TEST(Sharded, OneRankWarnsNamingTheKeyAndShardsNothing) {
+  testing::internal::CaptureStderr();
+  const Result one = train_with(MPI_COMM_SELF, {kShard, "train.max_steps=4"});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("warning: dist.shard_optimizer: this run has one rank, so there is nothing "
+                     "to shard"),
+            std::string::npos)
+      << err;
+  const Result plain = train_with(MPI_COMM_SELF, {"train.max_steps=4"});
+  ASSERT_EQ(one.params.size(), plain.params.size());
+  for (size_t i = 0; i < one.params.size(); ++i)
+    EXPECT_TRUE(at::equal(one.params[i], plain.params[i])) << "parameter " << i;
+}
+
+TEST(Sharded, ParametersThatCannotBeShardedAreAnErrorNamingTheKey) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks: runs under mpirun -np 2 and -np 4";
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  auto error_of = [&](const std::vector<at::Tensor>& params) -> std::string {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < params.size(); ++i) names.push_back("p" + std::to_string(i));
+    try {
+      detail::OptimizerShard shard(params, names, *comm);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where(), "dist.shard_optimizer");
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // Fewer parameter tensors than ranks: a rank would hold none.
+  std::vector<at::Tensor> few(static_cast<size_t>(world_size() - 1), at::zeros({8}));
+  std::string m = error_of(few);
+  EXPECT_NE(m.find("a rank would hold none (use at most " + std::to_string(world_size() - 1) +
+                   " ranks"),
+            std::string::npos)
+      << m;
+  // Parameters of two dtypes cannot travel as one buffer.
+  std::vector<at::Tensor> mixed(static_cast<size_t>(world_size()), at::zeros({8}));
+  mixed.back() = at::zeros({8}, at::kDouble);
+  m = error_of(mixed);
+  EXPECT_NE(m.find("'p0' (Float, cpu) and 'p" + std::to_string(world_size() - 1) + "' (Double, cpu)"),
+            std::string::npos)
+      << m;
+  // Through the Trainer: the linear model has 2 parameter tensors.
+  if (world_size() > 2) {
+    try {
+      train_with(MPI_COMM_WORLD, {kShard, "model.name=linear"});
+      ADD_FAILURE() << "a linear model was sharded over " << world_size() << " ranks";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where(), "dist.shard_optimizer") << e.what();
+    }
+  }
+}
+
+TEST(Sharded, GatheredStateIsTheUnshardedOptimizersAndEveryRankEndsWithItsParameters) {
+  // Optimizer shards over the world and one optimizer over every parameter, on the same values
+  // and gradients: after the gather every rank holds the whole optimizer's parameters, and rank
+  // 0 the whole optimizer's state, entry by entry.
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  at::manual_seed(11);
+  std::vector<at::Tensor> init, grads;
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < 7; ++i) {
+    init.push_back(i % 2 ? at::randn({3 + i}) : at::randn({3 + i, 4}));
+    grads.push_back(at::randn(init.back().sizes()));
+    names.push_back("p" + std::to_string(i));
+  }
+  auto fresh = [&] {
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < init.size(); ++i) {
+      out.push_back(init[i].clone().set_requires_grad(true));
+      out.back().mutable_grad() = grads[i].clone();
+    }
+    return out;
+  };
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kAdamW;
+  o.weight_decay = 0.1;
+  o.no_decay_norm_bias = true;
+  std::vector<at::Tensor> whole_params = fresh(), params = fresh();
+  Optimizer whole(whole_params, o);
+  detail::OptimizerShard shard(params, names, *comm);
+  Optimizer mine(shard.my_params(), o, shard.mine());
+  for (int step = 0; step < 2; ++step) {
+    whole.step(0.01);
+    mine.step(0.01);
+    shard.gather_parameters();
+  }
+  for (size_t i = 0; i < init.size(); ++i)
+    EXPECT_TRUE(at::equal(params[i], whole_params[i])) << names[i];
+  const detail::OptimizerState gathered = detail::gather_optimizer_state(mine, *comm);
+  if (comm->rank() != 0) {
+    EXPECT_TRUE(gathered.empty());
+    return;
+  }
+  std::map<std::string, at::Tensor> by_name(gathered.begin(), gathered.end());
+  const auto expected = whole.state();
+  EXPECT_EQ(gathered.size(), expected.size());
+  for (const auto& [name, t] : expected) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name.at(name).scalar_type(), t.scalar_type()) << name;
+    EXPECT_TRUE(at::equal(by_name.at(name), t)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
