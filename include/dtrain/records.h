@@ -146,6 +146,8 @@ struct TrainSummary {
   // sharded).
   int64_t optimizer_state_bytes = 0;
   int optimizer_shards = 1;
+  // Bytes of this rank's trainable parameters and of their gradients (the same number of values).
+  int64_t weight_bytes = 0, gradient_bytes = 0;
   std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
   // Every rank's phase times (eval included), index = rank (gathered at the end).
   std::vector<PhaseTimes> rank_phases;

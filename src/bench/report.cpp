@@ -13,8 +13,15 @@ namespace {
 using detail::format;
 
 std::string setting_name(const Row& r) {
-  return "micro-batch " + std::to_string(r.micro_batch) + ", data.workers " +
-         std::to_string(r.workers);
+  std::string s = "micro-batch " + std::to_string(r.micro_batch) + ", data.workers " +
+                  std::to_string(r.workers);
+  if (r.checkpointing != ActivationCheckpointing::kOff) s += ", train.activation_checkpointing=blocks";
+  if (r.shard_optimizer) s += ", dist.shard_optimizer=true";
+  return s;
+}
+
+const char* checkpointing_name(const Row& r) {
+  return r.checkpointing == ActivationCheckpointing::kOff ? "off" : "blocks";
 }
 
 std::string rate(double samples_per_s) { return format("%.1f samples/s", samples_per_s); }
@@ -122,7 +129,9 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     gpu = gpu || r.memory_total > 0 || r.gpu_utilization.has_value();
     mfu = mfu || r.mfu.has_value();
   }
-  std::vector<std::string> head = {"micro", "workers", "global", "accum", "samples/s"};
+  std::vector<std::string> head = {"micro", "workers", "global", "accum"};
+  if (res.ladder) head.push_back("ckpt"), head.push_back("sharded");
+  head.push_back("samples/s");
   if (tokens) head.push_back("tokens/s");
   for (const char* h : {"step ms", "p50 ms", "p90 ms", "data wait"}) head.push_back(h);
   if (gpu) head.push_back("peak GPU mem"), head.push_back("GPU util");
@@ -133,6 +142,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     const Row& r = res.rows[i];
     std::vector<std::string> c = {std::to_string(r.micro_batch), std::to_string(r.workers),
                                   std::to_string(r.global_batch), std::to_string(r.accum_steps)};
+    if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer ? "yes" : "no");
     std::string note = r.note;
     if (static_cast<int>(i) == rec.row) note = "<- recommended";
     else if (std::find(rec.crowded.begin(), rec.crowded.end(), static_cast<int>(i)) != rec.crowded.end())
@@ -185,7 +195,7 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
   std::string out =
       "micro_batch,workers,global_batch,accum_steps,fits,samples_per_s,tokens_per_s,step_mean_s,"
       "step_p50_s,step_p90_s,data_wait_share,peak_memory_bytes,memory_total_bytes,"
-      "gpu_utilization,mfu,recommended,note\n";
+      "gpu_utilization,mfu,recommended,note,activation_checkpointing,shard_optimizer\n";
   for (size_t i = 0; i < res.rows.size(); ++i) {
     const Row& r = res.rows[i];
     std::string line = std::to_string(r.micro_batch) + "," + std::to_string(r.workers) + "," +
@@ -200,7 +210,8 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
     } else {
       line += ",,,,,,,,,,";
     }
-    line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note);
+    line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note) +
+            "," + checkpointing_name(r) + "," + (r.shard_optimizer ? "true" : "false");
     out += line + "\n";
   }
   return out;
@@ -212,7 +223,9 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
   for (const Row& r : res.rows) {
     json j = {{"micro_batch", r.micro_batch}, {"workers", r.workers},
               {"global_batch", r.global_batch}, {"accum_steps", r.accum_steps},
-              {"fits", r.fits}, {"note", r.note}};
+              {"fits", r.fits}, {"note", r.note},
+              {"activation_checkpointing", checkpointing_name(r)},
+              {"shard_optimizer", r.shard_optimizer}};
     for (const char* k : {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s",
                           "tokens_per_s", "step_mean_s", "step_p50_s", "step_p90_s",
                           "data_wait_share", "peak_memory_bytes", "memory_total_bytes",
@@ -248,7 +261,9 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
   out["recommended"] = nullptr;
   if (rec.row >= 0) {
     const Row& r = res.rows[static_cast<size_t>(rec.row)];
-    out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers}};
+    out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers},
+                          {"activation_checkpointing", checkpointing_name(r)},
+                          {"shard_optimizer", r.shard_optimizer}};
   }
   return out.dump(2) + "\n";
 }

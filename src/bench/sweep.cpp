@@ -40,6 +40,8 @@ std::string describe(const Setting& s, int world) {
                   " rank(s), global batch " + std::to_string(s.global_batch);
   if (s.accum_steps > 1) d += " (" + std::to_string(s.accum_steps) + " accumulation steps)";
   d += ", data.workers " + std::to_string(s.workers);
+  if (s.checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
+  if (s.shard_optimizer) d += ", dist.shard_optimizer";
   return d;
 }
 
@@ -54,16 +56,35 @@ const char* to_string(GlobalBatch rule) {
   return "?";
 }
 
-std::vector<int64_t> parse_sizes(const std::string& text, const std::string& option, int64_t min) {
-  std::vector<int64_t> out;
+namespace {
+
+// The comma-separated entries of `text`, trimmed, each once: an Error naming `option` for an empty
+// list, an empty entry or one given twice.
+std::vector<std::string> entries(const std::string& text, const std::string& option) {
   const std::string in = " (in '" + text + "')";
-  if (trim(text).empty()) throw Error("needs a comma-separated list of numbers, got '" + text + "'", option);
+  if (trim(text).empty()) throw Error("needs a comma-separated list, got '" + text + "'", option);
+  std::vector<std::string> out;
   size_t begin = 0;
   for (;;) {
     const size_t comma = text.find(',', begin);
     const std::string entry =
         trim(text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
     if (entry.empty()) throw Error("an empty entry" + in, option);
+    for (const std::string& seen : out)
+      if (seen == entry) throw Error(entry + " is given twice" + in, option);
+    out.push_back(entry);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_sizes(const std::string& text, const std::string& option, int64_t min) {
+  std::vector<int64_t> out;
+  const std::string in = " (in '" + text + "')";
+  for (const std::string& entry : entries(text, option)) {
     errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(entry.c_str(), &end, 10);
@@ -75,8 +96,26 @@ std::vector<int64_t> parse_sizes(const std::string& text, const std::string& opt
     for (int64_t seen : out)
       if (seen == v) throw Error(entry + " is given twice" + in, option);
     out.push_back(v);
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
+  }
+  return out;
+}
+
+std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text) {
+  std::vector<ActivationCheckpointing> out;
+  for (const std::string& e : entries(text, "--activation-checkpointing")) {
+    if (e == "off") out.push_back(ActivationCheckpointing::kOff);
+    else if (e == "blocks") out.push_back(ActivationCheckpointing::kBlocks);
+    else throw Error("'" + e + "' is not off or blocks (in '" + text + "')", "--activation-checkpointing");
+  }
+  return out;
+}
+
+std::vector<bool> parse_sharding(const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& e : entries(text, "--shard-optimizer")) {
+    if (e == "false") out.push_back(false);
+    else if (e == "true") out.push_back(true);
+    else throw Error("'" + e + "' is not false or true (in '" + text + "')", "--shard-optimizer");
   }
   return out;
 }
@@ -105,6 +144,13 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
   if (!o.workers.empty() && given.count("data.workers"))
     throw Error("is given on the command line and swept by --workers; give one of them",
                 "data.workers");
+  if (!o.checkpointing.empty() && given.count("train.activation_checkpointing"))
+    throw Error("is given on the command line and swept by --activation-checkpointing; give one "
+                "of them",
+                "train.activation_checkpointing");
+  if (!o.shard_optimizer.empty() && given.count("dist.shard_optimizer"))
+    throw Error("is given on the command line and swept by --shard-optimizer; give one of them",
+                "dist.shard_optimizer");
   constexpr int64_t kMaxSteps = 1000000000;
   if (o.warmup_steps < 0 || o.warmup_steps > kMaxSteps)
     throw Error("must be in [0, 1e9], got " + std::to_string(o.warmup_steps), "--warmup-steps");
@@ -120,9 +166,17 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
                                                    : std::vector<int64_t>{base.train.micro_batch};
   const std::vector<int64_t> workers = o.workers.empty() ? std::vector<int64_t>{base.data.workers}
                                                          : o.workers;
+  const std::vector<ActivationCheckpointing> ckpts =
+      o.checkpointing.empty() ? std::vector<ActivationCheckpointing>{base.train.activation_checkpointing}
+                              : o.checkpointing;
+  const std::vector<bool> shards =
+      o.shard_optimizer.empty() ? std::vector<bool>{base.dist.shard_optimizer} : o.shard_optimizer;
+  plan.ladder = !o.checkpointing.empty() || !o.shard_optimizer.empty();
   const int64_t total = o.warmup_steps + o.steps;
   for (int64_t micro : micros) {
     for (int64_t w : workers) {
+    for (ActivationCheckpointing ckpt : ckpts) {
+    for (bool shard : shards) {
       Setting st;
       st.config = base;
       Config& c = st.config;
@@ -137,6 +191,8 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
         }
       }
       c.data.workers = w;
+      c.train.activation_checkpointing = ckpt;
+      c.dist.shard_optimizer = shard;
       c.run.dir = "";
       c.run.log_every = 0;
       c.run.quiet = true;
@@ -161,10 +217,14 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
       }
       st.micro_batch = c.train.micro_batch;
       st.workers = w;
+      st.checkpointing = ckpt;
+      st.shard_optimizer = shard;
       st.global_batch = c.train.global_batch;
       st.rank_batch = check.resolved.rank_batch;
       st.accum_steps = check.resolved.accum_steps;
       plan.settings.push_back(std::move(st));
+    }
+    }
     }
   }
   return plan;
@@ -188,6 +248,8 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
   Row row;
   row.micro_batch = st.micro_batch;
   row.workers = st.workers;
+  row.checkpointing = st.checkpointing;
+  row.shard_optimizer = st.shard_optimizer;
   row.global_batch = st.global_batch;
   row.accum_steps = st.accum_steps;
   Session s = build_session(rt, st.config, origin);
@@ -232,6 +294,7 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
   result.config = origin;
   result.world = rt.world();
   result.rule = plan.rule;
+  result.ladder = plan.ladder;
   result.warmup_steps = o.warmup_steps;
   result.steps = o.steps;
   const size_t n = plan.settings.size();

@@ -1,4 +1,5 @@
-// The sweep behind `dtrain bench`: for each micro-batch and loader-worker count asked for, a short
+// The sweep behind `dtrain bench`: for each micro-batch, loader-worker count and rung of the memory
+// ladder (train.activation_checkpointing, dist.shard_optimizer: Note [memory ladder]) asked for, a short
 // timed run of the real training loop (build_session and Trainer::fit, as `dtrain CONFIG` runs),
 // a fresh model and optimizer from run.seed each time, so that settings compare. Every rank
 // runs every setting (a collective sweep); each row holds figures over all ranks.
@@ -25,6 +26,9 @@ namespace dtrain::bench {
 struct SweepOptions {
   std::vector<int64_t> micro_batches;  // empty: the config's train.micro_batch
   std::vector<int64_t> workers;        // empty: the config's data.workers
+  // --activation-checkpointing off,blocks; --shard-optimizer false,true (empty: the config's)
+  std::vector<ActivationCheckpointing> checkpointing;
+  std::vector<bool> shard_optimizer;
   int64_t warmup_steps = 5;            // steps run before the clock starts
   int64_t steps = 20;                  // steps timed
 };
@@ -32,6 +36,10 @@ struct SweepOptions {
 // "32,64,128" as `option` takes it: integers >= `min`, no duplicates, at least one. Anything
 // else is an Error naming `option` and the entry.
 std::vector<int64_t> parse_sizes(const std::string& text, const std::string& option, int64_t min);
+// "off,blocks" (--activation-checkpointing) and "false,true" (--shard-optimizer): each value once,
+// at least one; anything else is an Error naming the option and the entry.
+std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text);
+std::vector<bool> parse_sharding(const std::string& text);
 
 // How a setting's train.global_batch was chosen.
 enum class GlobalBatch {
@@ -47,12 +55,16 @@ struct Setting {
   int64_t global_batch = 0;
   int64_t rank_batch = 0;
   int64_t accum_steps = 0;  // 0 while `auto` is not measured
+  ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;
+  bool shard_optimizer = false;
   Config config;            // unresolved; the bench's keys set
 };
 
 struct SweepPlan {
-  std::vector<Setting> settings;  // micro-batches outer, workers inner (the cross product)
+  // The cross product: micro-batches outermost, then workers, activation checkpointing, sharding.
+  std::vector<Setting> settings;
   GlobalBatch rule = GlobalBatch::kConfig;
+  bool ladder = false;  // --activation-checkpointing or --shard-optimizer was given
 };
 
 // The keys a setting sets, which the command line must not give (an Error names the key):
@@ -72,6 +84,8 @@ struct Row {
   int64_t workers = 0;
   int64_t global_batch = 0;
   int64_t accum_steps = 0;
+  ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;
+  bool shard_optimizer = false;
   bool fits = true;
   std::string note;  // why it does not fit ("out of memory at step 0 ...")
   int64_t timed_steps = 0;
@@ -94,6 +108,7 @@ struct SweepResult {
   std::string device;  // rank 0's: "cpu", "NVIDIA H200"
   int64_t tokens_per_sample = 0;
   GlobalBatch rule = GlobalBatch::kConfig;
+  bool ladder = false;  // the table shows the rungs' columns
   int64_t warmup_steps = 0, steps = 0;
   std::vector<Row> rows;  // in the plan's order
 };

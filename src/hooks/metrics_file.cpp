@@ -16,8 +16,9 @@
 //            and mfu over them (start-up included), steady_samples_per_s, steady_tokens_per_s,
 //            steady_mfu and steady_from_step (after the warm-up, when the run had one),
 //            last_loss, the phase seconds, the last evaluation, the GPU's mean utilization and
-//            peak memory, optimizer_state_bytes and optimizer_shards (rank 0's optimizer state,
-//            its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
+//            peak memory, weight_bytes and gradient_bytes (rank 0's trainable parameters and
+//            their gradients), optimizer_state_bytes and optimizer_shards (rank 0's optimizer
+//            state, its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
 //            checkpoint.
 // A failed write, fsync or close is an Error naming the file and the OS reason; the file is
 // closed (and its close checked) at the end of the run.
@@ -141,6 +142,8 @@ class MetricsFile : public Hook {
     if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
     j["optimizer_state_bytes"] = s.optimizer_state_bytes;  // rank 0's (its shard's when sharded)
     j["optimizer_shards"] = s.optimizer_shards;
+    j["weight_bytes"] = s.weight_bytes;
+    j["gradient_bytes"] = s.gradient_bytes;
     if (s.gpu) {
       j["gpu_util"] = s.gpu->utilization;
       j["power_w"] = s.gpu->power_w;

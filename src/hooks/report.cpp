@@ -175,6 +175,8 @@ class Report : public Hook {
     in.first_micro_batch = run_.micro_batch, in.micro_batch = s.micro_batch;
     in.rank_batch = c.resolved.rank_batch;
     if (in.on_cuda) in.memory_peak = s.memory.peak, in.memory_total = memory_stats(run_.device).total;
+    in.weight_bytes = s.weight_bytes, in.gradient_bytes = s.gradient_bytes;
+    in.optimizer_state_bytes = s.optimizer_state_bytes, in.optimizer_shards = s.optimizer_shards;
     in.oom_retries = s.oom_retries, in.skipped_steps = s.skipped_steps;
     in.precision = to_string(c.train.precision);
     return in;

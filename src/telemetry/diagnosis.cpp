@@ -186,6 +186,19 @@ void memory_headroom(const DiagnosisInput& in, std::vector<Finding>& out) {
   }
 }
 
+void memory_by_kind(const DiagnosisInput& in, std::vector<Finding>& out) {
+  if (in.memory_peak <= 0 || in.weight_bytes <= 0) return;
+  const auto g = [](int64_t b) { return gib(b); };
+  const int64_t held = in.weight_bytes + in.gradient_bytes + in.optimizer_state_bytes;
+  std::string what = "rank 0's peak of " + g(in.memory_peak) + ": weights " + g(in.weight_bytes) +
+                     ", gradients " + g(in.gradient_bytes) + ", optimizer state " +
+                     g(in.optimizer_state_bytes);
+  if (in.optimizer_shards > 1) what += " (its shard of " + num(in.optimizer_shards) + ")";
+  what += ", activations and workspace " + g(std::max<int64_t>(0, in.memory_peak - held)) +
+          " (the rest: the step's activations, the reducer's buckets, library workspaces)";
+  out.push_back({"memory by kind", what, ""});
+}
+
 void slowest_rank(const DiagnosisInput& in, size_t slow, size_t fast, std::vector<Finding>& out) {
   const PhaseTimes& s = in.rank_phases[slow];
   const PhaseTimes& q = in.rank_phases[fast];
@@ -269,6 +282,7 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
                      ""});
   }
   memory_headroom(in, out);
+  memory_by_kind(in, out);
   if (in.oom_retries > 0)
     out.push_back({"out of memory",
                    num(in.oom_retries) + " step(s) redone after running out of memory: the micro-batch went from " +

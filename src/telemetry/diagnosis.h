@@ -26,6 +26,9 @@
 //   - memory headroom when the peak is under half of 90% of the device (micro_batch: auto leaves
 //     10% free): the micro-batch can at least double. The growth is the largest power of two
 //     under 0.9 * total / peak, a lower bound (weights and optimizer state do not grow with it).
+//   - memory by kind, whenever the peak is measured (CUDA): rank 0's peak split into weights,
+//     gradients, optimizer state and the rest (activations and the step's workspace: the
+//     reducer's buckets, library workspaces, the batch), Note [memory ladder].
 #pragma once
 
 #include <cstdint>
@@ -78,6 +81,10 @@ struct DiagnosisInput {
   int64_t first_micro_batch = 0, micro_batch = 0, rank_batch = 0;
   // Rank 0's device memory: the caching allocator's peak and the device's size (0: CPU).
   int64_t memory_peak = 0, memory_total = 0;
+  // Rank 0's memory by kind: weights, gradients, optimizer state (its shard of
+  // `optimizer_shards` ranks).
+  int64_t weight_bytes = 0, gradient_bytes = 0, optimizer_state_bytes = 0;
+  int optimizer_shards = 1;
   // Recoveries: steps redone after out-of-memory, steps skipped for non-finite gradients (fp16,
   // train.skip_nonfinite); train.precision.
   int64_t oom_retries = 0, skipped_steps = 0;
@@ -86,7 +93,7 @@ struct DiagnosisInput {
 
 struct Finding {
   std::string kind;  // "data-bound", "communication-bound", "waiting for other ranks",
-                     // "launch-bound", "memory headroom",
+                     // "launch-bound", "memory headroom", "memory by kind",
                      // "slowest rank", "out of memory", "skipped steps", "compute-bound",
                      // "optimizer-bound", "no steps"
   std::string what;  // the finding and its numbers

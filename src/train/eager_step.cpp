@@ -9,6 +9,7 @@
 #include "dtrain/log.h"
 #include "optim/clip.h"
 #include "train/loss.h"
+#include "train/memory_ladder.h"
 #include "util/format.h"
 #include "util/clock.h"
 
@@ -26,7 +27,7 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   while (!forward_backward(batch, micro_.size(), loss_sum, step, /*capturing=*/false)) {
     // Out of memory on some rank: every rank shrinks the micro-batch (more accumulation) and
     // redoes the step on the same samples. The global batch, and so the result, is unchanged.
-    micro_.shrink(step);
+    micro_.shrink(step, [this] { return memory_ladder(ctx_, usable_memory(ctx_)); });
     loss_sum.zero_();
   }
   phases.compute += seconds_since(t0) - (phases.comm - comm_before);

@@ -3,11 +3,14 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "cuda/memory.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "train/loss.h"
+#include "train/memory_ladder.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -49,11 +52,12 @@ MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch, 
                 std::to_string(rank_batch) + " (internal error)");
 }
 
-void MicroBatch::shrink(int64_t step) {
+void MicroBatch::shrink(int64_t step, const std::function<std::string()>& ladder) {
   if (!recover_) throw MicroBatchDoesNotFit(micro_, step);
   if (micro_ <= 1)
     throw Error("out of memory even with a micro-batch of 1 sample at step " +
-                    std::to_string(step) + "; the model does not fit on this device",
+                    std::to_string(step) + "; the model does not fit on this device" +
+                    (ladder ? ": " + ladder() : std::string()),
                 "train.micro_batch");
   const int64_t before = micro_;
   micro_ = next_smaller(micro_, rank_batch_);
@@ -74,11 +78,13 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
   b.targets = b.targets.to(device);
   const MemoryStats before = memory_stats(device);
   constexpr double kHeadroom = 0.10;  // leave 10% of the device for fragmentation and spikes
-  int64_t micro = rank_batch, peak = 0;
-  for (;;) {
-    bool fits = true;
+  // Forward and backward of `micro` samples: the peak, or -1 when it ran out of memory.
+  auto probe = [&](int64_t micro) -> int64_t {
+    int64_t peak = -1;
     reset_peak_memory(device);
     try {
+      if (ctx.faults && ctx.faults->before_micro_batch(-1, micro) == FaultInjector::Fault::kOutOfMemory)
+        throw InjectedOutOfMemory("injected out-of-memory error (fault injector)");
       at::Tensor in = b.inputs.narrow(0, 0, std::min<int64_t>(micro, b.size()));
       at::Tensor tg = b.targets.narrow(0, 0, std::min<int64_t>(micro, b.size()));
       {
@@ -87,16 +93,35 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
         loss.backward();  // no prepare(true): the reducer does not communicate
       }
       peak = memory_stats(device).peak;
-      if (before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total)) fits = false;
     } catch (const std::exception& e) {
       if (!is_out_of_memory(e)) throw;
-      fits = false;
     }
     clear_gradients(ctx);
     empty_cache(device);
+    return peak;
+  };
+  int64_t micro = rank_batch, peak = 0;
+  for (;;) {
+    peak = probe(micro);
+    const bool fits =
+        peak >= 0 && !(before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total));
     if (fits || micro == 1) break;
     micro = next_smaller(micro, rank_batch);
   }
+  std::string failure;
+  if (peak < 0) {
+    // One sample does not fit: the next rungs of the ladder (Note [memory ladder]), activation
+    // checkpointing measured where the model has blocks.
+    std::optional<int64_t> checkpointed;
+    if (ctx.checkpointing == ActivationCheckpointing::kOff &&
+        ctx.model->set_activation_checkpointing(ActivationCheckpointing::kBlocks)) {
+      checkpointed = probe(1);
+      ctx.model->set_activation_checkpointing(ActivationCheckpointing::kOff);
+    }
+    failure = "one sample runs out of memory in forward and backward; " +
+              memory_ladder(ctx, usable_memory(ctx), checkpointed);
+  }
+  agree_no_failure(*ctx.control, failure, "micro_batch auto", "train.micro_batch");
   at::Tensor smallest = at::tensor({micro}, at::kLong);
   ctx.control->all_reduce(smallest, ReduceOp::kMin);
   micro = smallest.item<int64_t>();

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <stdexcept>
+#include <string>
 
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
@@ -45,9 +47,10 @@ class MicroBatch {
   int64_t accum_steps() const { return rank_batch_ / micro_; }
   int64_t retries() const { return retries_; }
   // After a step ran out of memory on some rank (every rank calls it): the next smaller divisor
-  // of the rank batch, about half. At 1 there is nothing left: an Error naming train.micro_batch.
+  // of the rank batch, about half. At 1 there is nothing left: an Error naming train.micro_batch,
+  // with `ladder()`'s text when given (the settings that free memory, Note [memory ladder]).
   // Without recovery: MicroBatchDoesNotFit, the size unchanged.
-  void shrink(int64_t step);
+  void shrink(int64_t step, const std::function<std::string()>& ladder = nullptr);
 
  private:
   int64_t rank_batch_, micro_, global_batch_;
@@ -57,7 +60,10 @@ class MicroBatch {
 
 // `micro_batch: auto`: tries the rank batch, then smaller divisors, forward and backward on a
 // real batch of the real model (no communication), keeping 10% of the device free; every rank
-// takes the smallest that fits anywhere. Leaves no gradient behind.
+// takes the smallest that fits anywhere. Leaves no gradient behind. When one sample runs out of
+// memory on some rank, every rank throws the same AgreedError naming train.micro_batch with the
+// memory ladder (Note [memory ladder]), one sample's peak with activation checkpointing measured
+// where the model has blocks.
 int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t rank_batch);
 
 }  // namespace dtrain::detail

@@ -27,6 +27,8 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   }
 
   set_activation_checkpointing(*ctx.model, cfg.model.name, t.activation_checkpointing);
+  ctx.checkpointing = t.activation_checkpointing;
+  ctx.memory_fraction = cfg.run.gpu_memory_fraction;
   ctx.model->to(ctx.device);
   for (const auto& p : ctx.model->named_parameters()) {
     if (!p.value().requires_grad()) continue;

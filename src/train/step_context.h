@@ -43,6 +43,8 @@ struct StepContext {
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
   Precision precision = Precision::kFp32;
+  ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;  // train.activation_checkpointing
+  double memory_fraction = 0;  // run.gpu_memory_fraction (0: the whole device)
   double clip_grad_norm = 0;  // 0: off
   at::Device device = at::kCPU;
   PixelNormalizer pixels;  // uint8 batches to the model's inputs (Note [uint8 pixels])

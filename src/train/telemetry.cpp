@@ -8,6 +8,7 @@
 #include "cuda/device.h"
 #include "cuda/memory.h"
 #include "dtrain/amp.h"
+#include "train/memory_ladder.h"
 
 namespace dtrain::detail {
 namespace {
@@ -150,8 +151,10 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
     const MemoryStats m = memory_stats(ctx_.device);
     summary.memory = {m.allocated, m.reserved, m.peak};
   }
-  summary.optimizer_state_bytes = ctx_.optimizer->state_bytes();
-  summary.optimizer_shards = ctx_.shard ? ctx_.world : 1;
+  const MemoryKinds kinds = memory_kinds(ctx_);
+  summary.optimizer_state_bytes = kinds.optimizer_state;
+  summary.optimizer_shards = kinds.shards;
+  summary.weight_bytes = kinds.weights, summary.gradient_bytes = kinds.gradients;
   if (gpu_) summary.gpu = gpu_->run_mean();
   const PhaseTimes& p = *ctx_.phases;
   at::Tensor mine = at::tensor({p.data, p.compute, p.comm, p.optimizer, p.eval}, at::kDouble);

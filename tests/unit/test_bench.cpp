@@ -1,7 +1,7 @@
 // `dtrain bench`'s logic without running anything: the size lists, the settings a sweep runs
 // (global batch = micro-batch x world, or fixed), the keys it refuses on the command line, the
 // nearest-rank percentile, the recommendation (fastest with headroom, smaller within 3%), the
-// CSV and JSON, and never writing over an existing output. Expected values come from the rules'
+// rungs of the memory ladder (--activation-checkpointing, --shard-optimizer), the CSV and JSON, and never writing over an existing output. Expected values come from the rules'
 // formulas, worked out by hand in each test.
 #include <gtest/gtest.h>
 
@@ -65,6 +65,59 @@ bench::SweepOptions options(std::vector<int64_t> micro, std::vector<int64_t> wor
   o.warmup_steps = 3;
   o.steps = 7;
   return o;
+}
+
+TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
+  using dtrain::ActivationCheckpointing;
+  const Config base = Config::from_string(kYaml, "b.yaml");
+  bench::SweepOptions o = options({8, 16}, {});
+  o.checkpointing = bench::parse_checkpointing("off, blocks");
+  o.shard_optimizer = bench::parse_sharding("false,true");
+  const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, 2);
+  EXPECT_TRUE(plan.ladder);
+  ASSERT_EQ(plan.settings.size(), 8u);  // 2 sizes x 2 checkpointing x 2 sharding
+  for (size_t i = 0; i < 8; ++i) {
+    const bench::Setting& s = plan.settings[i];
+    EXPECT_EQ(s.micro_batch, i < 4 ? 8 : 16);
+    const bool blocks = (i / 2) % 2 == 1, shard = i % 2 == 1;
+    EXPECT_EQ(s.checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
+    EXPECT_EQ(s.config.train.activation_checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
+    EXPECT_EQ(s.shard_optimizer, shard) << i;
+    EXPECT_EQ(s.config.dist.shard_optimizer, shard) << i;
+  }
+  bench::SweepResult res;
+  res.ladder = plan.ladder;
+  bench::Row r;
+  r.micro_batch = 8, r.global_batch = 16, r.accum_steps = 1, r.samples_per_s = 100, r.timed_steps = 7;
+  r.checkpointing = ActivationCheckpointing::kBlocks, r.shard_optimizer = true;
+  res.rows = {r};
+  const bench::Recommendation rec = bench::recommend(res.rows);
+  const std::string table = bench::table_text(res, rec);
+  expect_all(table, {"ckpt", "sharded", "blocks", "yes"});
+  const std::string csv = bench::csv_text(res, rec);
+  expect_all(csv, {",activation_checkpointing,shard_optimizer\n", ",blocks,true\n"});
+  const auto j = nlohmann::json::parse(bench::json_text(res, rec));
+  EXPECT_EQ(j["rows"][0]["activation_checkpointing"], "blocks");
+  EXPECT_EQ(j["rows"][0]["shard_optimizer"], true);
+  EXPECT_EQ(j["recommended"]["shard_optimizer"], true);
+  expect_all(rec.text, {"train.activation_checkpointing=blocks", "dist.shard_optimizer=true"});
+}
+
+TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
+  expect_all(message_of([] { bench::parse_checkpointing("off,on"); }),
+             {"--activation-checkpointing: ", "'on' is not off or blocks"});
+  expect_all(message_of([] { bench::parse_sharding("true,true"); }),
+             {"--shard-optimizer: ", "true is given twice"});
+  expect_all(message_of([] { bench::parse_sharding("yes"); }), {"'yes' is not false or true"});
+  const Config base = Config::from_string(kYaml, "b.yaml", {"train.activation_checkpointing=off"});
+  bench::SweepOptions o = options({}, {});
+  o.checkpointing = {dtrain::ActivationCheckpointing::kOff};
+  expect_all(message_of([&] { bench::plan_sweep(base, {"train.activation_checkpointing=off"}, o, 1); }),
+             {"train.activation_checkpointing: ", "swept by --activation-checkpointing"});
+  o.checkpointing.clear();
+  o.shard_optimizer = {true};
+  expect_all(message_of([&] { bench::plan_sweep(base, {"dist.shard_optimizer=true"}, o, 1); }),
+             {"dist.shard_optimizer: ", "swept by --shard-optimizer"});
 }
 
 TEST(BenchPlan, MicroBatchTimesWorldCrossWorkers) {
@@ -252,9 +305,9 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
     for (char c : l) quoted = c == '"' ? !quoted : quoted, n += !quoted && c == ',';
     return n;
   };
-  EXPECT_EQ(fields(lines[0]), 17u);
-  EXPECT_EQ(fields(lines[1]), 17u);
-  EXPECT_EQ(fields(lines[2]), 17u);
+  EXPECT_EQ(fields(lines[0]), 19u);
+  EXPECT_EQ(fields(lines[1]), 19u);
+  EXPECT_EQ(fields(lines[2]), 19u);
   EXPECT_EQ(lines[1].rfind("8,1,16,1,true,250,", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find(",true,"), std::string::npos);  // recommended
   EXPECT_EQ(lines[2].rfind("1048576,1,2097152,1,false,", 0), 0u) << lines[2];

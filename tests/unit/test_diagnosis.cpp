@@ -299,6 +299,20 @@ TEST(Diagnosis, RecoveriesAndSkippedSteps) {
   EXPECT_TRUE(has(f->fix, "train.precision=bf16")) << f->fix;
 }
 
+TEST(Diagnosis, MemoryByKindSplitsTheMeasuredPeak) {
+  DiagnosisInput in = run(phases(0.1, 5.0, 0.1, 0.4));
+  const int64_t gib = int64_t{1} << 30;
+  in.weight_bytes = gib, in.gradient_bytes = gib, in.optimizer_state_bytes = 2 * gib;
+  in.optimizer_shards = 2;
+  EXPECT_FALSE(find(diagnose(in), "memory by kind")) << "no peak measured (CPU): no split";
+  in.on_cuda = true, in.memory_peak = 10 * gib, in.memory_total = 140 * gib;
+  const auto f = find(diagnose(in), "memory by kind");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(has(f->what, "rank 0's peak of 10.00 GiB: weights 1.00 GiB, gradients 1.00 GiB, "
+                           "optimizer state 2.00 GiB (its shard of 2), activations and workspace "
+                           "6.00 GiB")) << f->what;
+}
+
 TEST(Diagnosis, NoSteps) {
   DiagnosisInput in = run(phases(0, 0, 0, 0));
   in.steps = 0;

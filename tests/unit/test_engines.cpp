@@ -2,7 +2,9 @@
 // eager step with the fault injector (an out-of-memory error shrinks the micro-batch and the step
 // is redone on the same samples: the same parameters as a run that never failed), the request
 // agreement with one rank, and the loss window's resume arithmetic (a checkpoint of 2 ranks read
-// on 1, a non-finite loss named by its step).
+// on 1, a non-finite loss named by its step), and the memory ladder (Note [memory ladder]): the
+// memory by kind, and what an out-of-memory error at one sample names, mid-run and in
+// `micro_batch: auto`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "runtime/watchdog.h"
 #include "train/eager_step.h"
 #include "train/loss_window.h"
+#include "train/memory_ladder.h"
 #include "train/recovery.h"
 #include "train/requests.h"
 #include "train/step_context.h"
@@ -169,6 +172,89 @@ TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
     EXPECT_NE(std::string(x.what()).find("the training loss is nan at step"), std::string::npos) << x.what();
     EXPECT_EQ(x.where(), "train.skip_nonfinite");
   }
+}
+
+// Out of memory at every size the engine tries, or (`first` > 0) at the first `first` only.
+class OomAlways : public FaultInjector {
+ public:
+  explicit OomAlways(int first = 0) : first_(first) {}
+  Fault before_micro_batch(int64_t, int64_t) override {
+    ++asked_;
+    return first_ == 0 || asked_ <= first_ ? Fault::kOutOfMemory : Fault::kNone;
+  }
+
+ private:
+  int first_, asked_ = 0;
+};
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(MemoryLadder, TheKindsAreTheParametersTheirGradientsAndTheOptimizerState) {
+  Engine e;
+  int64_t values = 0;
+  for (const auto& p : e.ctx.params) values += p.numel();
+  ASSERT_EQ(values, 6 * 16 + 16 + 16 * 3 + 3);  // mlp 6 -> 16 -> 3
+  const MemoryKinds k = memory_kinds(e.ctx);
+  EXPECT_EQ(k.weights, 4 * values);
+  EXPECT_EQ(k.gradients, 4 * values);
+  // AdamW: two fp32 moments per value, and a step count per parameter tensor.
+  EXPECT_GE(k.optimizer_state, 2 * 4 * values);
+  EXPECT_LE(k.optimizer_state, 2 * 4 * values + 8 * static_cast<int64_t>(e.ctx.params.size()));
+  EXPECT_EQ(k.shards, 1);
+}
+
+TEST(MemoryLadder, OneSampleOutOfMemoryMidRunNamesTheSettingsThatFreeMemory) {
+  Engine e;
+  OomAlways oom;
+  e.ctx.faults = &oom;
+  try {
+    e.train(1);
+    FAIL() << "a step that runs out of memory at every size trained on";
+  } catch (const Error& x) {
+    const std::string w = x.what();
+    EXPECT_EQ(x.where(), "train.micro_batch");
+    EXPECT_TRUE(has(w, "out of memory even with a micro-batch of 1 sample at step 0")) << w;
+    EXPECT_TRUE(has(w, "this rank holds weights 0.00 GiB, gradients 0.00 GiB, optimizer state")) << w;
+    EXPECT_TRUE(has(w, "dist.shard_optimizer=true on N ranks")) << w;
+    EXPECT_TRUE(has(w, "a smaller model (model.*)")) << w;
+    EXPECT_FALSE(has(w, "train.activation_checkpointing")) << "an mlp has no blocks: " << w;
+  }
+  EXPECT_EQ(e.micro->size(), 1);
+}
+
+const std::vector<std::string> kGpt = {
+    "model.name=gpt", "model.n_layer=2", "model.n_head=2", "model.n_embd=16", "model.vocab_size=32",
+    "model.seq_len=8", "data.synthetic_task=tokens", "data.synthetic_shape=[8]",
+    "data.synthetic_classes=32"};
+
+TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
+  {
+    Engine e(kGpt);
+    OomAlways oom;  // every size, with checkpointing too
+    e.ctx.faults = &oom;
+    try {
+      find_micro_batch(e.ctx, *e.data.train, 32);
+      FAIL() << "auto chose a micro-batch although one sample does not fit";
+    } catch (const AgreedError& x) {
+      const std::string w = x.what();
+      EXPECT_EQ(x.where(), "train.micro_batch");
+      EXPECT_TRUE(has(w, "one sample runs out of memory in forward and backward")) << w;
+      EXPECT_TRUE(has(w, "train.activation_checkpointing=blocks (each block keeps only its inputs, "
+                         "for one more forward pass; measured: one sample runs out of memory with "
+                         "it too)")) << w;
+    }
+  }
+  Engine e(kGpt);
+  OomAlways oom(6);  // 32, 16, 8, 4, 2 and 1 samples; then 1 sample with checkpointing fits
+  e.ctx.faults = &oom;
+  try {
+    find_micro_batch(e.ctx, *e.data.train, 32);
+    FAIL() << "auto chose a micro-batch although one sample does not fit";
+  } catch (const AgreedError& x) {
+    EXPECT_TRUE(has(x.what(), "measured: one sample then fits")) << x.what();
+  }
+  // The probe leaves checkpointing as the config has it: off, the same outputs as before.
+  EXPECT_TRUE(e.model->set_activation_checkpointing(ActivationCheckpointing::kOff));
 }
 
 }  // namespace
