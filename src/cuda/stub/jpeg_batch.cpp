@@ -1,0 +1,25 @@
+// CPU build: no CUDA, so no nvJPEG; data.decode auto decodes on the CPU and gpu is an error.
+#include "cuda/jpeg_batch.h"
+
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+
+NvjpegStatus nvjpeg_status() { return {false, "this dtrain is a CPU build (no CUDA, no nvJPEG)"}; }
+
+DecodeMemory decode_memory() { return {}; }
+
+struct JpegBatchDecoder::Impl {};
+
+JpegBatchDecoder::JpegBatchDecoder(int) {
+  throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
+}
+JpegBatchDecoder::~JpegBatchDecoder() = default;
+const char* JpegBatchDecoder::backend() const { return "none"; }
+bool JpegBatchDecoder::supports(const uint8_t*, size_t) { return false; }
+std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>&, const std::vector<int32_t>&, int64_t,
+                                          uint8_t*, void*) {
+  throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
+}
+
+}  // namespace dtrain::detail
