@@ -103,9 +103,10 @@ JpegBatchDecoder::JpegBatchDecoder(int device) : impl_(std::make_unique<Impl>())
                                 nvjpeg::counted_pinned_allocator(), 0, &m.handle) == nvjpeg::kSuccess;
   if (!m.hardware) {
     m.handle = nullptr;
-    check_nvjpeg(m.api->create_ex(nvjpeg::kBackendDefault, nvjpeg::counted_device_allocator(),
-                                  nvjpeg::counted_pinned_allocator(), 0, &m.handle),
-                 "nvjpegCreateEx");
+    const nvjpeg::Status rc = m.api->create_ex(nvjpeg::kBackendDefault, nvjpeg::counted_device_allocator(),
+                                               nvjpeg::counted_pinned_allocator(), 0, &m.handle);
+    if (rc != nvjpeg::kSuccess) m.handle = nullptr;
+    check_nvjpeg(rc, "nvjpegCreateEx");
   }
   check_nvjpeg(m.api->state_create(m.handle, &m.state), "nvjpegJpegStateCreate");
   check_nvjpeg(m.api->stream_create(m.handle, &m.parsed), "nvjpegJpegStreamCreate");
@@ -199,6 +200,27 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
     i = e;
   }
   return refused;
+}
+
+void JpegBatchDecoder::upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out,
+                              void* stream_ptr) {
+  Impl& m = *impl_;
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t image = static_cast<size_t>(3 * size * size);
+  m.reserve(0, image);
+  const size_t per_chunk = std::max<size_t>(1, m.host_cap / image);
+  for (size_t i = 0; i < slots.size(); i += per_chunk) {
+    const size_t e = std::min(slots.size(), i + per_chunk);
+    for (size_t k = i; k < e; ++k) {
+      uint8_t* staged = m.host + (k - i) * image;
+      std::memcpy(staged, planes + static_cast<size_t>(slots[k]) * image, image);
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(out + static_cast<size_t>(slots[k]) * image, staged, image,
+                                        cudaMemcpyHostToDevice, stream));
+    }
+    DTRAIN_CUDA_CHECK(cudaEventRecord(m.done, stream));
+    DTRAIN_CUDA_CHECK(cudaEventSynchronize(m.done));
+  }
 }
 
 }  // namespace dtrain::detail

@@ -75,6 +75,10 @@ class JpegBatchDecoder {
   // whose batched decode failed: every image in it) are returned; their slots are not written.
   std::vector<size_t> run(const std::vector<GpuJpeg>& images, const std::vector<int32_t>& taps, int64_t size,
                           uint8_t* out, void* stream);
+  // Copies the 3 x size x size planes of the samples decoded on the host into their slots of
+  // `out` (planes + slot * 3 * size * size, host memory) on `stream`, through the pinned staging
+  // buffer, and returns once they are there.
+  void upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out, void* stream);
 
  private:
   struct Impl;

@@ -138,11 +138,11 @@ at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& c
     cpu(k, planes(k));
     on_gpu_[static_cast<size_t>(k)] = false;
   }
-  // The samples decoded on the CPU: each a blocking copy (from pageable memory), done when it
-  // returns, like the GPU's work above.
+  // The samples decoded on the CPU, uploaded on the same stream (done when it returns).
+  std::vector<int64_t> host;
   for (int64_t k = 0; k < n_; ++k)
-    if (!on_gpu_[static_cast<size_t>(k)])
-      out.select(0, k).copy_(at::from_blob(planes(k), {3, s, s}, at::kByte));
+    if (!on_gpu_[static_cast<size_t>(k)]) host.push_back(k);
+  if (!host.empty()) decoder_->upload(host, planes_.data(), s, out.data_ptr<uint8_t>(), loader_stream(device_));
   return out;
 }
 

@@ -1,5 +1,6 @@
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
-// in the loader's threads into uint8 batches.
+// in the loader's threads into uint8 batches, or with data.decode gpu read there and decoded and
+// transformed on the GPU (Note [GPU decoding], src/data/gpu_decode.h) with the same draws.
 //
 // Note [image transforms]: the folder is read as torchvision's ImageFolder reads it: under
 // data.path/data.train_dir (and data.test_dir) every subfolder is a class, the classes sorted by

@@ -120,6 +120,13 @@ void fill(const Folder& f, const std::string& split, int count) {
   }
 }
 
+// nvJPEG is loaded at run time: a GPU machine without libnvjpeg skips these, saying so.
+#define SKIP_WITHOUT_NVJPEG()                                                    \
+  do {                                                                           \
+    const detail::NvjpegStatus nvjpeg = detail::nvjpeg_status();                 \
+    if (!nvjpeg.usable) GTEST_SKIP() << "no GPU decoding here: " << nvjpeg.text; \
+  } while (0)
+
 DataConfig folder_config(const std::string& root, DecodeMode decode, bool scaled) {
   DataConfig c;
   c.format = DataFormat::kImageFolder;
@@ -154,6 +161,7 @@ void expect_close(const at::Tensor& gpu, const at::Tensor& cpu, double max_bound
 }
 
 TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
+  SKIP_WITHOUT_NVJPEG();
   Folder f("mixed");
   fill(f, "train", 24);
   fill(f, "val", 12);
@@ -179,6 +187,7 @@ TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
 }
 
 TEST(GpuDecode, LoaderThreadsDeliverTheSameBatches) {
+  SKIP_WITHOUT_NVJPEG();
   Folder f("loader");
   fill(f, "train", 20);
   const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, false), 9, kGpu);
@@ -197,6 +206,7 @@ TEST(GpuDecode, LoaderThreadsDeliverTheSameBatches) {
 }
 
 TEST(GpuDecode, PngAndProgressiveJpegGoThroughTheCpuAndAreCounted) {
+  SKIP_WITHOUT_NVJPEG();
   Folder f("fallback");
   fill(f, "train", 3);
   const std::vector<uint8_t> rgb = picture(300, 200, 7);
@@ -217,6 +227,7 @@ TEST(GpuDecode, PngAndProgressiveJpegGoThroughTheCpuAndAreCounted) {
 }
 
 TEST(GpuDecode, DamagedJpegIsAnErrorNamingTheFile) {
+  SKIP_WITHOUT_NVJPEG();
   Folder f("damaged");
   fill(f, "train", 3);
   std::vector<uint8_t> cut = jpeg_of(picture(400, 300, 1), 400, 300, TJSAMP_420, 0);
@@ -232,6 +243,7 @@ TEST(GpuDecode, DamagedJpegIsAnErrorNamingTheFile) {
 }
 
 TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {
+  SKIP_WITHOUT_NVJPEG();
   Folder f("memory");
   fill(f, "train", 30);
   const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, false), 4, kGpu);
@@ -264,6 +276,7 @@ TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {
 // Images per second decoding and transforming a training split, GPU (one thread, batches of
 // 128) and CPU (one thread, scaled decoding as by default): the decode rate alone, no model.
 TEST(GpuDecode, Throughput) {
+  SKIP_WITHOUT_NVJPEG();
   const char* dir = std::getenv("DTRAIN_DECODE_BENCH_DIR");
   std::unique_ptr<Folder> own;
   std::string root = dir != nullptr ? dir : "";

@@ -22,4 +22,8 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>&, const std
   throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
 }
 
+void JpegBatchDecoder::upload(const std::vector<int64_t>&, const uint8_t*, int64_t, uint8_t*, void*) {
+  throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
+}
+
 }  // namespace dtrain::detail
