@@ -100,29 +100,35 @@ std::string GpuImageBatch::refusal(int64_t k, size_t n) {
   return why;
 }
 
-void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
-                        int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip) {
-  const int64_t s = size_;
-  plan_taps(h_, region.width, box.x0, box.x1, grid_width, window.left, s, /*fixed=*/true);
-  if (h_.identity) unit_taps(h_, s);
-  plan_taps(v_, region.height, box.y0, box.y1, grid_height, window.top, s, /*fixed=*/false);
-  const auto [rows_first, rows_end] = taps_span(v_, s);
-  if (v_.identity) unit_taps(v_, s);
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
+                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+                 ResampleTaps& h, ResampleTaps& v) {
+  plan_taps(h, region.width, box.x0, box.x1, grid_width, window.left, size, /*fixed=*/true);
+  if (h.identity) unit_taps(h, size);
+  plan_taps(v, region.height, box.y0, box.y1, grid_height, window.top, size, /*fixed=*/false);
+  const auto [rows_first, rows_end] = taps_span(v, size);
+  if (v.identity) unit_taps(v, size);
   GpuJpeg g;
-  g.data = bytes_[static_cast<size_t>(k)].data();
-  g.size = n;
   g.width = static_cast<int32_t>(width), g.height = static_cast<int32_t>(height);
   g.left = static_cast<int32_t>(region.left), g.top = static_cast<int32_t>(region.top);
   g.rows_first = static_cast<int32_t>(rows_first), g.rows_end = static_cast<int32_t>(rows_end);
-  g.h_ksize = static_cast<int32_t>(h_.ksize), g.v_ksize = static_cast<int32_t>(v_.ksize);
-  g.taps = static_cast<int64_t>(taps_.size());
-  g.slot = k;
+  g.h_ksize = static_cast<int32_t>(h.ksize), g.v_ksize = static_cast<int32_t>(v.ksize);
+  g.taps = static_cast<int64_t>(taps.size());
   g.flip = flip;
-  for (const ResampleTaps* t : {&h_, &v_}) {
-    for (int64_t f : t->first) taps_.push_back(static_cast<int32_t>(f));
-    for (int64_t c : t->count) taps_.push_back(static_cast<int32_t>(c));
-    taps_.insert(taps_.end(), t->weights.begin(), t->weights.begin() + s * t->ksize);
+  for (const ResampleTaps* t : {&h, &v}) {
+    for (int64_t f : t->first) taps.push_back(static_cast<int32_t>(f));
+    for (int64_t c : t->count) taps.push_back(static_cast<int32_t>(c));
+    taps.insert(taps.end(), t->weights.begin(), t->weights.begin() + size * t->ksize);
   }
+  return g;
+}
+
+void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
+                        int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip) {
+  GpuJpeg g = gpu_jpeg(width, height, region, box, grid_width, grid_height, window, flip, size_, taps_, h_, v_);
+  g.data = bytes_[static_cast<size_t>(k)].data();
+  g.size = n;
+  g.slot = k;
   jpegs_.push_back(g);
   on_gpu_[static_cast<size_t>(k)] = true;
 }

@@ -53,6 +53,13 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device);
 // decoding]. `data` starts with the JPEG's FF D8 FF.
 std::string jpeg_refusal(const uint8_t* data, size_t n);
 
+// A sample's resampling for the GPU (Resampler::run's arguments on the region `region` of a
+// width x height image, into size x size): its GpuJpeg, without the bytes and the slot, and its
+// taps appended to `taps` in src/cuda/jpeg_batch.h's layout; `h` and `v` are scratch.
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
+                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+                 ResampleTaps& h, ResampleTaps& v);
+
 // One batch for the GPU, as one loader thread builds it. Reused from batch to batch: its host
 // buffers grow to the largest batch and stay.
 class GpuImageBatch {
