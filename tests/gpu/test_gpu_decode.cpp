@@ -181,9 +181,12 @@ TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
     expect_close(gpu.test->get(all(*gpu.test)).inputs, cpu.test->get(all(*cpu.test)).inputs, mx, mean,
                  "evaluation" + how);
   }
-  const ImageDecodeCounts n = detail::image_decode_counts(*gpu.train);
-  EXPECT_EQ(n.cpu, 0);
-  EXPECT_EQ(n.gpu, 4 * 24);
+  // Baseline JPEGs all: nvJPEG's, unless its hardware decoder refuses some (counted, not wrong).
+  const detail::ImageDecodeCounts n = detail::image_decode_counts(*gpu.train);
+  std::printf("training fetches: %lld images decoded on the GPU, %lld on the CPU\n", static_cast<long long>(n.gpu),
+              static_cast<long long>(n.cpu));
+  EXPECT_EQ(n.gpu + n.cpu, 4 * 24);
+  EXPECT_GE(n.gpu, 3 * 24);
 }
 
 TEST(GpuDecode, LoaderThreadsDeliverTheSameBatches) {
@@ -216,7 +219,7 @@ TEST(GpuDecode, PngAndProgressiveJpegGoThroughTheCpuAndAreCounted) {
   const Splits cpu = make_datasets(folder_config(f.root, DecodeMode::kCpu, false), 3, kGpu);
   const Batch g = gpu.train->fetch(all(*gpu.train), 2, false);
   const Batch c = cpu.train->fetch(all(*cpu.train), 2, false);
-  const ImageDecodeCounts n = detail::image_decode_counts(*gpu.train);
+  const detail::ImageDecodeCounts n = detail::image_decode_counts(*gpu.train);
   EXPECT_EQ(n.gpu, 3);
   EXPECT_EQ(n.cpu, 2);
   expect_close(g.inputs, c.inputs, kFullMax, kFullMean, "with a PNG and a progressive JPEG");

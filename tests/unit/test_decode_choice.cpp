@@ -49,7 +49,9 @@ TEST(DecodeChoice, CpuIsTheCpuAndAutoOnACpuRankSaysWhy) {
 TEST(DecodeChoice, WithoutNvjpegAutoIsTheCpuAndGpuAnErrorNamingTheKey) {
   const dtrain::detail::NvjpegStatus nvjpeg = dtrain::detail::nvjpeg_status();
   if (nvjpeg.usable) GTEST_SKIP() << "nvJPEG is usable here (" << nvjpeg.text << "): the gpu tier tests it";
-  if (!DTRAIN_WITH_CUDA) EXPECT_NE(nvjpeg.text.find("CPU build"), std::string::npos) << nvjpeg.text;
+  if (!DTRAIN_WITH_CUDA) {
+    EXPECT_NE(nvjpeg.text.find("CPU build"), std::string::npos) << nvjpeg.text;
+  }
   const auto c = choose_decode(DecodeMode::kAuto, kCuda);
   EXPECT_FALSE(c.gpu);
   EXPECT_NE(c.why.find("data.decode auto: the CPU, as " + nvjpeg.text), std::string::npos) << c.why;
@@ -70,6 +72,7 @@ TEST(DecodeChoice, TheImageFolderSaysWhereItDecodes) {
   cfg.format = dtrain::DataFormat::kImageFolder;
   cfg.path = dir.path();
   cfg.test_dir = "";
+  cfg.resize = 256;
   cfg.decode = DecodeMode::kAuto;
   const std::string d = dtrain::make_datasets(cfg, 0).train->describe();
   EXPECT_NE(d.find("decoded on the CPU (data.decode auto: the CPU, as this rank computes on cpu)"), std::string::npos)

@@ -1,13 +1,10 @@
-// CPU build: no CUDA, so no nvJPEG; data.decode auto decodes on the CPU and gpu is an error.
+// CPU build: no GPU decoder; making one is the error nvjpeg_status() explains
+// (src/cuda/stub/nvjpeg.cpp).
 #include "cuda/jpeg_batch.h"
 
 #include "dtrain/error.h"
 
 namespace dtrain::detail {
-
-NvjpegStatus nvjpeg_status() { return {false, "this dtrain is a CPU build (no CUDA, no nvJPEG)"}; }
-
-DecodeMemory decode_memory() { return {}; }
 
 struct JpegBatchDecoder::Impl {};
 
