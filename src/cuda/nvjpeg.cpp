@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda/jpeg_batch.h"
 
@@ -28,16 +29,39 @@ bool bind(void* lib, const char* name, F& f, std::string& missing) {
   return f != nullptr;
 }
 
+// Where libnvjpeg may be: the loader's path, then beside the CUDA runtime dtrain runs with (a
+// CUDA toolkit's lib64, or the pip wheels' nvidia/cu13/lib), then the wheels' older layout
+// (nvidia/cuda_runtime/lib beside nvidia/nvjpeg/lib).
+std::vector<std::string> candidates(int major) {
+  const std::string name = "libnvjpeg.so." + std::to_string(major);
+  std::vector<std::string> c = {name, "libnvjpeg.so"};
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &info) != 0 && info.dli_fname != nullptr) {
+    std::string dir = info.dli_fname;
+    dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    if (!dir.empty()) {
+      c.push_back(dir + "/" + name);
+      c.push_back(dir + "/../../nvjpeg/lib/" + name);
+    }
+  }
+  return c;
+}
+
 Loaded load() {
   Loaded l;
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-  const std::string versioned = "libnvjpeg.so." + std::to_string(runtime / 1000);
-  void* lib = ::dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) lib = ::dlopen("libnvjpeg.so", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
+  const std::vector<std::string> paths = candidates(runtime / 1000);
+  void* lib = nullptr;
+  std::string first_error;
+  for (const std::string& p : paths) {
+    lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) break;
     const char* e = ::dlerror();
-    l.text = "nvJPEG is not installed (" + versioned + ": " + (e ? e : "not found") + ")";
+    if (first_error.empty()) first_error = e != nullptr ? e : p + ": not found";
+  }
+  if (lib == nullptr) {
+    l.text = "nvJPEG is not installed (" + first_error + ")";
     return l;
   }
   Api& a = l.api;

@@ -5,8 +5,9 @@
 // a CUDA toolkit or a LibTorch wheel may lack. The types, enum values and signatures below are
 // copied from NVIDIA's nvjpeg.h (nvJPEG 11.6, CUDA 11.6; the same in nvJPEG 12 and 13, whose
 // headers only add values and functions: the C ABI of these is stable). The library is opened
-// as libnvjpeg.so.<CUDA major> of the CUDA runtime dtrain was built with, then libnvjpeg.so;
-// every entry point must resolve, else nvJPEG counts as absent and data.decode auto decodes on
+// as libnvjpeg.so.<CUDA major> of the CUDA runtime dtrain runs with (from the loader's path, else
+// beside that runtime's library, as the pip wheels lay them out), or libnvjpeg.so; every entry
+// point must resolve, else nvJPEG counts as absent and data.decode auto decodes on
 // the CPU, saying which one was missing.
 #pragma once
 
