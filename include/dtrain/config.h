@@ -30,6 +30,7 @@ enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.sch
 enum class LossKind { kCrossEntropy, kMse };                        // train.loss
 enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
+enum class ActivationCheckpointing { kOff, kBlocks };               // train.activation_checkpointing
 enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
 enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
@@ -47,6 +48,7 @@ const char* to_string(Schedule v);
 const char* to_string(LossKind v);
 const char* to_string(Precision v);
 const char* to_string(GraphMode v);
+const char* to_string(ActivationCheckpointing v);
 const char* to_string(Backend v);
 const char* to_string(GradDtype v);
 const char* to_string(ProgressMode v);
@@ -205,6 +207,8 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;
   bool fused_optimizer = true;  // fused multi-tensor kernels where available (CUDA, 2.x)
   GraphMode cuda_graph = GraphMode::kAuto;  // replay the whole step as one CUDA graph
+  // blocks: the model's blocks keep only their inputs in forward and run again in backward
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
   bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
   bool eval = true;       // evaluate on the test split after every epoch
   int64_t eval_every_steps = 0;  // evaluate every this many optimizer steps too; 0 = off

@@ -16,11 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 
 namespace dtrain {
-
-struct ModelConfig;
 
 // A trainable model: inputs (N, ...) -> outputs (N, classes) or (N, target_dim).
 class Model : public torch::nn::Module {
@@ -52,6 +51,21 @@ class Model : public torch::nn::Module {
     (void)targets;
     return {};
   }
+  // train.activation_checkpointing. kBlocks: while autograd records (training), each of the
+  // model's blocks keeps only its inputs for backward and runs its forward again inside the
+  // backward pass to get its gradients (Note [activation checkpointing] in
+  // src/models/activation_checkpoint.h): the same gradients and parameter updates, fewer
+  // activations held. kOff: every activation is kept. Returns false when the model has no such
+  // blocks (the default for any mode but kOff); the Trainer then refuses the run with an Error
+  // naming the key. dtrain's GPT checkpoints each transformer block, its ResNets each residual
+  // block.
+  virtual bool set_activation_checkpointing(ActivationCheckpointing mode) {
+    return mode == ActivationCheckpointing::kOff;
+  }
+  // Whether a block that backward runs again draws random numbers (dropout while training): the
+  // recompute restores the generators' states so that it draws the same ones, which a CUDA graph
+  // capture cannot do, so such a step is not captured (train.cuda_graph). False by default.
+  virtual bool recompute_draws_random_numbers() const { return false; }
 };
 
 using ModelFactory =

@@ -1,11 +1,12 @@
 // The `dtrain` command: arguments, --help (the models and every config key), --version,
 // --print-config, `dtrain env` (cli/env.h), `dtrain bench` (cli/bench.h), `dtrain eval`
-// (cli/eval.h), and the run itself through build_session() under dtrain's error policy
-// (run_guarded()).
+// (cli/eval.h), `dtrain predict` (cli/predict.h), and the run itself through build_session()
+// under dtrain's error policy (run_guarded()).
 #include "cli/cli.h"
 #include "cli/env.h"
 #include "cli/bench.h"
 #include "cli/eval.h"
+#include "cli/predict.h"
 
 #include <CLI/CLI.hpp>
 #include <map>
@@ -40,6 +41,10 @@ std::string help_footer() {
       "  dtrain bench CONFIG --micro-batches 32,64,128 [--workers 0,2,4] [overrides]\n"
       "\nEvaluate a trained model on the test split (nothing trained, nothing written):\n"
       "  dtrain eval CONFIG [--checkpoint DIR | --weights FILE] [--json] [overrides]\n"
+      "\nPredict with a trained model: classes for image files or CSV rows, text from a prompt\n"
+      "(only --output is written; dtrain predict --help):\n"
+      "  dtrain predict CONFIG [--checkpoint DIR | --weights FILE] --input PATH --output FILE\n"
+      "                 [--top-k K] [--prompt TEXT --max-new-tokens N] [--force] [overrides]\n"
       "\nModels:\n";
   for (const auto& [name, desc] : registered_models()) s += "  " + name + ": " + desc + "\n";
   s += "\nConfig keys (YAML sections, or section.key=value on the command line):";
@@ -96,6 +101,7 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "eval") == 0) return eval_main(argc - 1, argv + 1, launcher_env);
+  if (argc > 1 && std::strcmp(argv[1], "predict") == 0) return predict_main(argc - 1, argv + 1, launcher_env);
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;

@@ -1,7 +1,7 @@
 // The `dtrain` command: argument handling (--help, --version, --print-config), `dtrain env`,
-// `dtrain bench` and `dtrain eval`, and the run under dtrain's error policy (run_guarded(),
-// dtrain/session.h: one line per failing rank, then the whole job is aborted so that no rank
-// waits forever).
+// `dtrain bench`, `dtrain eval` and `dtrain predict`, and the run under dtrain's error policy
+// (run_guarded(), dtrain/session.h: one line per failing rank, then the whole job is aborted so
+// that no rank waits forever).
 #pragma once
 
 #include <map>
@@ -11,7 +11,7 @@ namespace dtrain::cli {
 // `launcher_env`: the values of Runtime::launcher_variables() and env_variables() (cli/env.h)
 // that are set, read by the program before MPI starts (the library itself reads no
 // environment). `dtrain env ...` goes to env_main(), `dtrain bench ...` to bench_main(),
-// `dtrain eval ...` to eval_main().
+// `dtrain eval ...` to eval_main(), `dtrain predict ...` to predict_main().
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
 // Throws dtrain::Error when standard output could not be written (a full disk, a closed pipe):
 // what the command prints is its output.

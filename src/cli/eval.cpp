@@ -1,5 +1,6 @@
 #include "cli/eval.h"
 #include "cli/cli.h"
+#include "cli/model_files.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -7,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/folder.h"
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
 #include "hooks/figures.h"
@@ -32,44 +32,6 @@ directory), the config's data must give the same preprocessing, or eval stops na
 that differs. Nothing is written.
   dtrain eval configs/fashion_mnist.yaml
   mpirun -np 2 dtrain eval configs/x.yaml --checkpoint runs/x/checkpoints/step-000000120 --json)";
-
-std::string dir_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// The weights file to evaluate: --weights, --checkpoint's model.pt, else the run's model.pt.
-std::string weights_path(const Config& cfg, const std::string& weights, const std::string& checkpoint) {
-  if (!weights.empty()) {
-    if (!detail::path_exists(weights)) throw Error("no such file (--weights)", weights);
-    return weights;
-  }
-  if (!checkpoint.empty()) {
-    if (!detail::path_exists(checkpoint)) throw Error("no such checkpoint folder (--checkpoint)", checkpoint);
-    detail::checked(checkpoint);  // complete, every file its recorded size and CRC-32
-    const std::string path = detail::join_path(checkpoint, "model.pt");
-    if (!detail::path_exists(path)) throw Error("no such file in the checkpoint", path);
-    return path;
-  }
-  const std::string run_dir = cfg.run.run_dir();
-  if (run_dir.empty())
-    throw Error("is empty, so the run wrote no model.pt: name the weights with --weights FILE or "
-                "--checkpoint DIR", "run.dir");
-  const std::string path = detail::join_path(run_dir, "model.pt");
-  if (!detail::path_exists(path))
-    throw Error("no such file: the run named by run.dir/run.name has not finished training (its "
-                "checkpoints: --checkpoint DIR), or name the weights with --weights FILE", path);
-  return path;
-}
-
-// preprocess.json beside the weights, else in the run directory; "" when there is none.
-std::string preprocess_path(const Config& cfg, const std::string& weights) {
-  std::string path = detail::join_path(dir_of(weights), "preprocess.json");
-  if (detail::path_exists(path)) return path;
-  if (cfg.run.run_dir().empty()) return "";
-  path = detail::join_path(cfg.run.run_dir(), "preprocess.json");
-  return detail::path_exists(path) ? path : "";
-}
 
 }  // namespace
 

@@ -41,6 +41,7 @@ DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Sch
 DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
 DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
+DTRAIN_CHOICE_NAMES(ActivationCheckpointing, {{"off", ActivationCheckpointing::kOff}, {"blocks", ActivationCheckpointing::kBlocks}})
 DTRAIN_CHOICE_NAMES(Backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"mpi", Backend::kMpi}})
 DTRAIN_CHOICE_NAMES(GradDtype, {{"fp32", GradDtype::kFp32}, {"bf16", GradDtype::kBf16}})
 DTRAIN_CHOICE_NAMES(ProgressMode, {{"auto", ProgressMode::kAuto}, {"live", ProgressMode::kLive}, {"lines", ProgressMode::kLines}, {"off", ProgressMode::kOff}})
@@ -266,6 +267,7 @@ const std::vector<Field>& schema() {
     s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32").always().may_change());
     s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops").always().may_change());
     s.push_back(choice("train.cuda_graph", &C::train, &TrainConfig::cuda_graph, "capture the whole training step (forward, backward, optimizer) in a CUDA graph after warm-up and replay it: one launch per step. Needs CUDA, gradients over NCCL when there are several ranks (the bucketed all-reduce is captured too), equal batch shapes, a fused optimizer and no loss scaler (fp16, train.skip_nonfinite); auto = whenever that holds").always().may_change());
+    s.push_back(choice("train.activation_checkpointing", &C::train, &TrainConfig::activation_checkpointing, "blocks = activation checkpointing: in training, each of the model's blocks (gpt: every transformer block; resnet18/50: every residual block) keeps only its inputs in the forward pass and runs again in the backward pass, for its gradients: less GPU memory for activations (a larger train.micro_batch fits) for about one more forward pass of compute; the same gradients, dropout's included. A model without blocks refuses blocks. off = keep every activation").always().may_change());
     s.push_back(field("train.drop_last", &C::train, &TrainConfig::drop_last, "drop an epoch's last incomplete global batch").always().must_match());
     s.push_back(field("train.eval", &C::train, &TrainConfig::eval, "evaluate on the test split after every epoch").always().may_change());
     s.push_back(field("train.eval_every_steps", &C::train, &TrainConfig::eval_every_steps, "evaluate on the test split every this many optimizer steps as well, inside epochs (0 = off; a step that ends an epoch evaluated by train.eval is evaluated once); the data needs a test split", at_least(0)).always().may_change());
@@ -310,6 +312,7 @@ const char* to_string(Schedule v) { return config::name_of(v); }
 const char* to_string(LossKind v) { return config::name_of(v); }
 const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }
+const char* to_string(ActivationCheckpointing v) { return config::name_of(v); }
 const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
 const char* to_string(Attention v) { return config::name_of(v); }

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "cuda/check.h"
 #include "dtrain/error.h"
 #include "util/torch_compat.h"
 
@@ -34,6 +35,14 @@ void synchronize(const at::Device& device) {
 }
 
 bool cuda_graphs_available() { return compat::kHasCudaGraphs; }
+
+bool capturing(const at::Device& device) {
+  if (!device.is_cuda()) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  DTRAIN_CUDA_CHECK(
+      cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device.index()).stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
 
 struct SideStreamGuard::Impl {
   explicit Impl(c10::cuda::CUDAStream s) : guard(s) {}

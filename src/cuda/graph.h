@@ -15,6 +15,10 @@ void synchronize(const at::Device& device);
 // Whether this build can capture and replay CUDA graphs.
 bool cuda_graphs_available();
 
+// Whether `device`'s current stream is capturing a CUDA graph now (false for a CPU device and in
+// a CPU build).
+bool capturing(const at::Device& device);
+
 // Makes a non-default stream of `device` current while alive (graphs cannot be captured on the
 // default stream). Does nothing for a CPU device.
 class SideStreamGuard {

@@ -162,7 +162,7 @@ std::string CsvTable::where(int64_t r) const {
 }
 
 CsvTable read_csv(const std::vector<std::string>& paths, const CsvColumns& columns, const std::string& key) {
-  if (columns.targets.empty())
+  if (columns.targets.empty() && (columns.targets_required || columns.features.empty()))
     throw Error("is empty: name the target column(s) by their header names", columns.targets_key);
   if (columns.class_ids && columns.targets.size() != 1)
     throw Error(format("names %zu columns; classification takes one column of class ids (several "

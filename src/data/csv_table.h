@@ -16,6 +16,9 @@ struct CsvColumns {
   std::vector<std::string> targets;   // one or more; exactly one when `class_ids`
   std::vector<std::string> features;  // empty: every column that is not a target, in file order
   bool class_ids = false;             // targets are class ids (whole numbers >= 0)
+  // false: `targets` may be empty (`features` then names every column read; dtrain predict's
+  // rows, whose label column is optional).
+  bool targets_required = true;
   std::string targets_key = "data.target_columns", features_key = "data.feature_columns";
 };
 

@@ -28,9 +28,7 @@
 // run is reproducible on any number of ranks and after a resume; a sample that the sampler
 // repeats within one epoch (padding to a multiple of the world size) gets the same crop twice.
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 
@@ -46,9 +44,11 @@
 #include <tuple>
 #include <utility>
 
+#include "data/files.h"
 #include "data/gpu_decode.h"
 #include "data/image_codec.h"
 #include "data/image_transforms.h"
+#include "data/inputs.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -166,35 +166,6 @@ Folder scan(const std::string& root, const std::string& key, const std::vector<s
     f.skipped += skipped;
   }
   return f;
-}
-
-// The whole file into `bytes` (its size returned); an Error naming the file otherwise.
-size_t read_into(const std::string& path, std::vector<uint8_t>& bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(err));
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  if (bytes.size() < size) bytes.resize(size);
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
-                  (n == 0 ? "the file ended" : std::strerror(err)));
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (size == 0) throw Error(path + ": an empty file");
-  return size;
 }
 
 struct Transform {
@@ -332,7 +303,7 @@ class ImageFolderDataset : public Dataset {
 
   // One image into 3 planes of S x S on the CPU (Note [image transforms]).
   void load(const std::string& path, int64_t index, int64_t epoch, Worker& w, uint8_t* out) const {
-    const size_t n = read_into(path, w.bytes);
+    const size_t n = read_file_into(path, w.bytes);
     const uint8_t* data = w.bytes.data();
     const bool jpeg = sniff_image(data, n, path) == ImageFormat::kJpeg;
     int64_t width = 0, height = 0;
@@ -360,7 +331,7 @@ class ImageFolderDataset : public Dataset {
       const int64_t i = indices[static_cast<size_t>(k)];
       const std::string& path = sample(i).path;
       std::vector<uint8_t>& bytes = batch->bytes(k);
-      const size_t size = read_into(path, bytes);
+      const size_t size = read_file_into(path, bytes);
       std::string why = "a PNG";
       if (sniff_image(bytes.data(), size, path) == ImageFormat::kJpeg) {
         const auto [width, height] = w.jpeg.size(bytes.data(), size, path);
@@ -435,11 +406,54 @@ std::string under(const std::string& path, const std::string& dir) {
   return path + (path.back() == '/' ? "" : "/") + dir;
 }
 
+// The image files under `dir` (its subfolders too), sorted by path.
+std::vector<std::string> image_files_under(const std::string& dir) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> tree;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  walk(dir, seen, tree, "--input");
+  std::vector<std::string> files;
+  int64_t skipped = 0;
+  for (const auto& [folder, names] : tree)
+    for (const auto& name : names) {
+      if (is_image_name(name)) {
+        files.push_back(folder + "/" + name);
+      } else {
+        ++skipped;
+      }
+    }
+  if (files.empty())
+    throw Error(dir + ": a folder without a .jpg, .jpeg or .png file" +
+                    (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
+                "--input");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
 
 ImageDecodeCounts image_decode_counts(const Dataset& dataset) {
   const auto* folder = dynamic_cast<const ImageFolderDataset*>(&dataset);
   return folder != nullptr ? folder->decode_counts() : ImageDecodeCounts{};
+}
+
+PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("no such file or folder: " + path, "--input");
+  if (spec.input_shape.size() != 3 || spec.input_shape[1] != spec.input_shape[2] || spec.recipe.resize < 1)
+    throw Error("the run's preprocess.json gives no evaluation transform (input_shape [3, S, S], "
+                "eval_transform.resize)", "--input");
+  Folder f;
+  f.root = path;
+  f.classes = spec.recipe.class_names;
+  PredictInputs out;
+  out.names = S_ISDIR(st.st_mode) ? image_files_under(path) : std::vector<std::string>{path};
+  for (const std::string& file : out.names) f.samples.push_back(Sample{file, 0});
+  Transform t;
+  t.train = false;
+  t.size = spec.input_shape[2], t.resize = spec.recipe.resize, t.scaled_decode = scaled_decode;
+  out.data = std::make_shared<ImageFolderDataset>(std::move(f), t, spec.num_classes, spec.pixel_mean,
+                                                  spec.pixel_std, 0, at::kCPU, DecodeChoice{false, "data.decode cpu"});
+  return out;
 }
 
 Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::Device& device) {

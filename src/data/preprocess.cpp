@@ -96,14 +96,8 @@ std::string keys_of(const std::string& field, const DataConfig& cfg) {
 
 std::string shown(const Json& v) { return v.is_null() ? "absent" : v.dump(); }
 
-}  // namespace
-
-std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
-  return recipe_json(spec, cfg).dump(2) + "\n";
-}
-
-std::string preprocess_difference(const std::string& text, const std::string& path,
-                                  const DataSpec& spec, const DataConfig& cfg) {
+// The JSON text parsed into an object with "format"; otherwise an Error naming `path`.
+Json parse_recipe(const std::string& text, const std::string& path) {
   Json file;
   try {
     file = Json::parse(text);
@@ -112,6 +106,66 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
   }
   if (!file.is_object() || !file.contains("format"))
     throw Error("not a preprocess.json (a JSON object with \"format\" and the run's preprocessing)", path);
+  return file;
+}
+
+// Field `pointer` of `j` as T (a list of numbers or names, a number, a name); `optional` and
+// absent (or null): `fallback`. Anything else is an Error naming the field and `path`.
+template <typename T>
+T field_of(const Json& j, const std::string& pointer, const std::string& path, bool optional = false,
+           T fallback = T()) {
+  const Json::json_pointer ptr(pointer);
+  if (!j.contains(ptr) || j.at(ptr).is_null()) {
+    if (optional) return fallback;
+    throw Error("preprocess.json has no field " + pointer.substr(1), path);
+  }
+  try {
+    return j.at(ptr).get<T>();
+  } catch (const Json::exception&) {
+    throw Error("preprocess.json's field " + pointer.substr(1) + " is " + j.at(ptr).dump() +
+                    ", not of the type dtrain writes there",
+                path);
+  }
+}
+
+// What dtrain writes, and so what a model may be built from: sizes that are positive and
+// agree with each other; anything else is an Error naming `path` and the field.
+void check_recipe(const DataSpec& spec, const std::string& path) {
+  auto bad = [&](const std::string& what) { throw Error("preprocess.json's " + what, path); };
+  int64_t numel = 1;
+  for (int64_t d : spec.input_shape) {
+    if (d < 1 || d > (int64_t{1} << 31)) bad("input_shape holds " + std::to_string(d));
+    numel *= d;
+    if (numel > (int64_t{1} << 36)) bad("input_shape is too large");
+  }
+  if (spec.input_shape.empty()) bad("input_shape is empty");
+  if (spec.num_classes < 0 || spec.target_dim < 0 || spec.num_classes + spec.target_dim < 1 ||
+      spec.num_classes > (int64_t{1} << 31) || spec.target_dim > (int64_t{1} << 31))
+    bad("num_classes or target_dim is not a positive size");
+  const InputRecipe& r = spec.recipe;
+  if (!r.class_names.empty() && static_cast<int64_t>(r.class_names.size()) > spec.num_classes)
+    bad("class_names has more names than num_classes");
+  if (!r.feature_names.empty() && static_cast<int64_t>(r.feature_names.size()) != spec.input_shape[0])
+    bad("features.names does not name input_shape's features");
+  if (r.mean.size() != r.std.size() || spec.pixel_mean.size() != spec.pixel_std.size())
+    bad("mean and std differ in length");
+  if (!spec.pixel_mean.empty() && static_cast<int64_t>(spec.pixel_mean.size()) != spec.input_shape[0])
+    bad("pixels.mean does not give one value per channel of input_shape");
+  for (const auto* v : {&r.std, &spec.pixel_std})
+    for (double x : *v)
+      if (!(x > 0)) bad("std holds " + std::to_string(x) + ", not > 0");
+  if (r.resize < 0 || r.resize > (int64_t{1} << 20)) bad("eval_transform.resize is " + std::to_string(r.resize));
+}
+
+}  // namespace
+
+std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg) {
+  return recipe_json(spec, cfg).dump(2) + "\n";
+}
+
+std::string preprocess_difference(const std::string& text, const std::string& path,
+                                  const DataSpec& spec, const DataConfig& cfg) {
+  const Json file = parse_recipe(text, path);
   // Leaf by leaf (arrays element by element), this run's fields first; a field only one side
   // has differs too.
   const Json fresh = recipe_json(spec, cfg);
@@ -135,6 +189,50 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
            " (" + path + "), this config gives " + shown(nv);
   }
   return "";
+}
+
+RunRecipe read_preprocess(const std::string& text, const std::string& path) {
+  const Json j = parse_recipe(text, path);
+  RunRecipe out;
+  const auto format = field_of<std::string>(j, "/format", path);
+  bool known = false;
+  for (DataFormat f : {DataFormat::kIdx, DataFormat::kSynthetic, DataFormat::kTokens, DataFormat::kText,
+                       DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder})
+    if (format == to_string(f)) out.format = f, known = true;
+  if (!known) throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain", path);
+  DataSpec& spec = out.spec;
+  spec.input_shape = field_of<std::vector<int64_t>>(j, "/input_shape", path);
+  const auto dtype = field_of<std::string>(j, "/input_dtype", path);
+  if (dtype != "float32" && dtype != "int64")
+    throw Error("preprocess.json's input_dtype is '" + dtype + "', not float32 or int64", path);
+  spec.input_dtype = dtype == "int64" ? at::kLong : at::kFloat;
+  if (field_of<std::string>(j, "/task", path) == "classification") {
+    spec.num_classes = field_of<int64_t>(j, "/num_classes", path);
+  } else {
+    spec.target_dim = field_of<int64_t>(j, "/target_dim", path);
+  }
+  InputRecipe& r = spec.recipe;
+  r.class_names = field_of<std::vector<std::string>>(j, "/class_names", path, true);
+  if (j.contains("features")) {
+    r.feature_names = field_of<std::vector<std::string>>(j, "/features/names", path);
+    r.mean = field_of<std::vector<double>>(j, "/features/mean", path, true);
+    r.std = field_of<std::vector<double>>(j, "/features/std", path, true);
+    r.target_names = field_of<std::vector<std::string>>(j, "/targets", path, true);
+  }
+  if (j.contains("pixels")) {
+    auto mean = field_of<std::vector<double>>(j, "/pixels/mean", path);
+    auto stdev = field_of<std::vector<double>>(j, "/pixels/std", path);
+    if (field_of<double>(j, "/pixels/scale", path) != 255)
+      throw Error("preprocess.json's pixels.scale is not 255, the only scale dtrain writes", path);
+    if (out.format == DataFormat::kIdx) {
+      r.mean = std::move(mean), r.std = std::move(stdev);
+    } else {
+      spec.pixel_mean = std::move(mean), spec.pixel_std = std::move(stdev);
+    }
+  }
+  if (j.contains("eval_transform")) r.resize = field_of<int64_t>(j, "/eval_transform/resize", path);
+  check_recipe(out.spec, path);
+  return out;
 }
 
 }  // namespace dtrain::detail

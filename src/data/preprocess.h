@@ -13,7 +13,8 @@
 //   eval_transform {resize, center_crop, interpolation}: image folders' evaluation images,
 //     shorter side resized to `resize` (PIL's bilinear), then the center crop;
 //   tokens {vocab_size, seq_len}: token and text data (inputs are token ids).
-// The same config and data give the same text, byte for byte.
+// The same config and data give the same text, byte for byte. `dtrain predict` (cli/predict.cpp)
+// builds its model and preprocesses its inputs from the file alone (read_preprocess()).
 #pragma once
 
 #include <string>
@@ -31,5 +32,20 @@ std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg);
 // config key(s) that set it. Text that is not such a JSON object is a dtrain::Error naming `path`.
 std::string preprocess_difference(const std::string& text, const std::string& path,
                                   const DataSpec& spec, const DataConfig& cfg);
+
+// A preprocess.json read back: the data.format it was written for and the DataSpec the run's
+// model was built from: input_shape, input_dtype, num_classes or target_dim; pixels' mean and
+// std as pixel_mean and pixel_std (images standardized on the device: image folders, cifar,
+// synthetic uint8 images), except for idx, whose single mean and std go to recipe.mean and
+// recipe.std (standardized on the host, (x / 255 - mean) / std); recipe: the feature and target
+// names, their mean and std (empty when data.normalize was off), class names, eval_transform's
+// resize. A field missing or of the wrong type, sizes that are not positive or do not agree
+// (input_shape, num_classes, the names, means and stds), or text that is not JSON, is a
+// dtrain::Error naming `path` and the field.
+struct RunRecipe {
+  DataFormat format = DataFormat::kIdx;
+  DataSpec spec;
+};
+RunRecipe read_preprocess(const std::string& text, const std::string& path);
 
 }  // namespace dtrain::detail

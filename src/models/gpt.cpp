@@ -28,6 +28,7 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/models.h"
+#include "models/activation_checkpoint.h"
 
 namespace dtrain {
 namespace detail {
@@ -203,6 +204,13 @@ class Gpt : public Model {
   }
   // The logits come from the tied head's matmul, which saved its inputs, not its output.
   bool loss_can_reuse_outputs() const override { return true; }
+  // Each transformer block keeps its (x, ln_1(x)) pair: 2·B·T·C values per block.
+  bool set_activation_checkpointing(ActivationCheckpointing mode) override {
+    checkpoint_ = mode == ActivationCheckpointing::kBlocks;
+    return true;
+  }
+  // In training: dropout in the blocks.
+  bool recompute_draws_random_numbers() const override { return checkpoint_ && dropout_ > 0; }
 
  private:
   // Everything but the head: (B, T) token ids -> (B, T, C), the final LayerNorm's output.
@@ -225,12 +233,29 @@ class Gpt : public Model {
     at::Tensor y;
     std::tie(x, y) = add_norm(x, at::Tensor(), blocks_.empty() ? ln_f_ : blocks_[0]->ln_1(), fused_);
     for (size_t i = 0; i < blocks_.size(); ++i) {
-      Block& block = *blocks_[i];
-      std::tie(x, y) = add_norm(x, block.attn(y, fused_), block.ln_2(), fused_);
-      const auto next_norm = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_;
-      std::tie(x, y) = add_norm(x, block.mlp(y, fused_, fused_mlp_), next_norm, fused_);
+      if (!checkpoint_) {
+        std::tie(x, y) = block_forward(i, x, y);
+        continue;
+      }
+      // Only (x, y) is kept; the block runs again in backward (Note [activation checkpointing]).
+      const auto out = detail::checkpointed(
+          [this, i](const std::vector<at::Tensor>& in) {
+            const auto [s, n] = block_forward(i, in[0], in[1]);
+            return std::vector<at::Tensor>{s, n};
+          },
+          {x, y}, {/*random=*/dropout_ > 0 && is_training(), {}});
+      x = out[0], y = out[1];
     }
     return y;
+  }
+
+  // Block i on the residual stream x and its normalized y = ln_1(x): the stream after the block
+  // and its normalization by the next block's ln_1 (ln_f after the last block).
+  std::pair<at::Tensor, at::Tensor> block_forward(size_t i, at::Tensor x, at::Tensor y) {
+    Block& block = *blocks_[i];
+    std::tie(x, y) = add_norm(x, block.attn(y, fused_), block.ln_2(), fused_);
+    const auto next_norm = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_;
+    return add_norm(x, block.mlp(y, fused_, fused_mlp_), next_norm, fused_);
   }
 
   double parameter_count() const {
@@ -250,6 +275,7 @@ class Gpt : public Model {
   bool fused_;      // model.fused_kernels
   bool fused_mlp_;  // model.fused_mlp
   bool fused_head_;  // model.fused_head
+  bool checkpoint_ = false;  // train.activation_checkpointing: blocks
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};

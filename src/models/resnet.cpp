@@ -17,6 +17,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "models/activation_checkpoint.h"
 
 namespace dtrain {
 namespace detail {
@@ -163,12 +164,28 @@ class ResNet : public Model {
     at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
     x = bn1_->forward(conv1_->forward(x)).relu_();
     x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
-    for (auto& block : blocks_) x = block->forward(x);
+    for (auto& block : blocks_) {
+      if (!checkpoint_) {
+        x = block->forward(x);
+        continue;
+      }
+      // Only the block's input is kept; it runs again in backward, its BatchNorms' running
+      // statistics left as this forward pass set them (Note [activation checkpointing]).
+      Block* b = block.get();
+      x = detail::checkpointed(
+          [b](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{b->forward(in[0])}; },
+          {x}, {/*random=*/false, b->buffers()})[0];
+    }
     x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (N, features)
     return fc_->forward(x);                              // (N, classes)
   }
 
   double train_flops_per_sample() const override { return 3 * 2 * forward_macs(); }
+  // Each residual block (BasicBlock, Bottleneck) keeps its input: one activation per block.
+  bool set_activation_checkpointing(ActivationCheckpointing mode) override {
+    checkpoint_ = mode == ActivationCheckpointing::kBlocks;
+    return true;
+  }
 
  private:
   // image: the samples' (C, H, W).
@@ -213,6 +230,7 @@ class ResNet : public Model {
   }
 
   bool channels_last_;
+  bool checkpoint_ = false;  // train.activation_checkpointing: blocks
   int64_t height_, width_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};

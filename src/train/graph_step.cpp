@@ -37,6 +37,9 @@ std::string GraphStep::blocker() const {
   if (!ctx_.optimizer->capturable())
     return "the optimizer is not a fused CUDA kernel (see train.fused_optimizer; parameters "
            "must be fp32)";
+  if (ctx_.model->recompute_draws_random_numbers())
+    return "blocks recomputed in backward (train.activation_checkpointing: blocks) draw random "
+           "numbers (model.dropout), which a graph cannot draw again alike";
   if (ctx_.faults) return "a fault injector is set";
   return "";
 }

@@ -4,8 +4,9 @@
 // the rate changes) plus one graph launch, with one rank or several. Decided when training
 // starts: refused off the GPU, in a build that cannot capture graphs, with a gradient engine over
 // MPI (host collectives), with a loss scaler (fp16, or train.skip_nonfinite: a host decision per
-// step), without a capturable optimizer, and with a fault injector; when one rank refuses, every
-// rank does. `on` turns a refusal into an Error naming train.cuda_graph. A capture that fails on
+// step), without a capturable optimizer, with blocks recomputed in backward that draw random
+// numbers (Note [activation checkpointing]), and with a fault injector; when one rank refuses,
+// every rank does. `on` turns a refusal into an Error naming train.cuda_graph. A capture that fails on
 // any rank falls back to eager steps on every rank (`auto`; `on`: an Error).
 //
 // Note [reducer in the graph]: the gradient engine's hooks fire during the captured backward,

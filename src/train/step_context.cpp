@@ -25,6 +25,12 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     ctx.scaler = std::make_unique<GradScaler>(ctx.device, keep_one);
   }
 
+  if (!ctx.model->set_activation_checkpointing(t.activation_checkpointing)) {
+    throw Error(std::string("is ") + to_string(t.activation_checkpointing) + " but the model " +
+                    cfg.model.name +
+                    " has no blocks to checkpoint (gpt and resnet18/50 have); set off",
+                "train.activation_checkpointing");
+  }
   ctx.model->to(ctx.device);
   for (const auto& p : ctx.model->named_parameters()) {
     if (!p.value().requires_grad()) continue;

@@ -49,7 +49,8 @@ struct StepContext {
   FaultInjector* faults = nullptr;  // tests only
 };
 
-// Moves the model to ctx.device, collects the trainable parameters, checks that every rank holds
+// Sets the model's activation checkpointing (train.activation_checkpointing: an Error naming
+// the key when the model has no blocks for it), moves the model to ctx.device, collects the trainable parameters, checks that every rank holds
 // the same config, model and datasets, broadcasts rank 0's parameters and buffers, and builds the
 // optimizer, the gradient engine (with several ranks, or dist.reduce_single_rank) and the loss
 // scaler (fp16, or train.skip_nonfinite).

@@ -1,8 +1,8 @@
 // A damaged file is an error, never a hang (issue 29, point 8): seeded mutations of every data
 // and config format dtrain reads, each read in a child process under a time and memory limit
 // (fuzz_harness.h): IDX (plain and gzip), numeric CSV, token files with llm.c's header, JPEG and
-// PNG (image_folder's decoders), and YAML configs. Every case must return or end in a
-// dtrain::Error.
+// PNG (image_folder's decoders), YAML configs and preprocess.json (`dtrain predict`'s reader).
+// Every case must return or end in a dtrain::Error.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -15,6 +15,7 @@
 
 #include "data/csv_table.h"
 #include "data/image_codec.h"
+#include "data/preprocess.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/idx.h"
@@ -217,6 +218,22 @@ TEST(FuzzData, MutatedYamlConfigsEndInAnErrorOrParse) {
     expect_named([&] { (void)dtrain::Config::from_string(text, "fuzz.yaml"); }, "fuzz.yaml");
   };
   expect_some_errors(fuzz("YAML config", 51, 600, seed, 0, read), "YAML config");
+}
+
+TEST(FuzzData, MutatedPreprocessFilesEndInAnErrorOrRead) {
+  dtrain::DataSpec spec;
+  spec.input_shape = {3, 32, 32};
+  spec.num_classes = 2;
+  spec.pixel_mean = {0.485, 0.456, 0.406};
+  spec.pixel_std = {0.229, 0.224, 0.225};
+  spec.recipe.class_names = {"cat", "dog"};
+  spec.recipe.resize = 36;
+  dtrain::DataConfig cfg;
+  cfg.format = dtrain::DataFormat::kImageFolder;
+  auto read = [&](const std::string& text) {
+    expect_named([&] { (void)d::read_preprocess(text, "runs/x/preprocess.json"); }, "runs/x/preprocess.json");
+  };
+  expect_some_errors(fuzz("preprocess.json", 61, 400, d::preprocess_json(spec, cfg), 0, read), "preprocess.json");
 }
 
 }  // namespace

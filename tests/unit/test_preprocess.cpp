@@ -1,6 +1,7 @@
 // preprocess.json (src/data/preprocess.h): the fields each kind of data writes, read back as
 // JSON, and the comparison `dtrain eval` makes, which names the first field that differs, both
-// values and the config key that sets it; text that is not such a file is an Error naming it.
+// values and the config key that sets it; text that is not such a file is an Error naming it;
+// read_preprocess(), `dtrain predict`'s reader, gives back the spec that wrote the file.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@ using dtrain::DataFormat;
 using dtrain::DataSpec;
 using dtrain::detail::preprocess_difference;
 using dtrain::detail::preprocess_json;
+using dtrain::detail::read_preprocess;
 using dtrain::test::message_of;
 
 DataSpec csv_spec() {
@@ -133,6 +135,72 @@ TEST(Preprocess, TextThatIsNotTheFileIsAnErrorNamingIt) {
     const std::string m = message_of([&] { preprocess_difference(text, "runs/x/preprocess.json", csv_spec(), csv); });
     EXPECT_NE(m.find("runs/x/preprocess.json"), std::string::npos) << text << ": " << m;
     EXPECT_NE(m.find("not a preprocess.json"), std::string::npos) << m;
+  }
+}
+
+TEST(Preprocess, ReadBackGivesTheSpecThatWroteIt) {
+  const auto csv = read_preprocess(preprocess_json(csv_spec(), with_format(DataFormat::kCsv)), "p");
+  EXPECT_EQ(csv.format, DataFormat::kCsv);
+  EXPECT_EQ(csv.spec.input_shape, csv_spec().input_shape);
+  EXPECT_EQ(csv.spec.num_classes, 3);
+  EXPECT_EQ(csv.spec.input_dtype, at::kFloat);
+  EXPECT_EQ(csv.spec.recipe.feature_names, csv_spec().recipe.feature_names);
+  EXPECT_EQ(csv.spec.recipe.target_names, csv_spec().recipe.target_names);
+  EXPECT_EQ(csv.spec.recipe.mean, csv_spec().recipe.mean);  // bit for bit through the text
+  EXPECT_EQ(csv.spec.recipe.std, csv_spec().recipe.std);
+  EXPECT_TRUE(csv.spec.pixel_mean.empty());
+
+  const auto folder = read_preprocess(preprocess_json(folder_spec(), with_format(DataFormat::kImageFolder)), "p");
+  EXPECT_EQ(folder.format, DataFormat::kImageFolder);
+  EXPECT_EQ(folder.spec.pixel_mean, folder_spec().pixel_mean);
+  EXPECT_EQ(folder.spec.pixel_std, folder_spec().pixel_std);
+  EXPECT_EQ(folder.spec.recipe.class_names, folder_spec().recipe.class_names);
+  EXPECT_EQ(folder.spec.recipe.resize, 36);
+
+  DataSpec idx;  // IDX's one mean and std go to the recipe (standardized on the host)
+  idx.input_shape = {1, 28, 28};
+  idx.num_classes = 10;
+  idx.recipe.mean = {0.286}, idx.recipe.std = {0.353};
+  const auto i = read_preprocess(preprocess_json(idx, with_format(DataFormat::kIdx)), "p");
+  EXPECT_EQ(i.spec.recipe.mean, idx.recipe.mean);
+  EXPECT_EQ(i.spec.recipe.std, idx.recipe.std);
+  EXPECT_TRUE(i.spec.pixel_mean.empty());
+
+  DataSpec reg;
+  reg.input_shape = {3};
+  reg.target_dim = 2;
+  reg.recipe.feature_names = {"a", "b", "c"};
+  reg.recipe.target_names = {"x", "y"};
+  const auto r = read_preprocess(preprocess_json(reg, with_format(DataFormat::kCsv)), "p");
+  EXPECT_EQ(r.spec.num_classes, 0);
+  EXPECT_EQ(r.spec.target_dim, 2);
+  EXPECT_TRUE(r.spec.recipe.mean.empty());  // data.normalize off: null in the file
+
+  DataSpec t;
+  t.input_shape = {64};
+  t.num_classes = 256;
+  t.input_dtype = at::kLong;
+  const auto tokens = read_preprocess(preprocess_json(t, with_format(DataFormat::kText)), "p");
+  EXPECT_EQ(tokens.format, DataFormat::kText);
+  EXPECT_EQ(tokens.spec.input_dtype, at::kLong);
+  EXPECT_EQ(tokens.spec.input_shape, t.input_shape);
+  EXPECT_EQ(tokens.spec.num_classes, 256);
+}
+
+TEST(Preprocess, ReadBackRefusesMissingOrMistypedFieldsNamingThem) {
+  const std::string base = R"("format": "csv", "input_dtype": "float32", "task": "classification")";
+  const std::pair<std::string, std::string> cases[] = {
+      {"{" + base + R"(, "num_classes": 3})", "input_shape"},
+      {"{" + base + R"(, "input_shape": [2]})", "num_classes"},
+      {"{" + base + R"(, "input_shape": "2", "num_classes": 3})", "input_shape"},
+      {"{" + base + R"(, "input_shape": [2], "num_classes": 3, "features": {"names": [1, 2]}})", "features/names"},
+      {R"({"format": "parquet", "input_shape": [2]})", "parquet"},
+      {"{not json", "not a preprocess.json"},
+  };
+  for (const auto& [text, field] : cases) {
+    const std::string m = message_of([&] { read_preprocess(text, "runs/x/preprocess.json"); });
+    EXPECT_NE(m.find("runs/x/preprocess.json"), std::string::npos) << text << ": " << m;
+    EXPECT_NE(m.find(field), std::string::npos) << text << ": " << m;
   }
 }
 

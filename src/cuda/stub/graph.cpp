@@ -7,6 +7,7 @@ namespace dtrain::detail {
 
 void synchronize(const at::Device&) {}
 bool cuda_graphs_available() { return false; }
+bool capturing(const at::Device&) { return false; }
 
 struct SideStreamGuard::Impl {};
 SideStreamGuard::SideStreamGuard(const at::Device&) {}

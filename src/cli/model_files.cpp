@@ -1,0 +1,50 @@
+#include "cli/model_files.h"
+
+#include <string>
+
+#include "checkpoint/folder.h"
+#include "dtrain/error.h"
+#include "util/fs.h"
+
+namespace dtrain::cli {
+namespace {
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+std::string weights_path(const Config& cfg, const std::string& weights, const std::string& checkpoint) {
+  if (!weights.empty()) {
+    if (!detail::path_exists(weights)) throw Error("no such file (--weights)", weights);
+    return weights;
+  }
+  if (!checkpoint.empty()) {
+    if (!detail::path_exists(checkpoint)) throw Error("no such checkpoint folder (--checkpoint)", checkpoint);
+    detail::checked(checkpoint);  // complete, every file its recorded size and CRC-32
+    const std::string path = detail::join_path(checkpoint, "model.pt");
+    if (!detail::path_exists(path)) throw Error("no such file in the checkpoint", path);
+    return path;
+  }
+  const std::string run_dir = cfg.run.run_dir();
+  if (run_dir.empty())
+    throw Error("is empty, so the run wrote no model.pt: name the weights with --weights FILE or "
+                "--checkpoint DIR", "run.dir");
+  const std::string path = detail::join_path(run_dir, "model.pt");
+  if (!detail::path_exists(path))
+    throw Error("no such file: the run named by run.dir/run.name has not finished training (its "
+                "checkpoints: --checkpoint DIR), or name the weights with --weights FILE", path);
+  return path;
+}
+
+std::string preprocess_path(const Config& cfg, const std::string& weights) {
+  std::string path = detail::join_path(dir_of(weights), "preprocess.json");
+  if (detail::path_exists(path)) return path;
+  if (cfg.run.run_dir().empty()) return "";
+  path = detail::join_path(cfg.run.run_dir(), "preprocess.json");
+  return detail::path_exists(path) ? path : "";
+}
+
+}  // namespace dtrain::cli
