@@ -38,6 +38,7 @@ enum class TokenDtype { kAuto, kUint16, kUint32 };                // data.token_
 enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
 enum class CifarLabels { kFine, kCoarse };                         // data.cifar_labels
 enum class CsvTask { kClassification, kRegression };                // data.csv_task
+enum class DecodeMode { kCpu, kGpu, kAuto };                        // data.decode
 
 const char* to_string(DeviceKind v);
 const char* to_string(DataFormat v);
@@ -54,6 +55,7 @@ const char* to_string(ProgressMode v);
 const char* to_string(Attention v);
 const char* to_string(TokenDtype v);
 const char* to_string(CifarLabels v);
+const char* to_string(DecodeMode v);
 const char* to_string(CsvTask v);
 
 struct RunConfig {
@@ -159,6 +161,9 @@ struct DataConfig {
   // config read from YAML that does not set it gets false, Note [cifar augmentation])
   bool hflip = true;
   bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
+  // where JPEGs are decoded and transformed: the loader threads' CPU (libjpeg-turbo), the GPU
+  // (nvJPEG, src/data/gpu_decode.h), or auto: the GPU on a CUDA rank where nvJPEG loads
+  DecodeMode decode = DecodeMode::kCpu;
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};

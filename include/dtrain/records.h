@@ -60,6 +60,9 @@ struct DeviceMemory {
   int64_t allocated = 0;  // held by tensors now
   int64_t reserved = 0;   // held by the caching allocator
   int64_t peak = 0;       // peak of allocated since training began
+  // held by the GPU JPEG decoders (data.decode gpu, beside the caching allocator): device memory
+  // and page-locked host memory
+  int64_t decode = 0, decode_pinned = 0;
 };
 
 // After every optimizer step.

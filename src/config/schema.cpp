@@ -30,6 +30,7 @@ DTRAIN_CHOICE_NAMES(DataFormat, {{"idx", DataFormat::kIdx}, {"synthetic", DataFo
                                  {"csv", DataFormat::kCsv},
                                  {"image_folder", DataFormat::kImageFolder}})
 DTRAIN_CHOICE_NAMES(CifarLabels, {{"fine", CifarLabels::kFine}, {"coarse", CifarLabels::kCoarse}})
+DTRAIN_CHOICE_NAMES(DecodeMode, {{"cpu", DecodeMode::kCpu}, {"gpu", DecodeMode::kGpu}, {"auto", DecodeMode::kAuto}})
 DTRAIN_CHOICE_NAMES(CsvTask, {{"classification", CsvTask::kClassification}, {"regression", CsvTask::kRegression}})
 DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto}, {"uint16", TokenDtype::kUint16}, {"uint32", TokenDtype::kUint32}})
 DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, {"classification", SyntheticTask::kClassification},
@@ -213,6 +214,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.crop_ratio", &C::data, &DataConfig::crop_ratio, "image_folder, training: [low, high] aspect ratio (width / height) of a random crop, drawn log-uniformly (RandomResizedCrop's ratio)", ordered_pair(0.0, 1e6)).when(formats({DataFormat::kImageFolder})).must_match());
     s.push_back(field("data.hflip", &C::data, &DataConfig::hflip, "image_folder, cifar10, cifar100, training: flip half of the images left to right (RandomHorizontalFlip), after the crop; default on for image_folder, off for cifar10 / cifar100 unless set").when(formats({DataFormat::kImageFolder, DataFormat::kCifar10, DataFormat::kCifar100})).must_match());
     s.push_back(field("data.scaled_decode", &C::data, &DataConfig::scaled_decode, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 of its size (libjpeg-turbo's reduced IDCTs), the smallest that keeps the crop at least data.image_size (evaluation: the shorter side at least data.resize): a fraction of the work for photos several times larger than the crop, pixels a few levels from a full-size decode's; false = always full size, as PIL").when(formats({DataFormat::kImageFolder})).must_match());
+    s.push_back(choice("data.decode", &C::data, &DataConfig::decode, "image_folder: where JPEGs are decoded and transformed: cpu = libjpeg-turbo and PIL's resampling in the loader threads; gpu = nvJPEG's batched decoder (the GPU's hardware JPEG decoder where it has one) and the same crops, flips and resampling in CUDA kernels, the loader threads only reading files (a CUDA rank with libnvjpeg, else an error); auto = gpu where that is possible, else cpu, the log saying why. PNG, progressive, CMYK and other JPEGs nvJPEG cannot take decode on the CPU (counted in the log)").when(formats({DataFormat::kImageFolder})).may_change());
     s.push_back(field("data.pixel_mean", &C::data, &DataConfig::pixel_mean, "image_folder with data.normalize: per-channel mean of x / 255, subtracted on the device (ImageNet's by default)", count_of(3)).when(formats({DataFormat::kImageFolder})).must_match());
     s.push_back(field("data.pixel_std", &C::data, &DataConfig::pixel_std, "image_folder with data.normalize: per-channel std of x / 255, divided by on the device (ImageNet's by default)", count_of(3, positive())).when(formats({DataFormat::kImageFolder})).must_match());
     s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate").when(formats({DataFormat::kSynthetic})).must_match());
@@ -317,6 +319,7 @@ const char* to_string(GradDtype v) { return config::name_of(v); }
 const char* to_string(Attention v) { return config::name_of(v); }
 const char* to_string(TokenDtype v) { return config::name_of(v); }
 const char* to_string(CifarLabels v) { return config::name_of(v); }
+const char* to_string(DecodeMode v) { return config::name_of(v); }
 const char* to_string(CsvTask v) { return config::name_of(v); }
 const char* to_string(ProgressMode v) { return config::name_of(v); }
 

@@ -10,16 +10,37 @@
 
 namespace dtrain::detail {
 
-at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device,
-                                std::shared_ptr<void>& ready) {
-  c10::cuda::CUDAGuard device_guard(device.index());
+namespace {
+
+// The calling thread's side stream on `device` (the caller guards the device).
+c10::cuda::CUDAStream thread_stream(const at::Device& device) {
   thread_local std::optional<c10::cuda::CUDAStream> stream;
   if (!stream || stream->device_index() != device.index())
     stream = c10::cuda::getStreamFromPool(false, device.index());
-  c10::cuda::CUDAStreamGuard stream_guard(*stream);
+  return *stream;
+}
+
+}  // namespace
+
+void* loader_stream(const at::Device& device) {
+  c10::cuda::CUDAGuard device_guard(device.index());
+  return thread_stream(device).stream();
+}
+
+at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, const at::Device& device) {
+  c10::cuda::CUDAGuard device_guard(device.index());
+  c10::cuda::CUDAStreamGuard stream_guard(thread_stream(device));
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
+}
+
+at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device,
+                                std::shared_ptr<void>& ready) {
+  c10::cuda::CUDAGuard device_guard(device.index());
+  const c10::cuda::CUDAStream stream = thread_stream(device);
+  c10::cuda::CUDAStreamGuard stream_guard(stream);
   at::Tensor d = host.to(at::TensorOptions().device(device), /*non_blocking=*/true);
   auto event = std::make_shared<at::cuda::CUDAEvent>();
-  event->record(*stream);
+  event->record(stream);
   ready = event;
   return d;
 }

@@ -12,6 +12,12 @@ namespace dtrain::detail {
 // waiting for it: returns the device tensor and sets `ready` to an event recorded after the copy.
 at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device,
                                 std::shared_ptr<void>& ready);
+// The calling thread's side stream on `device`, the one copy_to_device_async copies on, as a
+// cudaStream_t (null in a CPU build), and an uninitialized tensor allocated for it (the caching
+// allocator ties the block to that stream): what the GPU JPEG decoder (src/data/gpu_decode.h)
+// works on and writes into, so that a loader thread's decodes and copies share one stream.
+void* loader_stream(const at::Device& device);
+at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, const at::Device& device);
 // Makes the current stream wait for `ready` (from copy_to_device_async) and tells the caching
 // allocator that `t` is used on the current stream, so its memory is not reused too early.
 void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t);

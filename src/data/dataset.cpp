@@ -76,7 +76,7 @@ Batch TensorDataset::get_pinned(const std::vector<int64_t>& indices) const {
 }
 
 namespace {
-Splits make_splits(const DataConfig& cfg, int64_t seed) {
+Splits make_splits(const DataConfig& cfg, int64_t seed, const at::Device& device) {
   switch (cfg.format) {
     case DataFormat::kIdx: return detail::make_idx_splits(cfg);
     case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
@@ -85,14 +85,14 @@ Splits make_splits(const DataConfig& cfg, int64_t seed) {
     case DataFormat::kCifar10:
     case DataFormat::kCifar100: return detail::make_cifar_splits(cfg, seed);
     case DataFormat::kCsv: return detail::make_csv_splits(cfg, seed);
-    case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed);
+    case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed, device);
   }
   throw Error("unknown data format (internal error)", "data.format");
 }
 }  // namespace
 
-Splits make_datasets(const DataConfig& cfg, int64_t seed) {
-  Splits splits = make_splits(cfg, seed);
+Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& device) {
+  Splits splits = make_splits(cfg, seed, device);
   // Each format names its empty file itself; this holds for every format, whatever it checks.
   if (splits.train->size() == 0)
     throw Error("the training split is empty: " + splits.train->describe(), "data.path");

@@ -2,9 +2,13 @@
 // export their own std::filesystem symbols, which can shadow libstdc++'s).
 #include "data/files.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 #include "dtrain/config.h"
@@ -77,6 +81,34 @@ std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& 
   }
   if (files.empty()) throw Error("names no file", key);
   return files;
+}
+
+size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot stat: " + std::strerror(err));
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (bytes.size() < size) bytes.resize(size);
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
+                  (n == 0 ? "the file ended" : std::strerror(err)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (size == 0) throw Error(path + ": an empty file");
+  return size;
 }
 
 }  // namespace dtrain::detail

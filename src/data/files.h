@@ -4,6 +4,8 @@
 // naming the path or pattern and the config key that named it.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,10 @@ std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& 
 
 bool is_regular_file(const std::string& path);
 bool is_directory(const std::string& path);
+
+// The whole file into `bytes` (grown as needed, never shrunk: a buffer reused file after file),
+// its size returned; a file that cannot be opened or read, or is empty, is an Error naming it.
+size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes);
 
 // The comma-separated entries of `list`, without surrounding spaces; empty entries dropped.
 std::vector<std::string> split_list(const std::string& list);

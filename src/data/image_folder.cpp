@@ -1,5 +1,6 @@
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
-// in the loader's threads into uint8 batches.
+// in the loader's threads into uint8 batches, or with data.decode gpu read there and decoded and
+// transformed on the GPU (Note [GPU decoding], src/data/gpu_decode.h) with the same draws.
 //
 // Note [image transforms]: the folder is read as torchvision's ImageFolder reads it: under
 // data.path/data.train_dir (and data.test_dir) every subfolder is a class, the classes sorted by
@@ -27,27 +28,31 @@
 // run is reproducible on any number of ranks and after a resume; a sample that the sampler
 // repeats within one epoch (padding to a multiple of the world size) gets the same crop twice.
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <tuple>
 #include <utility>
 
+#include "data/files.h"
+#include "data/gpu_decode.h"
 #include "data/image_codec.h"
 #include "data/image_transforms.h"
 #include "data/inputs.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
+#include "dtrain/log.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -163,40 +168,22 @@ Folder scan(const std::string& root, const std::string& key, const std::vector<s
   return f;
 }
 
-// The whole file into `bytes` (its size returned); an Error naming the file otherwise.
-size_t read_into(const std::string& path, std::vector<uint8_t>& bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(err));
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  if (bytes.size() < size) bytes.resize(size);
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
-                  (n == 0 ? "the file ended" : std::strerror(err)));
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (size == 0) throw Error(path + ": an empty file");
-  return size;
-}
-
 struct Transform {
   bool train = true;
   int64_t size = 224, resize = 256;
   std::vector<double> scale, ratio;
   bool hflip = true, scaled_decode = true;
+};
+
+// How one sample's pixels come out of its decoded image (Note [image transforms]): the scale it
+// is decoded at, then Resampler::run(image.sub(region), box, grid, window, flip).
+struct Plan {
+  JpegScale scale;
+  CropBox region;
+  Box box;
+  int64_t grid_width = 0, grid_height = 0;
+  CropBox window;
+  bool flip = false;
 };
 
 // What one loader thread needs to turn files into pixels; one per fetch() call.
@@ -210,8 +197,9 @@ struct Worker {
 class ImageFolderDataset : public Dataset {
  public:
   ImageFolderDataset(Folder folder, Transform t, int64_t classes, std::vector<double> mean,
-                     std::vector<double> std, uint64_t seed)
-      : folder_(std::move(folder)), t_(std::move(t)), classes_(classes), seed_(seed) {
+                     std::vector<double> std, uint64_t seed, const at::Device& device, DecodeChoice decode)
+      : folder_(std::move(folder)), t_(std::move(t)), classes_(classes), seed_(seed), device_(device),
+        decode_(std::move(decode)) {
     spec_.input_shape = {3, t_.size, t_.size};
     spec_.num_classes = classes_;
     spec_.input_dtype = at::kFloat;
@@ -228,7 +216,17 @@ class ImageFolderDataset : public Dataset {
     description_ = format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
                           folder_.samples.size(), folder_.classes.size()) +
                    (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
-                   ", " + how;
+                   ", " + how + "; decoded on the " + (decode_.gpu ? "GPU" : "CPU") + " (" + decode_.why + ")";
+    if (decode_.gpu) pool_ = std::make_unique<GpuBatchPool>(device_);
+  }
+
+  ~ImageFolderDataset() override {
+    const int64_t cpu = cpu_decodes_.load();
+    if (cpu > 0)
+      log::every(format("%s: %lld of %lld images decoded on the CPU instead of the GPU (data.decode), "
+                        "as nvJPEG does not take them",
+                        folder_.root.c_str(), static_cast<long long>(cpu),
+                        static_cast<long long>(cpu + gpu_decodes_.load())));
   }
 
   int64_t size() const override { return static_cast<int64_t>(folder_.samples.size()); }
@@ -236,34 +234,77 @@ class ImageFolderDataset : public Dataset {
   Batch get_pinned(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, true); }
   DataSpec spec() const override { return spec_; }
   std::string describe() const override { return description_; }
+  ImageDecodeCounts decode_counts() const { return {gpu_decodes_.load(), cpu_decodes_.load()}; }
 
   Batch fetch(const std::vector<int64_t>& indices, int64_t epoch, bool pinned) const override {
     const auto n = static_cast<int64_t>(indices.size());
     const int64_t s = t_.size;
-    at::Tensor inputs = at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    // Targets stay on the host (pinned for the loader's copy); with data.decode gpu the inputs
+    // come back on the device (Note [GPU decoding]).
     at::Tensor targets = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(pinned));
-    uint8_t* x = inputs.data_ptr<uint8_t>();
     int64_t* y = targets.data_ptr<int64_t>();
+    for (int64_t k = 0; k < n; ++k) y[k] = sample(indices[static_cast<size_t>(k)]).label;
+    if (decode_.gpu) return Batch{fetch_gpu(indices, epoch), targets};
+    at::Tensor inputs = at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    uint8_t* x = inputs.data_ptr<uint8_t>();
     Worker w;
     for (int64_t k = 0; k < n; ++k) {
       const int64_t i = indices[static_cast<size_t>(k)];
-      if (i < 0 || i >= size())
-        throw Error("sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(size()) + ")",
-                    description_);
-      const Sample& sample = folder_.samples[static_cast<size_t>(i)];
-      load(sample.path, i, epoch, w, x + k * 3 * s * s);
-      y[k] = sample.label;
+      load(sample(i).path, i, epoch, w, x + k * 3 * s * s);
     }
     return Batch{inputs, targets};
   }
 
  private:
-  // One image into 3 planes of S x S (Note [image transforms]).
-  void load(const std::string& path, int64_t index, int64_t epoch, Worker& w, uint8_t* out) const {
-    const size_t n = read_into(path, w.bytes);
-    const uint8_t* data = w.bytes.data();
+  const Sample& sample(int64_t i) const {
+    if (i < 0 || i >= size())
+      throw Error("sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(size()) + ")",
+                  description_);
+    return folder_.samples[static_cast<size_t>(i)];
+  }
+
+  // The sample's crop and flip (drawn from (seed, epoch, index)) on a width x height image;
+  // `decoder` picks the JPEG scale when one may be chosen (data.scaled_decode), else full size.
+  Plan plan(int64_t width, int64_t height, int64_t index, int64_t epoch, const JpegDecoder* decoder) const {
     SampleRandom random(seed_, epoch, index);
     const int64_t s = t_.size;
+    Plan p;
+    if (!t_.train) {
+      const CenterCrop center = resize_center_crop(width, height, t_.resize, s);
+      if (decoder != nullptr)
+        p.scale = decoder->scale_for(static_cast<double>(width), static_cast<double>(height), center.resized_width,
+                                     center.resized_height);
+      const double f = static_cast<double>(p.scale.num) / p.scale.denom;
+      p.region = CropBox{0, 0, p.scale.scaled(height), p.scale.scaled(width)};
+      p.box = Box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
+      p.grid_width = center.resized_width, p.grid_height = center.resized_height;
+      p.window = center.crop;
+      return p;
+    }
+    const CropBox crop = random_resized_crop(width, height, t_.scale, t_.ratio, random);
+    if (decoder != nullptr)
+      p.scale = decoder->scale_for(static_cast<double>(crop.width), static_cast<double>(crop.height), s, s);
+    // The crop in the decoded image's pixels: the smallest whole-pixel region around it (the
+    // crop itself at full size), and the crop's exact place within that region.
+    const double f = static_cast<double>(p.scale.num) / p.scale.denom;
+    const double x0 = static_cast<double>(crop.left) * f, x1 = static_cast<double>(crop.left + crop.width) * f;
+    const double y0 = static_cast<double>(crop.top) * f, y1 = static_cast<double>(crop.top + crop.height) * f;
+    p.region.left = static_cast<int64_t>(std::floor(x0));
+    p.region.top = static_cast<int64_t>(std::floor(y0));
+    p.region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), p.scale.scaled(width)) - p.region.left;
+    p.region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), p.scale.scaled(height)) - p.region.top;
+    const auto left = static_cast<double>(p.region.left), top = static_cast<double>(p.region.top);
+    p.box = Box{x0 - left, y0 - top, x1 - left, y1 - top};
+    p.grid_width = p.grid_height = s;
+    p.window = CropBox{0, 0, s, s};
+    p.flip = t_.hflip && random_flip(random);
+    return p;
+  }
+
+  // One image into 3 planes of S x S on the CPU (Note [image transforms]).
+  void load(const std::string& path, int64_t index, int64_t epoch, Worker& w, uint8_t* out) const {
+    const size_t n = read_file_into(path, w.bytes);
+    const uint8_t* data = w.bytes.data();
     const bool jpeg = sniff_image(data, n, path) == ImageFormat::kJpeg;
     int64_t width = 0, height = 0;
     if (jpeg) {
@@ -272,46 +313,70 @@ class ImageFolderDataset : public Dataset {
       decode_png(data, n, path, w.image);
       width = w.image.width, height = w.image.height;
     }
-    CropBox crop;
-    CenterCrop center;
-    JpegScale scale;
-    if (t_.train) {
-      crop = random_resized_crop(width, height, t_.scale, t_.ratio, random);
-      if (jpeg && t_.scaled_decode)
-        scale = w.jpeg.scale_for(static_cast<double>(crop.width), static_cast<double>(crop.height), s, s);
-    } else {
-      center = resize_center_crop(width, height, t_.resize, s);
-      if (jpeg && t_.scaled_decode)
-        scale = w.jpeg.scale_for(static_cast<double>(width), static_cast<double>(height), center.resized_width,
-                                 center.resized_height);
-    }
-    if (jpeg) w.jpeg.decode(data, n, path, scale, w.image);
+    const Plan p = plan(width, height, index, epoch, jpeg && t_.scaled_decode ? &w.jpeg : nullptr);
+    if (jpeg) w.jpeg.decode(data, n, path, p.scale, w.image);
     const RgbView image{w.image.pixels.data(), w.image.width, w.image.height, w.image.width * 3};
-    const double f = static_cast<double>(scale.num) / scale.denom;
-    if (!t_.train) {
-      const Box box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
-      w.resampler.run(image, box, center.resized_width, center.resized_height, center.crop, false, out);
-      return;
+    w.resampler.run(image.sub(p.region), p.box, p.grid_width, p.grid_height, p.window, p.flip, out);
+  }
+
+  // The batch on the device (Note [GPU decoding]): the files read and planned here, the JPEGs
+  // nvJPEG takes decoded and resampled on the GPU, the others through load().
+  at::Tensor fetch_gpu(const std::vector<int64_t>& indices, int64_t epoch) const {
+    const auto n = static_cast<int64_t>(indices.size());
+    GpuBatchPool::Lease batch = pool_->take();
+    batch->start(n, t_.size);
+    Worker w;
+    int64_t cpu = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = indices[static_cast<size_t>(k)];
+      const std::string& path = sample(i).path;
+      std::vector<uint8_t>& bytes = batch->bytes(k);
+      const size_t size = read_file_into(path, bytes);
+      std::string why = "a PNG";
+      if (sniff_image(bytes.data(), size, path) == ImageFormat::kJpeg) {
+        const auto [width, height] = w.jpeg.size(bytes.data(), size, path);
+        why = batch->refusal(k, size);
+        if (why.empty()) {
+          const Plan p = plan(width, height, i, epoch, nullptr);
+          batch->add(k, size, width, height, p.region, p.box, p.grid_width, p.grid_height, p.window, p.flip);
+          continue;
+        }
+      }
+      first_refusal(why, path);
+      load(path, i, epoch, w, batch->planes(k));
+      ++cpu;
     }
-    // The crop in the decoded image's pixels: the smallest whole-pixel region around it (the
-    // crop itself at full size), and the crop's exact place within that region.
-    const double x0 = static_cast<double>(crop.left) * f, x1 = static_cast<double>(crop.left + crop.width) * f;
-    const double y0 = static_cast<double>(crop.top) * f, y1 = static_cast<double>(crop.top + crop.height) * f;
-    CropBox region;
-    region.left = static_cast<int64_t>(std::floor(x0));
-    region.top = static_cast<int64_t>(std::floor(y0));
-    region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), image.width) - region.left;
-    region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), image.height) - region.top;
-    const auto left = static_cast<double>(region.left), top = static_cast<double>(region.top);
-    const bool flip = t_.hflip && random_flip(random);
-    w.resampler.run(image.sub(region), Box{x0 - left, y0 - top, x1 - left, y1 - top}, s, s, CropBox{0, 0, s, s},
-                    flip, out);
+    int64_t refused = 0;
+    at::Tensor inputs = batch->finish(
+        [&](int64_t k, uint8_t* planes) {
+          const int64_t i = indices[static_cast<size_t>(k)];
+          first_refusal("a JPEG nvJPEG's batched decode failed on", sample(i).path);
+          load(sample(i).path, i, epoch, w, planes);
+        },
+        refused);
+    cpu_decodes_ += cpu + refused;
+    gpu_decodes_ += n - cpu - refused;
+    return inputs;
+  }
+
+  // The log's line for the first file of each kind that goes to the CPU (the count comes at the end).
+  void first_refusal(const std::string& why, const std::string& path) const {
+    std::lock_guard<std::mutex> lock(refusal_mu_);
+    if (!refusals_.insert(why).second) return;
+    log::every(path + ": " + why + ", decoded on the CPU (data.decode " + (decode_.gpu ? "gpu" : "cpu") +
+               "; files like it are counted, the total logged at the end)");
   }
 
   Folder folder_;
   Transform t_;
   int64_t classes_;
   uint64_t seed_;
+  at::Device device_;
+  DecodeChoice decode_;
+  std::unique_ptr<GpuBatchPool> pool_;
+  mutable std::atomic<int64_t> gpu_decodes_{0}, cpu_decodes_{0};
+  mutable std::mutex refusal_mu_;
+  mutable std::set<std::string> refusals_;
   DataSpec spec_;
   std::string description_;
 };
@@ -366,6 +431,11 @@ std::vector<std::string> image_files_under(const std::string& dir) {
 
 }  // namespace
 
+ImageDecodeCounts image_decode_counts(const Dataset& dataset) {
+  const auto* folder = dynamic_cast<const ImageFolderDataset*>(&dataset);
+  return folder != nullptr ? folder->decode_counts() : ImageDecodeCounts{};
+}
+
 PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error("no such file or folder: " + path, "--input");
@@ -382,12 +452,13 @@ PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, b
   t.train = false;
   t.size = spec.input_shape[2], t.resize = spec.recipe.resize, t.scaled_decode = scaled_decode;
   out.data = std::make_shared<ImageFolderDataset>(std::move(f), t, spec.num_classes, spec.pixel_mean,
-                                                  spec.pixel_std, 0);
+                                                  spec.pixel_std, 0, at::kCPU, DecodeChoice{false, "data.decode cpu"});
   return out;
 }
 
-Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed) {
+Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::Device& device) {
   check_settings(cfg);
+  const DecodeChoice decode = choose_decode(cfg.decode, device);
   if (cfg.train_dir.empty()) throw Error("is empty: name the folder of training images", "data.train_dir");
   Folder train = scan(under(cfg.path, cfg.train_dir), "data.train_dir", nullptr);
   const auto found = static_cast<int64_t>(train.classes.size());
@@ -404,11 +475,11 @@ Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed) {
   Splits out;
   std::vector<std::string> names = train.classes;
   out.train = std::make_shared<ImageFolderDataset>(std::move(train), t, classes, mean, stdev,
-                                                   static_cast<uint64_t>(seed));
+                                                   static_cast<uint64_t>(seed), device, decode);
   if (!cfg.test_dir.empty()) {
     t.train = false;
     out.test = std::make_shared<ImageFolderDataset>(scan(under(cfg.path, cfg.test_dir), "data.test_dir", &names), t,
-                                                    classes, mean, stdev, static_cast<uint64_t>(seed));
+                                                    classes, mean, stdev, static_cast<uint64_t>(seed), device, decode);
   }
   return out;
 }

@@ -20,6 +20,7 @@ uint64_t mix(uint64_t z) {  // splitmix64's finalizer
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
 constexpr int kPrecisionBits = 32 - 8 - 2;  // PIL's PRECISION_BITS for 8-bit images
+static_assert(kResampleOne == 1 << kPrecisionBits, "the taps' fixed point is PIL's");
 
 double bilinear(double x) {  // PIL's bilinear_filter, support 1
   if (x < 0) x = -x;
@@ -120,8 +121,8 @@ CenterCrop resize_center_crop(int64_t width, int64_t height, int64_t resize, int
   return c;
 }
 
-void Resampler::plan(Taps& t, int64_t in_size, double in0, double in1, int64_t out_size,
-                     int64_t out_first, int64_t out_count, bool fixed) {
+void plan_taps(ResampleTaps& t, int64_t in_size, double in0, double in1, int64_t out_size,
+               int64_t out_first, int64_t out_count, bool fixed) {
   t.identity = out_size == in_size && in0 == 0 && in1 == static_cast<double>(in_size);
   t.offset = out_first;
   if (t.identity) return;
@@ -174,6 +175,26 @@ void Resampler::plan(Taps& t, int64_t in_size, double in0, double in1, int64_t o
   }
 }
 
+std::pair<int64_t, int64_t> taps_span(const ResampleTaps& t, int64_t out_count) {
+  if (t.identity || t.first.empty()) return {t.offset, t.offset + out_count};
+  int64_t first = t.first.front(), end = t.first.back() + t.count.back();
+  for (size_t o = 0; o < t.first.size(); ++o) {
+    first = std::min(first, t.first[o]);
+    end = std::max(end, t.first[o] + t.count[o]);
+  }
+  return {first, end};
+}
+
+void unit_taps(ResampleTaps& t, int64_t out_count) {
+  t.ksize = 1;
+  t.first.resize(static_cast<size_t>(out_count));
+  for (int64_t o = 0; o < out_count; ++o) t.first[static_cast<size_t>(o)] = o + t.offset;
+  t.count.assign(static_cast<size_t>(out_count), 1);
+  t.weights.assign(static_cast<size_t>(out_count), kResampleOne);
+  t.fixed = true;
+  t.identity = false;
+}
+
 namespace {
 
 // One row of the horizontal pass, K taps per output pixel (K = 0: each pixel's own count).
@@ -201,18 +222,10 @@ void horizontal_row(const uint8_t* in, uint8_t* out, int64_t width, const int64_
 void Resampler::run(const RgbView& src, const Box& box, int64_t grid_width, int64_t grid_height,
                     const CropBox& window, bool flip, uint8_t* planes) {
   const int64_t ow = window.width, oh = window.height;
-  plan(h_, src.width, box.x0, box.x1, grid_width, window.left, ow, /*fixed=*/true);
-  plan(v_, src.height, box.y0, box.y1, grid_height, window.top, oh, /*fixed=*/false);
+  plan_taps(h_, src.width, box.x0, box.x1, grid_width, window.left, ow, /*fixed=*/true);
+  plan_taps(v_, src.height, box.y0, box.y1, grid_height, window.top, oh, /*fixed=*/false);
   // The source rows the vertical pass reads: [y_first, y_end).
-  int64_t y_first = v_.offset, y_end = v_.offset + oh;
-  if (!v_.identity) {
-    y_first = v_.first.front();
-    y_end = v_.first.back() + v_.count.back();
-    for (size_t o = 0; o < v_.first.size(); ++o) {
-      y_first = std::min(y_first, v_.first[o]);
-      y_end = std::max(y_end, v_.first[o] + v_.count[o]);
-    }
-  }
+  const auto [y_first, y_end] = taps_span(v_, oh);
   // Horizontal pass: rows [y_first, y_end) of src, resampled to the window's columns.
   const int64_t row_bytes = ow * 3;
   const uint8_t* rows = nullptr;

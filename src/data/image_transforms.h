@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace dtrain::detail {
@@ -81,6 +82,33 @@ struct Box {
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
 };
 
+// PIL's bilinear coefficients along one axis (Resample.c's precompute_coeffs and
+// normalize_coeffs_8bpc): output index o (of out_first ... out_first + count - 1 of an axis of
+// out_size) is the sum over taps x < count[o] of weights[o * ksize + x] * source[first[o] + x],
+// the weights in 22-bit fixed point, plus a half, shifted right and clipped to 0..255. Both the
+// CPU's Resampler and the GPU's kernels (data.decode: gpu, src/data/gpu_decode.h) apply these.
+struct ResampleTaps {
+  std::vector<int64_t> first, count;
+  std::vector<int32_t> weights;
+  int64_t ksize = 0;
+  bool fixed = false;     // every count is ksize (the source holds ksize pixels)
+  bool identity = false;  // output index o is source index o + offset: no filtering
+  int64_t offset = 0;
+};
+// The taps for output indices [out_first, out_first + out_count) of out_size resampling
+// [in0, in1) of a source axis of in_size pixels; `fixed`: padded to ksize taps each where the
+// source allows (ResampleTaps::fixed). A source and an output of the same size without a box is
+// the identity (no taps).
+void plan_taps(ResampleTaps& t, int64_t in_size, double in0, double in1, int64_t out_size, int64_t out_first,
+               int64_t out_count, bool fixed);
+// The source indices the taps read: [first, end) (the identity's: offset .. offset + count).
+std::pair<int64_t, int64_t> taps_span(const ResampleTaps& t, int64_t out_count);
+// The identity as taps: one tap of weight 1.0 each, source index o + offset (what the GPU's
+// kernels apply where the CPU copies).
+void unit_taps(ResampleTaps& t, int64_t out_count);
+// PIL's 1.0 in the taps' fixed point.
+constexpr int32_t kResampleOne = 1 << 22;
+
 // PIL's bilinear resampling of `box` of `src` onto a grid_width x grid_height image (PIL's
 // src.resize((grid_width, grid_height), BILINEAR, box)); the filter never reads outside `src`,
 // so PIL's img.crop(c).resize(...) is resample(view.sub(c), whole box, ...). Only `window` of
@@ -93,19 +121,7 @@ class Resampler {
            const CropBox& window, bool flip, uint8_t* planes);
 
  private:
-  struct Taps {  // per output index: first source index, tap count; weights at k * ksize
-    std::vector<int64_t> first, count;
-    std::vector<int32_t> weights;
-    int64_t ksize = 0;
-    bool fixed = false;     // every count is ksize (the source holds ksize pixels)
-    bool identity = false;  // output index o is source index o + offset: no filtering
-    int64_t offset = 0;
-  };
-  // PIL's coefficients for output indices [out_first, out_first + out_count) of out_size;
-  // `fixed`: padded to ksize taps each where the source allows (Taps::fixed).
-  static void plan(Taps& t, int64_t in_size, double in0, double in1, int64_t out_size, int64_t out_first,
-                   int64_t out_count, bool fixed);
-  Taps h_, v_;
+  ResampleTaps h_, v_;
   std::vector<uint8_t> rows_;  // the horizontal pass's output rows, interleaved
   std::vector<int32_t> acc_;
 };

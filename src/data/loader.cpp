@@ -100,21 +100,24 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   // Pinned host memory only helps (and only exists) for a copy to a CUDA device.
   const bool pin = options_.pin_memory && options_.device.is_cuda();
   b = dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pin);
-  if (pin && copy_to_device) {
+  // Inputs the dataset made on the device (an image folder with data.decode gpu, Note [GPU
+  // decoding]) get the event too, whatever the copies do: next() then ties them to the run's
+  // stream (wait_ready), so that their memory is not reused while a step still reads it.
+  const bool on_device = options_.device.is_cuda() && b.inputs.defined() && b.inputs.is_cuda();
+  if (on_device || (pin && copy_to_device)) {
     const Batch host = b;
+    std::shared_ptr<void> ready;  // one event after both copies: the consumer waits once
     try {
-      // One event after both copies: the consumer waits once.
-      std::shared_ptr<void> ready;
       if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
       if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
-      l.ready = std::move(ready);
     } catch (const c10::OutOfMemoryError&) {
       // The device is full right now (a step that ran out of memory still holds it, and will let
-      // go to retry with a smaller micro-batch): the batch stays in pinned host memory and next()
-      // copies it on the run's stream, after the step.
-      b = host;
-      l.ready.reset();
+      // go to retry with a smaller micro-batch): what is still on the host stays in pinned host
+      // memory and next() copies it on the run's stream, after the step.
+      b.targets = host.targets;
+      if (!on_device) b.inputs = host.inputs, ready.reset();
     }
+    l.ready = std::move(ready);
   }
   return l;
 }
@@ -122,14 +125,15 @@ Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
 Batch Loader::to_device(Loaded l) const {
   Batch b = std::move(l.batch);
   if (options_.device.is_cpu()) return b;
-  if (l.ready) {  // already copied by a worker: the current stream waits (Note [the run's stream])
+  if (l.ready) {  // made or copied by a worker: the current stream waits (Note [the run's stream])
     detail::wait_ready(l.ready, b.inputs);
     detail::wait_ready(l.ready, b.targets);
-    return b;
   }
+  // What is still on the host is copied on the current stream.
   const auto opts = at::TensorOptions().device(options_.device);
-  if (b.inputs.defined()) b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
-  if (b.targets.defined()) b.targets = b.targets.to(opts, /*non_blocking=*/true);
+  if (b.inputs.defined() && b.inputs.device() != options_.device) b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
+  if (b.targets.defined() && b.targets.device() != options_.device)
+    b.targets = b.targets.to(opts, /*non_blocking=*/true);
   return b;
 }
 

@@ -25,7 +25,14 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed);
 // data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
-// in the loader's threads (Note [image transforms]); random crops drawn from `seed`.
-Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed);
+// in the loader's threads (Note [image transforms]) or on `device`'s GPU (data.decode, Note [GPU
+// decoding]); random crops drawn from `seed`.
+Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::Device& device);
+// How many images an image folder dataset has decoded so far on the GPU and on the CPU
+// (data.decode gpu: the files nvJPEG does not take); zeros for any other dataset.
+struct ImageDecodeCounts {
+  int64_t gpu = 0, cpu = 0;
+};
+ImageDecodeCounts image_decode_counts(const Dataset& dataset);
 
 }  // namespace dtrain::detail

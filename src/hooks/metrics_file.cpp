@@ -92,6 +92,10 @@ class MetricsFile : public Hook {
       j["mem_allocated"] = r.memory.allocated;
       j["mem_reserved"] = r.memory.reserved;
       j["mem_peak"] = r.memory.peak;
+      if (r.memory.decode > 0 || r.memory.decode_pinned > 0) {  // data.decode gpu
+        j["mem_decode"] = r.memory.decode;
+        j["mem_decode_pinned"] = r.memory.decode_pinned;
+      }
     }
     if (r.gpu) put_gpu(j, *r.gpu);
     write(j);
@@ -140,6 +144,7 @@ class MetricsFile : public Hook {
       put(j, "steady_mfu", mfu(run_, s.steady_samples_per_s, run_.flops_per_sample));
     }
     if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
+    if (s.memory.decode > 0) j["mem_decode"] = s.memory.decode;
     j["optimizer_state_bytes"] = s.optimizer_state_bytes;  // rank 0's (its shard's when sharded)
     j["optimizer_shards"] = s.optimizer_shards;
     j["weight_bytes"] = s.weight_bytes;

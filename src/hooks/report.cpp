@@ -121,7 +121,8 @@ class Report : public Hook {
                          100 * p.data / total, 100 * p.compute / total, 100 * p.comm / total,
                          100 * p.optimizer / total));
     if (run_.device.is_cuda())
-      out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0");
+      out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0" +
+                    (s.memory.decode > 0 ? ", and " + gib(s.memory.decode) + " held by the GPU JPEG decoders" : ""));
     if (s.optimizer_shards > 1) out.push_back("optimizer state " + sharded_state(s) + " on rank 0");
     if (s.oom_retries > 0)
       out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +

@@ -90,7 +90,7 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
   // Data and model, agreed: a missing or empty file that every rank finds is one line.
   detail::run_agreed(rt.mpi_comm(), [&] {
     at::manual_seed(static_cast<uint64_t>(c.run.seed));
-    detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed); },
+    detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed, rt.device()); },
                               "building the datasets", size_keys(c, config::Sizes::kData),
                               "use smaller data");
     log::detail("data: " + s.data.train->describe() +

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cuda/device.h"
+#include "cuda/jpeg_batch.h"
 #include "cuda/memory.h"
 #include "dtrain/amp.h"
 #include "train/memory_ladder.h"
@@ -126,7 +127,8 @@ void StepTelemetry::fill_window(StepRecord& rec) {
   }
   if (ctx_.device.is_cuda()) {
     const MemoryStats m = memory_stats(ctx_.device);
-    rec.memory = {m.allocated, m.reserved, m.peak};
+    const DecodeMemory d = decode_memory();
+    rec.memory = {m.allocated, m.reserved, m.peak, d.device, d.pinned};
   }
   if (gpu_) {
     rec.gpu = gpu_->take_window();
@@ -149,7 +151,8 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
   summary.wall_end = unix_now();
   if (ctx_.device.is_cuda()) {
     const MemoryStats m = memory_stats(ctx_.device);
-    summary.memory = {m.allocated, m.reserved, m.peak};
+    const DecodeMemory d = decode_memory();
+    summary.memory = {m.allocated, m.reserved, m.peak, d.device, d.pinned};
   }
   const MemoryKinds kinds = memory_kinds(ctx_);
   summary.optimizer_state_bytes = kinds.optimizer_state;

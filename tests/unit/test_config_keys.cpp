@@ -48,7 +48,7 @@ TEST(ConfigKeys, TheResumeRuleIsTheModelTheDataAndTheSampleOrder) {
   // What may not change: the model, the data (but how it is loaded) and the sample order.
   const std::set<std::string> fixed = {"run.seed", "train.global_batch", "train.optimizer", "train.drop_last",
                                        "train.loss"};
-  const std::set<std::string> loading = {"data.workers", "data.prefetch", "data.pin_memory"};
+  const std::set<std::string> loading = {"data.workers", "data.prefetch", "data.pin_memory", "data.decode"};
   for (const auto& f : config::schema()) {
     const bool expect = fixed.count(f.key) || starts_with(f.key, "model.") ||
                         (starts_with(f.key, "data.") && !loading.count(f.key));

@@ -1,6 +1,8 @@
 // Dataset: a finite, indexable collection of samples that returns whole batches by index.
 // Invariant: get(indices) returns inputs (N, ...) and targets (N, ...) in the order of
-// `indices`, on the CPU, and is safe to call from several loader threads at once.
+// `indices`, on the CPU (but an image folder's inputs with data.decode gpu: on the device its
+// splits were made for, ready on any stream), and is safe to call from several loader threads
+// at once.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -90,8 +92,9 @@ struct Splits {
   std::shared_ptr<Dataset> test;  // may be null
 };
 
-// Build the train and test splits the config describes (data.format).
+// Build the train and test splits the config describes (data.format), for a rank computing on
+// `device` (an image folder decodes there with data.decode gpu or auto, Note [GPU decoding]).
 // Errors name the data.* key or the file.
-Splits make_datasets(const DataConfig& cfg, int64_t seed);
+Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& device = at::kCPU);
 
 }  // namespace dtrain

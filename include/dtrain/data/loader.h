@@ -5,7 +5,9 @@
 // With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
 // on a stream of their own; next() makes the caller's current stream wait for that copy (on the
 // GPU, not on the host), so copies overlap with compute. Without workers (or pinning), or when a
-// worker's copy finds the device out of memory, next() copies on the current stream.
+// worker's copy finds the device out of memory, next() copies on the current stream. Inputs a
+// dataset made on the device itself (an image folder decoding on the GPU) are handed on without a
+// copy, tied to the current stream by next() like a worker's copies.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# data.decode gpu against cpu on one GPU (Note [GPU decoding]), in one go (about 5 minutes on an
+# H200 with 16 cores), ending with one table:
+#   - ResNet-50 (bench/configs/resnet50_jpeg.yaml) from the JPEG folder on 3 cores (taskset -c 0-2,
+#     data.workers 2) with each decoder, against the synthetic uint8 rate (bench/configs/resnet50.yaml):
+#     the goal is >= 95% of it with a data wait < 2% for gpu;
+#   - the same on every core (data.workers 15): gpu no slower than cpu;
+#   - a data.workers sweep (1, 2, 4, 8, 15) with both decoders;
+#   - the decode rate alone: dtrain's GPU decoder and its CPU path, one thread each
+#     (GpuDecode.Throughput in the gpu tier), and torchvision.io.decode_jpeg(device="cuda") on
+#     the same files (batches of 128) where torchvision is installed.
+#   bash bench/gpu_decode.sh                # after bash launch/gpu.sh build
+#   bash bench/gpu_decode.sh accuracy       # also configs/imagefolder_resnet.yaml on Fashion-MNIST
+#                                           # JPEGs with each decoder (+2 minutes): the same accuracy
+# Environment: OUT (default ./gpu-out/decode), JPEG_DIR (default $OUT/jpeg, written by
+# bench/make_jpeg_folder.py when absent), DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per
+# setting, default 40).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out/decode}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+BIN=${DTRAIN_BIN:-build-gpu/bin/dtrain}
+TESTS=build-gpu/tests/dtrain_gpu_tests
+JPEG=${JPEG_DIR:-$OUT/jpeg}
+STEPS=${STEPS:-40}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+[ -d /opt/dtrain-deps/usr/lib/x86_64-linux-gnu ] &&
+  export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -x "$BIN" ] || { echo "no $BIN: run bash launch/gpu.sh build first"; exit 1; }
+[ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
+LOG=$OUT/gpu_decode.log
+: >"$LOG"
+
+# One dtrain bench sweep: NAME, then dtrain bench's arguments.
+sweep() {
+  local name=$1
+  shift
+  echo "== $name: $*" | tee -a "$LOG"
+  "$@" --warmup-steps 10 --steps "$STEPS" --out "$OUT/$name" --force >>"$LOG" 2>&1 ||
+    echo "$name: exit $?" | tee -a "$LOG"
+}
+JPEG_ARGS=(bench/configs/resnet50_jpeg.yaml data.path="$JPEG" run.dir="$OUT/runs")
+sweep synthetic "$BIN" bench bench/configs/resnet50.yaml run.dir="$OUT/runs" --workers 2
+for d in gpu cpu; do
+  sweep "cores3_$d" taskset -c 0-2 "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers 2
+  sweep "sweep_$d" "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers 1,2,4,8,15
+done
+grep -E "decoded on the|instead of the GPU|nvJPEG" "$LOG" | sort | uniq -c | head -5
+
+echo "== decode alone (GpuDecode.Throughput)" | tee -a "$LOG"
+DTRAIN_DECODE_BENCH_DIR="$JPEG" "$TESTS" --gtest_filter=GpuDecode.Throughput 2>&1 | tee "$OUT/throughput.log" |
+  grep -E "images/s|FAILED" | tee -a "$LOG"
+$PY - "$JPEG" >"$OUT/torchvision.log" 2>&1 <<'EOF'
+import glob, sys, time
+try:
+    import torch, torchvision
+    from torchvision.io import decode_jpeg, read_file
+except Exception as e:  # noqa: BLE001
+    print(f"torchvision.io.decode_jpeg(device='cuda'): not measured ({e})")
+    sys.exit(0)
+files = sorted(glob.glob(sys.argv[1] + "/train/*/*.jpg"))[:2048]
+data = [read_file(f) for f in files]
+def run():
+    for i in range(0, len(data), 128):
+        decode_jpeg(data[i:i + 128], device="cuda")
+    torch.cuda.synchronize()
+run()
+t = time.perf_counter()
+run()
+s = time.perf_counter() - t
+print(f"torchvision {torchvision.__version__} decode_jpeg(device='cuda'), batches of 128, decode only: "
+      f"{len(data) / s:.0f} images/s ({len(data)} images)")
+EOF
+tee -a "$LOG" <"$OUT/torchvision.log"
+
+if [ "${1:-}" = accuracy ]; then
+  FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+  [ -d "$OUT/fashion-jpeg/train" ] || $PY bench/make_jpeg_folder.py "$OUT/fashion-jpeg" --fashion "$FMNIST"
+  for d in gpu cpu; do
+    echo "== accuracy_$d" | tee -a "$LOG"
+    "$BIN" configs/imagefolder_resnet.yaml data.path="$OUT/fashion-jpeg" data.image_size=64 train.epochs=5 \
+      train.warmup_steps=200 data.workers=15 data.decode=$d run.dir="$OUT/runs" run.name=accuracy_$d \
+      >"$OUT/accuracy_$d.log" 2>&1 || echo "accuracy_$d: exit $?" | tee -a "$LOG"
+    grep -E "test accuracy|accuracy [0-9]|decoded on the" "$OUT/accuracy_$d.log" | tail -3 | tee -a "$LOG"
+  done
+fi
+
+# The table: images/s and data wait of every setting, against the synthetic rate.
+$PY - "$OUT" <<'EOF' | tee "$OUT/table.md"
+import json, os, sys
+out = sys.argv[1]
+def rows(name):
+    p = os.path.join(out, name + ".json")
+    return json.load(open(p))["rows"] if os.path.exists(p) else []
+synthetic = max((r["samples_per_s"] or 0 for r in rows("synthetic")), default=0)
+print(f"\nResNet-50, batch 128, bf16; synthetic uint8 batches: {synthetic:.0f} images/s\n")
+print("| setting | decode | workers | images/s | of synthetic | data wait |")
+print("| --- | --- | --- | --- | --- | --- |")
+for name, label in [("cores3_gpu", "taskset -c 0-2"), ("cores3_cpu", "taskset -c 0-2"),
+                    ("sweep_gpu", "all cores"), ("sweep_cpu", "all cores")]:
+    for r in rows(name):
+        if not r.get("fits"):
+            print(f"| {label} | {name.split('_')[1]} | {r['workers']} | {r.get('note', '')} | | |")
+            continue
+        share = r["samples_per_s"] / synthetic if synthetic else float("nan")
+        print(f"| {label} | {name.split('_')[1]} | {r['workers']} | {r['samples_per_s']:.0f} | {100 * share:.1f}% | "
+              f"{100 * r['data_wait_share']:.2f}% |")
+print()
+for f in ("throughput.log", "torchvision.log"):
+    p = os.path.join(out, f)
+    if os.path.exists(p):
+        for line in open(p):
+            if "images/s" in line or "not measured" in line:
+                print("- " + line.strip())
+EOF

@@ -1,0 +1,226 @@
+// CUDA build: the GPU JPEG decoder of a loader thread (jpeg_batch.h). CUDA runtime and nvJPEG
+// (through src/cuda/nvjpeg.h) only, no LibTorch.
+//
+// A batch goes in chunks. For each: the chunk's resampling jobs and taps are written to a pinned
+// staging buffer and copied to the device buffer in one copy; nvJPEG's batched decode writes each
+// image, whole, as interleaved RGB into the device buffer; the two resampling passes
+// (resample.cu) go through a row buffer into the batch's output; then the thread waits on an
+// event (a blocking wait, not a spin: the loader threads share the run's few cores) before it
+// reuses the buffers. Device buffer of a chunk: [jobs][taps][image 0 .. m-1][rows 0 .. m-1].
+#include "cuda/jpeg_batch.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cuda/check.h"
+#include "cuda/nvjpeg.h"
+#include "cuda/resample.h"
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+namespace {
+
+constexpr size_t kChunkDeviceBytes = size_t{64} << 20;  // decoded images + row buffers per chunk
+constexpr size_t kChunkHostBytes = size_t{4} << 20;     // jobs + taps per chunk
+constexpr size_t kAlign = 256;
+
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+size_t taps_count(const GpuJpeg& g, int64_t size) {
+  return static_cast<size_t>(size * (2 + g.h_ksize) + size * (2 + g.v_ksize));
+}
+
+void check_nvjpeg(nvjpeg::Status s, const char* what) {
+  if (s != nvjpeg::kSuccess) throw Error(std::string("nvJPEG: ") + what + " failed: " + nvjpeg::status_name(s));
+}
+
+}  // namespace
+
+struct JpegBatchDecoder::Impl {
+  const nvjpeg::Api* api = nullptr;
+  int device = 0;
+  bool hardware = false;
+  nvjpeg::Handle handle = nullptr;
+  nvjpeg::State state = nullptr;
+  nvjpeg::Stream parsed = nullptr;  // supports()'s parse
+  cudaEvent_t done = nullptr;
+  uint8_t* dev = nullptr;  // device buffer
+  size_t dev_cap = 0;
+  uint8_t* host = nullptr;  // pinned staging
+  size_t host_cap = 0;
+  // One chunk's inputs to nvJPEG, reused.
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> lengths;
+  std::vector<nvjpeg::Image> dest;
+
+  ~Impl() {
+    if (done != nullptr) cudaEventSynchronize(done);
+    if (parsed != nullptr) api->stream_destroy(parsed);
+    if (state != nullptr) api->state_destroy(state);
+    if (handle != nullptr) api->destroy(handle);
+    if (done != nullptr) cudaEventDestroy(done);
+    nvjpeg::device_free(dev);
+    nvjpeg::pinned_free(host);
+  }
+
+  // The buffers hold at least (device, host) bytes: grown (never shrunk) to the chunk limits,
+  // or past them for a single image that needs more.
+  void reserve(size_t device_bytes, size_t host_bytes) {
+    if (device_bytes > dev_cap) {
+      nvjpeg::device_free(dev);
+      dev = nullptr, dev_cap = 0;
+      const size_t want = std::max(device_bytes, kChunkDeviceBytes);
+      dev = static_cast<uint8_t*>(nvjpeg::device_alloc(want));
+      if (dev == nullptr)
+        throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) +
+                    " MiB of device memory (data.decode: gpu; cpu decodes on the host)");
+      dev_cap = want;
+    }
+    if (host_bytes > host_cap) {
+      nvjpeg::pinned_free(host);
+      host = nullptr, host_cap = 0;
+      const size_t want = std::max(host_bytes, kChunkHostBytes);
+      host = static_cast<uint8_t*>(nvjpeg::pinned_alloc(want));
+      if (host == nullptr)
+        throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) + " MiB of pinned host memory");
+      host_cap = want;
+    }
+  }
+};
+
+JpegBatchDecoder::JpegBatchDecoder(int device) : impl_(std::make_unique<Impl>()) {
+  const NvjpegStatus status = nvjpeg_status();
+  if (!status.usable) throw Error("cannot decode JPEGs on the GPU: " + status.text, "data.decode");
+  Impl& m = *impl_;
+  m.api = nvjpeg::api();
+  m.device = device;
+  DTRAIN_CUDA_CHECK(cudaSetDevice(device));
+  // The GPU's JPEG engines where it has them (A100, H100, H200: nvjpegCreateEx refuses the
+  // hardware backend elsewhere), nvJPEG's CUDA decoder otherwise.
+  m.hardware = m.api->create_ex(nvjpeg::kBackendHardware, nvjpeg::counted_device_allocator(),
+                                nvjpeg::counted_pinned_allocator(), 0, &m.handle) == nvjpeg::kSuccess;
+  if (!m.hardware) {
+    m.handle = nullptr;
+    const nvjpeg::Status rc = m.api->create_ex(nvjpeg::kBackendDefault, nvjpeg::counted_device_allocator(),
+                                               nvjpeg::counted_pinned_allocator(), 0, &m.handle);
+    if (rc != nvjpeg::kSuccess) m.handle = nullptr;
+    check_nvjpeg(rc, "nvjpegCreateEx");
+  }
+  check_nvjpeg(m.api->state_create(m.handle, &m.state), "nvjpegJpegStateCreate");
+  check_nvjpeg(m.api->stream_create(m.handle, &m.parsed), "nvjpegJpegStreamCreate");
+  DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventBlockingSync | cudaEventDisableTiming));
+}
+
+JpegBatchDecoder::~JpegBatchDecoder() = default;
+
+const char* JpegBatchDecoder::backend() const { return impl_->hardware ? "hardware" : "CUDA"; }
+
+bool JpegBatchDecoder::supports(const uint8_t* data, size_t size) {
+  Impl& m = *impl_;
+  if (!m.hardware) return true;
+  if (m.api->stream_parse(m.handle, data, size, 0, 0, m.parsed) != nvjpeg::kSuccess) return false;
+  int verdict = 1;
+  return m.api->batched_supported(m.handle, m.parsed, &verdict) == nvjpeg::kSuccess && verdict == 0;
+}
+
+std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, const std::vector<int32_t>& taps,
+                                          int64_t size, uint8_t* out, void* stream_ptr) {
+  Impl& m = *impl_;
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));
+  std::vector<size_t> refused;
+  const auto s = static_cast<size_t>(size);
+  auto pixels_of = [&](const GpuJpeg& g) { return aligned(static_cast<size_t>(g.width) * g.height * 3); };
+  auto rows_of = [&](const GpuJpeg& g) { return aligned(static_cast<size_t>(g.rows_end - g.rows_first) * s * 3); };
+  auto taps_of = [&](const GpuJpeg& g) { return taps_count(g, size) * sizeof(int32_t); };
+  size_t i = 0;
+  while (i < images.size()) {
+    // The chunk [i, e): as many images as the buffers hold (at least one, growing them if it
+    // alone needs more).
+    size_t e = i, host_bytes = 0, device_bytes = 0;
+    while (e < images.size()) {
+      const GpuJpeg& g = images[e];
+      const size_t h = aligned((e - i + 1) * sizeof(cuda::ResampleJob)) + aligned(host_bytes + taps_of(g));
+      const size_t d = h + device_bytes + pixels_of(g) + rows_of(g);
+      if (e > i && (h > std::max(m.host_cap, kChunkHostBytes) || d > std::max(m.dev_cap, kChunkDeviceBytes))) break;
+      host_bytes += taps_of(g), device_bytes += pixels_of(g) + rows_of(g);
+      ++e;
+    }
+    const size_t n = e - i;
+    const size_t jobs_bytes = aligned(n * sizeof(cuda::ResampleJob));
+    const size_t staged = jobs_bytes + aligned(host_bytes);
+    m.reserve(staged + device_bytes, staged);
+    // Staging: the jobs (device addresses), then the taps; the device buffer mirrors it, then
+    // holds the decoded images and the row buffers.
+    auto* jobs = reinterpret_cast<cuda::ResampleJob*>(m.host);
+    auto* tap_host = reinterpret_cast<int32_t*>(m.host + jobs_bytes);
+    const auto* tap_dev = reinterpret_cast<const int32_t*>(m.dev + jobs_bytes);
+    uint8_t* pixels = m.dev + staged;
+    uint8_t* rows = pixels;
+    for (size_t k = i; k < e; ++k) rows += pixels_of(images[k]);
+    m.data.resize(n), m.lengths.resize(n), m.dest.resize(n);
+    size_t tap_at = 0;
+    int max_rows = 1;
+    for (size_t k = 0; k < n; ++k) {
+      const GpuJpeg& g = images[i + k];
+      const size_t count = taps_count(g, size);
+      std::memcpy(tap_host + tap_at, taps.data() + g.taps, count * sizeof(int32_t));
+      const auto pitch = static_cast<size_t>(g.width) * 3;
+      cuda::ResampleJob& j = jobs[k];
+      j.src = pixels + static_cast<size_t>(g.top) * pitch + static_cast<size_t>(g.left) * 3;
+      j.src_pitch = static_cast<int64_t>(pitch);
+      j.mid = rows;
+      j.out = out + static_cast<size_t>(g.slot) * 3 * s * s;
+      j.taps = tap_dev + tap_at;
+      j.h_ksize = g.h_ksize, j.v_ksize = g.v_ksize;
+      j.rows_first = g.rows_first, j.rows = g.rows_end - g.rows_first;
+      j.flip = g.flip ? 1 : 0, j.pad = 0;
+      max_rows = std::max(max_rows, j.rows);
+      m.data[k] = g.data, m.lengths[k] = g.size;
+      nvjpeg::Image& d = m.dest[k];
+      std::memset(&d, 0, sizeof d);
+      d.channel[0] = pixels, d.pitch[0] = pitch;
+      tap_at += count;
+      pixels += pixels_of(g), rows += rows_of(g);
+    }
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(m.dev, m.host, staged, cudaMemcpyHostToDevice, stream));
+    nvjpeg::Status rc = m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputRgbi);
+    if (rc == nvjpeg::kSuccess)
+      rc = m.api->batched(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(), stream);
+    if (rc != nvjpeg::kSuccess) {
+      for (size_t k = i; k < e; ++k) refused.push_back(k);
+    } else {
+      DTRAIN_CUDA_CHECK(cuda::resample_batch(reinterpret_cast<const cuda::ResampleJob*>(m.dev), static_cast<int>(n),
+                                             static_cast<int>(size), max_rows, stream));
+    }
+    DTRAIN_CUDA_CHECK(cudaEventRecord(m.done, stream));
+    DTRAIN_CUDA_CHECK(cudaEventSynchronize(m.done));
+    i = e;
+  }
+  return refused;
+}
+
+void JpegBatchDecoder::upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out,
+                              void* stream_ptr) {
+  Impl& m = *impl_;
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t image = static_cast<size_t>(3 * size * size);
+  m.reserve(0, image);
+  const size_t per_chunk = std::max<size_t>(1, m.host_cap / image);
+  for (size_t i = 0; i < slots.size(); i += per_chunk) {
+    const size_t e = std::min(slots.size(), i + per_chunk);
+    for (size_t k = i; k < e; ++k) {
+      uint8_t* staged = m.host + (k - i) * image;
+      std::memcpy(staged, planes + static_cast<size_t>(slots[k]) * image, image);
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(out + static_cast<size_t>(slots[k]) * image, staged, image,
+                                        cudaMemcpyHostToDevice, stream));
+    }
+    DTRAIN_CUDA_CHECK(cudaEventRecord(m.done, stream));
+    DTRAIN_CUDA_CHECK(cudaEventSynchronize(m.done));
+  }
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,172 @@
+// data.decode (Note [GPU decoding]): the choice, the frame check, and one batch's assembly for
+// the GPU decoder (src/cuda/jpeg_batch.h).
+#include "data/gpu_decode.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "cuda/streams.h"
+#include "dtrain/error.h"
+
+namespace dtrain::detail {
+namespace {
+
+int read16(const uint8_t* p) { return (p[0] << 8) | p[1]; }
+
+// Whether a SOFn marker (frame header): C0..CF but DHT (C4), JPG (C8) and DAC (CC).
+bool is_frame(int marker) { return marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc; }
+
+}  // namespace
+
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device) {
+  if (mode == DecodeMode::kCpu) return {false, "data.decode cpu"};
+  const bool cuda = device.is_cuda();
+  const NvjpegStatus nvjpeg = cuda ? nvjpeg_status() : NvjpegStatus{};
+  if (mode == DecodeMode::kGpu) {
+    if (!cuda)
+      throw Error("gpu needs a CUDA device, and this rank computes on " + device.str() +
+                      " (run.device): set data.decode to cpu or auto",
+                  "data.decode");
+    if (!nvjpeg.usable) throw Error("gpu needs nvJPEG: " + nvjpeg.text + "; set data.decode to cpu or auto", "data.decode");
+    return {true, "data.decode gpu: " + nvjpeg.text + " on " + device.str()};
+  }
+  if (!cuda) return {false, "data.decode auto: the CPU, as this rank computes on " + device.str()};
+  if (!nvjpeg.usable) return {false, "data.decode auto: the CPU, as " + nvjpeg.text};
+  return {true, "data.decode auto: the GPU, " + nvjpeg.text + " on " + device.str()};
+}
+
+std::string jpeg_refusal(const uint8_t* data, size_t n) {
+  // The markers up to the first frame header; each segment is FF, its code, a 16-bit length.
+  size_t at = 2;
+  int marker = 0;
+  while (at + 4 <= n) {
+    if (data[at] != 0xff) return "a JPEG whose markers cannot be followed";
+    const int code = data[at + 1];
+    if (code == 0xff) {  // fill byte
+      ++at;
+      continue;
+    }
+    if (code == 0xd8 || code == 0x01 || (code >= 0xd0 && code <= 0xd7)) {  // no length
+      at += 2;
+      continue;
+    }
+    if (code == 0xda || code == 0xd9) break;  // a scan or the end before any frame header
+    if (is_frame(code)) {
+      marker = code;
+      break;
+    }
+    at += 2 + static_cast<size_t>(read16(data + at + 2));
+  }
+  if (marker == 0 || at + 10 > n) return "a JPEG without a readable frame header";
+  const int precision = data[at + 4], components = data[at + 9];
+  if (marker == 0xc2 || marker == 0xc6 || marker == 0xca || marker == 0xce) return "a progressive JPEG";
+  if (marker != 0xc0 && marker != 0xc1) return "a JPEG that is neither baseline nor sequential Huffman-coded";
+  if (precision != 8) return "a JPEG of " + std::to_string(precision) + "-bit samples";
+  if (components != 1 && components != 3) return "a JPEG of " + std::to_string(components) + " components (CMYK)";
+  // The end-of-image marker, past any zero padding: a truncated file lacks it.
+  size_t end = n;
+  while (end > 2 && data[end - 1] == 0) --end;
+  if (end < 4 || data[end - 2] != 0xff || data[end - 1] != 0xd9) return "a JPEG without its end marker";
+  return "";
+}
+
+GpuImageBatch::GpuImageBatch(const at::Device& device)
+    : device_(device), decoder_(std::make_unique<JpegBatchDecoder>(static_cast<int>(device.index() < 0 ? 0 : device.index()))) {}
+
+GpuImageBatch::~GpuImageBatch() = default;
+
+const char* GpuImageBatch::backend() const { return decoder_->backend(); }
+
+void GpuImageBatch::start(int64_t n, int64_t size) {
+  n_ = n, size_ = size;
+  if (static_cast<int64_t>(bytes_.size()) < n) bytes_.resize(static_cast<size_t>(n));
+  const auto plane_bytes = static_cast<size_t>(n * 3 * size * size);
+  if (planes_.size() < plane_bytes) planes_.resize(plane_bytes);
+  on_gpu_.assign(static_cast<size_t>(n), false);
+  jpegs_.clear();
+  taps_.clear();
+}
+
+std::vector<uint8_t>& GpuImageBatch::bytes(int64_t k) { return bytes_[static_cast<size_t>(k)]; }
+
+uint8_t* GpuImageBatch::planes(int64_t k) { return planes_.data() + k * 3 * size_ * size_; }
+
+std::string GpuImageBatch::refusal(int64_t k, size_t n) {
+  const uint8_t* data = bytes_[static_cast<size_t>(k)].data();
+  std::string why = jpeg_refusal(data, n);
+  if (why.empty() && !decoder_->supports(data, n))
+    why = std::string("a JPEG nvJPEG's ") + decoder_->backend() + " decoder does not take";
+  return why;
+}
+
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
+                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+                 ResampleTaps& h, ResampleTaps& v) {
+  plan_taps(h, region.width, box.x0, box.x1, grid_width, window.left, size, /*fixed=*/true);
+  if (h.identity) unit_taps(h, size);
+  plan_taps(v, region.height, box.y0, box.y1, grid_height, window.top, size, /*fixed=*/false);
+  const auto [rows_first, rows_end] = taps_span(v, size);
+  if (v.identity) unit_taps(v, size);
+  GpuJpeg g;
+  g.width = static_cast<int32_t>(width), g.height = static_cast<int32_t>(height);
+  g.left = static_cast<int32_t>(region.left), g.top = static_cast<int32_t>(region.top);
+  g.rows_first = static_cast<int32_t>(rows_first), g.rows_end = static_cast<int32_t>(rows_end);
+  g.h_ksize = static_cast<int32_t>(h.ksize), g.v_ksize = static_cast<int32_t>(v.ksize);
+  g.taps = static_cast<int64_t>(taps.size());
+  g.flip = flip;
+  for (const ResampleTaps* t : {&h, &v}) {
+    for (int64_t f : t->first) taps.push_back(static_cast<int32_t>(f));
+    for (int64_t c : t->count) taps.push_back(static_cast<int32_t>(c));
+    taps.insert(taps.end(), t->weights.begin(), t->weights.begin() + size * t->ksize);
+  }
+  return g;
+}
+
+void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
+                        int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip) {
+  GpuJpeg g = gpu_jpeg(width, height, region, box, grid_width, grid_height, window, flip, size_, taps_, h_, v_);
+  g.data = bytes_[static_cast<size_t>(k)].data();
+  g.size = n;
+  g.slot = k;
+  jpegs_.push_back(g);
+  on_gpu_[static_cast<size_t>(k)] = true;
+}
+
+at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& cpu, int64_t& refused) {
+  const int64_t s = size_;
+  at::Tensor out = empty_on_loader_stream({n_, 3, s, s}, at::kByte, device_);
+  const std::vector<size_t> failed =
+      decoder_->run(jpegs_, taps_, s, out.data_ptr<uint8_t>(), loader_stream(device_));
+  refused = static_cast<int64_t>(failed.size());
+  for (size_t i : failed) {
+    const int64_t k = jpegs_[i].slot;
+    cpu(k, planes(k));
+    on_gpu_[static_cast<size_t>(k)] = false;
+  }
+  // The samples decoded on the CPU, uploaded on the same stream (done when it returns).
+  std::vector<int64_t> host;
+  for (int64_t k = 0; k < n_; ++k)
+    if (!on_gpu_[static_cast<size_t>(k)]) host.push_back(k);
+  if (!host.empty()) decoder_->upload(host, planes_.data(), s, out.data_ptr<uint8_t>(), loader_stream(device_));
+  return out;
+}
+
+GpuBatchPool::Lease::~Lease() {
+  std::lock_guard<std::mutex> lock(pool_.mu_);
+  pool_.idle_.push_back(std::move(batch_));
+}
+
+GpuBatchPool::Lease GpuBatchPool::take() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<GpuImageBatch> b = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(b));
+    }
+  }
+  return Lease(*this, std::make_unique<GpuImageBatch>(device_));
+}
+
+}  // namespace dtrain::detail

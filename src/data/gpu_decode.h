@@ -1,0 +1,126 @@
+// data.decode: where an image folder's JPEGs are decoded and transformed (Note [GPU decoding]).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/jpeg_batch.h"
+#include "data/image_transforms.h"
+#include "dtrain/config.h"
+
+namespace dtrain::detail {
+
+// Note [GPU decoding]: with data.decode gpu the image folder's loader threads only read the
+// files and their headers and draw each sample's crop and flip (the CPU path's draws, from
+// (run.seed, epoch, index)); nvJPEG decodes the JPEGs of the batch on the GPU (its batched decoder:
+// the hardware JPEG engines where the GPU has them, its CUDA decoder otherwise), whole and at full
+// size, and CUDA kernels resample them with the CPU path's PIL bilinear taps (computed on the
+// host by the same plan_taps and uploaded) into the uint8 (N, 3, S, S) batch on the device, which
+// the loader hands on without a copy (Note [uint8 pixels]). The work runs on the loader thread's
+// stream (src/cuda/streams.h) and the thread waits for it (a blocking wait), so the batch is ready
+// on any stream and decoding overlaps the training step on the GPU; at most data.prefetch
+// batches wait, as with the CPU path.
+// The pixels: the CPU path with data.scaled_decode false decodes at full size too, so the two
+// differ only by the decoders (nvJPEG's IDCT and chroma upsampling against libjpeg-turbo's),
+// a few levels (tests/gpu/test_gpu_decode.cpp states the bounds). libjpeg-turbo's scaled decoding
+// has no nvJPEG counterpart: with data.scaled_decode true the CPU path decodes large photos at
+// 1/2 .. 1/8 and the GPU path still decodes them whole, so the two differ a little more (the
+// bounds for that case are looser); the crops and flips are the same either way.
+// Files nvJPEG does not take go through the CPU path, and are counted: PNGs; JPEGs that are not
+// baseline or extended sequential Huffman with 8-bit samples and 1 or 3 components (progressive,
+// arithmetic-coded, lossless, 12-bit, CMYK); JPEGs without their end-of-image marker (a truncated
+// file: libjpeg-turbo's error names it); and with the hardware decoder, the JPEGs it refuses
+// (nvjpegDecodeBatchedSupported). A chunk whose batched decode fails goes through the CPU path as
+// well, so a damaged JPEG is still an Error naming the file. Memory: one decoder per loader
+// thread fetching at once (GpuBatchPool), its buffers bounded (src/cuda/jpeg_batch.h), counted in
+// the run's memory figures (metrics.jsonl's mem_decode).
+
+// data.decode resolved for a rank on `device`: `gpu`, and why, for the log. gpu on a CPU device,
+// or without a usable nvJPEG, is an Error naming data.decode; auto falls back to cpu, saying why.
+struct DecodeChoice {
+  bool gpu = false;
+  std::string why;
+};
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device);
+
+// Why nvJPEG cannot take this JPEG from its markers alone ("" when it can): see Note [GPU
+// decoding]. `data` starts with the JPEG's FF D8 FF.
+std::string jpeg_refusal(const uint8_t* data, size_t n);
+
+// A sample's resampling for the GPU (Resampler::run's arguments on the region `region` of a
+// width x height image, into size x size): its GpuJpeg, without the bytes and the slot, and its
+// taps appended to `taps` in src/cuda/jpeg_batch.h's layout; `h` and `v` are scratch.
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
+                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+                 ResampleTaps& h, ResampleTaps& v);
+
+// One batch for the GPU, as one loader thread builds it. Reused from batch to batch: its host
+// buffers grow to the largest batch and stay.
+class GpuImageBatch {
+ public:
+  explicit GpuImageBatch(const at::Device& device);
+  ~GpuImageBatch();
+
+  // A new batch of n samples, size x size each.
+  void start(int64_t n, int64_t size);
+  // Sample k's file buffer (its bytes are read into it).
+  std::vector<uint8_t>& bytes(int64_t k);
+  // Why sample k's bytes (n of them, a JPEG) go to the CPU ("" when nvJPEG takes them).
+  std::string refusal(int64_t k, size_t n);
+  // Sample k through nvJPEG: the whole width x height image, the region of it the resampling
+  // reads, and the resampling (Resampler::run's arguments on view.sub(region)).
+  void add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
+           int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip);
+  // Sample k's 3 x size x size planes, for the CPU path to fill.
+  uint8_t* planes(int64_t k);
+  // Runs the batch: the device tensor (N, 3, size, size). The samples nvJPEG refused are loaded
+  // by `cpu(k, planes(k))` (which throws for a damaged file); `refused` counts them. Every
+  // sample not add()ed must have its planes filled.
+  at::Tensor finish(const std::function<void(int64_t, uint8_t*)>& cpu, int64_t& refused);
+  const char* backend() const;
+
+ private:
+  at::Device device_;
+  std::unique_ptr<JpegBatchDecoder> decoder_;
+  int64_t n_ = 0, size_ = 0;
+  std::vector<std::vector<uint8_t>> bytes_;
+  std::vector<uint8_t> planes_;
+  std::vector<bool> on_gpu_;
+  std::vector<GpuJpeg> jpegs_;
+  std::vector<int32_t> taps_;
+  ResampleTaps h_, v_;
+};
+
+// GpuImageBatch objects lent to the threads that fetch at once (the loader's workers), each kept
+// for the next fetch and freed with the pool: as many as threads ever fetched together.
+class GpuBatchPool {
+ public:
+  explicit GpuBatchPool(const at::Device& device) : device_(device) {}
+  class Lease {
+   public:
+    Lease(GpuBatchPool& pool, std::unique_ptr<GpuImageBatch> batch) : pool_(pool), batch_(std::move(batch)) {}
+    ~Lease();
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    GpuImageBatch& operator*() const { return *batch_; }
+    GpuImageBatch* operator->() const { return batch_.get(); }
+
+   private:
+    GpuBatchPool& pool_;
+    std::unique_ptr<GpuImageBatch> batch_;
+  };
+  Lease take();
+
+ private:
+  at::Device device_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<GpuImageBatch>> idle_;
+};
+
+}  // namespace dtrain::detail

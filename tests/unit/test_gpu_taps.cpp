@@ -1,0 +1,116 @@
+// The GPU path's resampling (Note [GPU decoding]) is the CPU Resampler's: the tap table
+// gpu_jpeg() builds for src/cuda/resample.cu, applied here on the host the way its two kernels
+// apply it (the same loops, the same fixed point), gives the Resampler's bytes exactly for
+// training crops (shrunk, enlarged, the identity; flipped or not) and evaluation crops. The
+// kernels themselves run in the gpu tier (tests/gpu/test_gpu_decode.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "data/gpu_decode.h"
+#include "data/image_transforms.h"
+
+namespace {
+
+using dtrain::detail::Box;
+using dtrain::detail::CropBox;
+using dtrain::detail::GpuJpeg;
+using dtrain::detail::ResampleTaps;
+using dtrain::detail::RgbView;
+
+uint8_t clip8(int32_t v) {  // resample.cu's
+  if (v >= (1 << 22 << 8)) return 255;
+  if (v <= 0) return 0;
+  return static_cast<uint8_t>(v >> 22);
+}
+
+// resample.cu's horizontal then vertical kernel, one thread's work after another.
+std::vector<uint8_t> kernels_on_host(const GpuJpeg& g, const std::vector<int32_t>& taps, const std::vector<uint8_t>& rgb,
+                                     int64_t size) {
+  const int64_t pitch = g.width * 3, rows = g.rows_end - g.rows_first;
+  const uint8_t* src = rgb.data() + g.top * pitch + g.left * 3;
+  const int32_t* t = taps.data() + g.taps;
+  std::vector<uint8_t> mid(static_cast<size_t>(rows * size * 3)), out(static_cast<size_t>(3 * size * size));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t x = 0; x < size; ++x) {
+      const int32_t* w = t + 2 * size + x * g.h_ksize;
+      const uint8_t* p = src + (g.rows_first + r) * pitch + t[x] * 3;
+      for (int c = 0; c < 3; ++c) {
+        int32_t s = 1 << 21;
+        for (int k = 0; k < t[size + x]; ++k) s += p[k * 3 + c] * w[k];
+        mid[static_cast<size_t>((r * size + x) * 3 + c)] = clip8(s);
+      }
+    }
+  const int32_t* v = t + size * (2 + g.h_ksize);
+  for (int64_t y = 0; y < size; ++y)
+    for (int64_t x = 0; x < size; ++x) {
+      const int32_t* w = v + 2 * size + y * g.v_ksize;
+      const int64_t d = g.flip ? size - 1 - x : x;
+      for (int c = 0; c < 3; ++c) {
+        int32_t s = 1 << 21;
+        for (int k = 0; k < v[size + y]; ++k) s += mid[static_cast<size_t>(((v[y] - g.rows_first + k) * size + x) * 3 + c)] * w[k];
+        out[static_cast<size_t>(c * size * size + y * size + d)] = clip8(s);
+      }
+    }
+  return out;
+}
+
+struct Case {
+  int64_t width, height;
+  CropBox region;
+  Box box;
+  int64_t grid_width, grid_height;
+  CropBox window;
+  bool flip;
+};
+
+void expect_same(const Case& c, int64_t size) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(c.width * c.height * 3));
+  uint32_t r = 12345;
+  for (auto& b : rgb) b = static_cast<uint8_t>((r = r * 1664525u + 1013904223u) >> 24);
+  std::vector<int32_t> taps = {7, 7, 7};  // an earlier sample's taps: offsets must hold
+  ResampleTaps h, v;
+  const GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.region, c.box, c.grid_width, c.grid_height,
+                                             c.window, c.flip, size, taps, h, v);
+  std::vector<uint8_t> cpu(static_cast<size_t>(3 * size * size));
+  dtrain::detail::Resampler resampler;
+  const RgbView view{rgb.data(), c.width, c.height, c.width * 3};
+  resampler.run(view.sub(c.region), c.box, c.grid_width, c.grid_height, c.window, c.flip, cpu.data());
+  EXPECT_EQ(kernels_on_host(g, taps, rgb, size), cpu)
+      << "region " << c.region.left << "," << c.region.top << " " << c.region.width << "x" << c.region.height
+      << " grid " << c.grid_width << "x" << c.grid_height << " flip " << c.flip;
+}
+
+TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
+  const int64_t s = 24;
+  for (bool flip : {false, true}) {
+    expect_same({120, 90, {10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}, s);  // shrink
+    expect_same({120, 90, {3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}, s);    // enlarge
+    expect_same({120, 90, {30, 40, s, s}, {0, 0, 24, 24}, s, s, {0, 0, s, s}, flip}, s);    // identity
+    expect_same({120, 90, {0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}, s);  // whole image
+    // A crop mapped into a scaled decode: fractional box within the whole-pixel region.
+    expect_same({60, 45, {5, 10, 31, 38}, {0.5, 0.25, 37.5, 30.75}, s, s, {0, 0, s, s}, flip}, s);
+  }
+  // Random crops as the image folder draws them.
+  for (int64_t i = 0; i < 20; ++i) {
+    dtrain::detail::SampleRandom random(3, 1, i);
+    const CropBox c = dtrain::detail::random_resized_crop(97, 61, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
+    expect_same({97, 61, c, {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)}, s, s, {0, 0, s, s},
+                 i % 2 == 0},
+                s);
+  }
+}
+
+TEST(GpuTaps, EvaluationCropsAreTheResamplersBytes) {
+  const int64_t s = 24;
+  for (const auto& [w, h] : std::vector<std::pair<int64_t, int64_t>>{{120, 90}, {61, 97}, {27, 40}, {28, 28}}) {
+    const auto center = dtrain::detail::resize_center_crop(w, h, 28, s);
+    expect_same({w, h, {0, 0, h, w}, {0, 0, static_cast<double>(w), static_cast<double>(h)}, center.resized_width,
+                 center.resized_height, center.crop, false},
+                s);
+  }
+}
+
+}  // namespace
