@@ -173,60 +173,59 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
       o.shard_optimizer.empty() ? std::vector<bool>{base.dist.shard_optimizer} : o.shard_optimizer;
   plan.ladder = !o.checkpointing.empty() || !o.shard_optimizer.empty();
   const int64_t total = o.warmup_steps + o.steps;
-  for (int64_t micro : micros) {
-    for (int64_t w : workers) {
-    for (ActivationCheckpointing ckpt : ckpts) {
-    for (bool shard : shards) {
-      Setting st;
-      st.config = base;
-      Config& c = st.config;
-      if (sweeps_micro) {
-        c.train.micro_batch = micro;
-        if (plan.rule == GlobalBatch::kMicroTimesWorld) {
-          if (micro > std::numeric_limits<int64_t>::max() / world)
-            throw Error(std::to_string(micro) + " x " + std::to_string(world) +
-                            " ranks overflows the global batch",
-                        "--micro-batches");
-          c.train.global_batch = micro * world;
-        }
+  // One setting of the cross product, checked by resolving a copy.
+  auto setting = [&](int64_t micro, int64_t w, ActivationCheckpointing ckpt, bool shard) {
+    Setting st;
+    st.config = base;
+    Config& c = st.config;
+    if (sweeps_micro) {
+      c.train.micro_batch = micro;
+      if (plan.rule == GlobalBatch::kMicroTimesWorld) {
+        if (micro > std::numeric_limits<int64_t>::max() / world)
+          throw Error(std::to_string(micro) + " x " + std::to_string(world) +
+                          " ranks overflows the global batch",
+                      "--micro-batches");
+        c.train.global_batch = micro * world;
       }
-      c.data.workers = w;
-      c.train.activation_checkpointing = ckpt;
-      c.dist.shard_optimizer = shard;
-      c.run.dir = "";
-      c.run.log_every = 0;
-      c.run.quiet = true;
-      c.run.profile_steps = 0;
-      c.run.timeline = false;
-      c.train.epochs = total;  // every epoch has a step: max_steps ends the run
-      c.train.max_steps = total;
-      c.train.eval = false;
-      c.train.drop_last = true;
-      c.checkpoint.every_steps = 0;
-      c.checkpoint.every_epoch = false;
-      c.checkpoint.dir = "";
-      c.checkpoint.resume = "none";
-      Config check = c;
-      try {
-        check.resolve(world);
-      } catch (const Error& e) {
-        if (!sweeps_micro) throw;
-        throw Error("micro-batch " + std::to_string(micro) + " on " + std::to_string(world) +
-                        " rank(s): " + e.what(),
-                    "--micro-batches");
-      }
-      st.micro_batch = c.train.micro_batch;
-      st.workers = w;
-      st.checkpointing = ckpt;
-      st.shard_optimizer = shard;
-      st.global_batch = c.train.global_batch;
-      st.rank_batch = check.resolved.rank_batch;
-      st.accum_steps = check.resolved.accum_steps;
-      plan.settings.push_back(std::move(st));
     }
+    c.data.workers = w;
+    c.train.activation_checkpointing = ckpt;
+    c.dist.shard_optimizer = shard;
+    c.run.dir = "";
+    c.run.log_every = 0;
+    c.run.quiet = true;
+    c.run.profile_steps = 0;
+    c.run.timeline = false;
+    c.train.epochs = total;  // every epoch has a step: max_steps ends the run
+    c.train.max_steps = total;
+    c.train.eval = false;
+    c.train.drop_last = true;
+    c.checkpoint.every_steps = 0;
+    c.checkpoint.every_epoch = false;
+    c.checkpoint.dir = "";
+    c.checkpoint.resume = "none";
+    Config check = c;
+    try {
+      check.resolve(world);
+    } catch (const Error& e) {
+      if (!sweeps_micro) throw;
+      throw Error("micro-batch " + std::to_string(micro) + " on " + std::to_string(world) +
+                      " rank(s): " + e.what(),
+                  "--micro-batches");
     }
-    }
-  }
+    st.micro_batch = c.train.micro_batch;
+    st.workers = w;
+    st.checkpointing = ckpt;
+    st.shard_optimizer = shard;
+    st.global_batch = c.train.global_batch;
+    st.rank_batch = check.resolved.rank_batch;
+    st.accum_steps = check.resolved.accum_steps;
+    return st;
+  };
+  for (int64_t micro : micros)
+    for (int64_t w : workers)
+      for (ActivationCheckpointing ckpt : ckpts)
+        for (bool shard : shards) plan.settings.push_back(setting(micro, w, ckpt, shard));
   return plan;
 }
 

@@ -188,13 +188,12 @@ void memory_headroom(const DiagnosisInput& in, std::vector<Finding>& out) {
 
 void memory_by_kind(const DiagnosisInput& in, std::vector<Finding>& out) {
   if (in.memory_peak <= 0 || in.weight_bytes <= 0) return;
-  const auto g = [](int64_t b) { return gib(b); };
   const int64_t held = in.weight_bytes + in.gradient_bytes + in.optimizer_state_bytes;
-  std::string what = "rank 0's peak of " + g(in.memory_peak) + ": weights " + g(in.weight_bytes) +
-                     ", gradients " + g(in.gradient_bytes) + ", optimizer state " +
-                     g(in.optimizer_state_bytes);
+  std::string what = "rank 0's peak of " + gib(in.memory_peak) + ": weights " + gib(in.weight_bytes) +
+                     ", gradients " + gib(in.gradient_bytes) + ", optimizer state " +
+                     gib(in.optimizer_state_bytes);
   if (in.optimizer_shards > 1) what += " (its shard of " + num(in.optimizer_shards) + ")";
-  what += ", activations and workspace " + g(std::max<int64_t>(0, in.memory_peak - held)) +
+  what += ", activations and workspace " + gib(std::max<int64_t>(0, in.memory_peak - held)) +
           " (the rest: the step's activations, the reducer's buckets, library workspaces)";
   out.push_back({"memory by kind", what, ""});
 }
