@@ -14,7 +14,9 @@
 #                                           # JPEGs with each decoder (+2 minutes): the same accuracy
 # Environment: OUT (default ./gpu-out/decode), JPEG_DIR (default $OUT/jpeg, written by
 # bench/make_jpeg_folder.py when absent), DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per
-# setting, default 40).
+# setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
+# (overrides for every run: a smoke test of this script on a CPU machine with DTRAIN_BIN=build/bin/
+# dtrain EXTRA="model.name=resnet18 train.global_batch=16" STEPS=2 WARMUP=1 WORKERS=1,2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out/decode}
@@ -24,6 +26,9 @@ BIN=${DTRAIN_BIN:-build-gpu/bin/dtrain}
 TESTS=build-gpu/tests/dtrain_gpu_tests
 JPEG=${JPEG_DIR:-$OUT/jpeg}
 STEPS=${STEPS:-40}
+WARMUP=${WARMUP:-10}
+WORKERS=${WORKERS:-1,2,4,8,15}
+read -ra EXTRA_ARGS <<<"${EXTRA:-}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 [ -d /opt/dtrain-deps/usr/lib/x86_64-linux-gnu ] &&
   export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -37,14 +42,14 @@ sweep() {
   local name=$1
   shift
   echo "== $name: $*" | tee -a "$LOG"
-  "$@" --warmup-steps 10 --steps "$STEPS" --out "$OUT/$name" --force >>"$LOG" 2>&1 ||
+  "$@" "${EXTRA_ARGS[@]}" --warmup-steps "$WARMUP" --steps "$STEPS" --out "$OUT/$name" --force >>"$LOG" 2>&1 ||
     echo "$name: exit $?" | tee -a "$LOG"
 }
-JPEG_ARGS=(bench/configs/resnet50_jpeg.yaml data.path="$JPEG" run.dir="$OUT/runs")
-sweep synthetic "$BIN" bench bench/configs/resnet50.yaml run.dir="$OUT/runs" --workers 2
+JPEG_ARGS=(bench/configs/resnet50_jpeg.yaml data.path="$JPEG")
+sweep synthetic "$BIN" bench bench/configs/resnet50.yaml --workers 2
 for d in gpu cpu; do
   sweep "cores3_$d" taskset -c 0-2 "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers 2
-  sweep "sweep_$d" "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers 1,2,4,8,15
+  sweep "sweep_$d" "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers "$WORKERS"
 done
 grep -E "decoded on the|instead of the GPU|nvJPEG" "$LOG" | sort | uniq -c | head -5
 
@@ -80,7 +85,7 @@ if [ "${1:-}" = accuracy ]; then
   for d in gpu cpu; do
     echo "== accuracy_$d" | tee -a "$LOG"
     "$BIN" configs/imagefolder_resnet.yaml data.path="$OUT/fashion-jpeg" data.image_size=64 train.epochs=5 \
-      train.warmup_steps=200 data.workers=15 data.decode=$d run.dir="$OUT/runs" run.name=accuracy_$d \
+      train.warmup_steps=200 data.workers=15 data.decode=$d run.dir="$OUT/runs" run.name=accuracy_$d "${EXTRA_ARGS[@]}" \
       >"$OUT/accuracy_$d.log" 2>&1 || echo "accuracy_$d: exit $?" | tee -a "$LOG"
     grep -E "test accuracy|accuracy [0-9]|decoded on the" "$OUT/accuracy_$d.log" | tail -3 | tee -a "$LOG"
   done
