@@ -12,8 +12,9 @@
 #   bash bench/gpu_decode.sh                # after bash launch/gpu.sh build
 #   bash bench/gpu_decode.sh accuracy       # also configs/imagefolder_resnet.yaml on Fashion-MNIST
 #                                           # JPEGs with each decoder (+2 minutes): the same accuracy
-# Environment: OUT (default ./gpu-out/decode), JPEG_DIR (default $OUT/jpeg, written by
-# bench/make_jpeg_folder.py when absent), DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per
+# Environment: OUT (default ./gpu-out/decode: logs and tables only), JPEG_DIR (default
+# /tmp/dtrain-jpeg, written by bench/make_jpeg_folder.py when absent; the Fashion-MNIST JPEGs and
+# the accuracy runs' folders go under /tmp too, as they hold thousands of files and weights), DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per
 # setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
 # (overrides for every run: a smoke test of this script on a CPU machine with DTRAIN_BIN=build/bin/
 # dtrain EXTRA="model.name=resnet18 train.global_batch=16" STEPS=2 WARMUP=1 WORKERS=1,2).
@@ -24,7 +25,8 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 BIN=${DTRAIN_BIN:-build-gpu/bin/dtrain}
 TESTS=build-gpu/tests/dtrain_gpu_tests
-JPEG=${JPEG_DIR:-$OUT/jpeg}
+JPEG=${JPEG_DIR:-/tmp/dtrain-jpeg}
+SCRATCH=${SCRATCH:-/tmp/dtrain-decode}
 STEPS=${STEPS:-40}
 WARMUP=${WARMUP:-10}
 WORKERS=${WORKERS:-1,2,4,8,15}
@@ -81,11 +83,12 @@ tee -a "$LOG" <"$OUT/torchvision.log"
 
 if [ "${1:-}" = accuracy ]; then
   FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-  [ -d "$OUT/fashion-jpeg/train" ] || $PY bench/make_jpeg_folder.py "$OUT/fashion-jpeg" --fashion "$FMNIST"
+  [ -d "$SCRATCH/fashion-jpeg/train" ] || $PY bench/make_jpeg_folder.py "$SCRATCH/fashion-jpeg" --fashion "$FMNIST"
   for d in gpu cpu; do
     echo "== accuracy_$d" | tee -a "$LOG"
-    "$BIN" configs/imagefolder_resnet.yaml data.path="$OUT/fashion-jpeg" data.image_size=64 train.epochs=5 \
-      train.warmup_steps=200 data.workers=15 data.decode=$d run.dir="$OUT/runs" run.name=accuracy_$d "${EXTRA_ARGS[@]}" \
+    rm -rf "$SCRATCH/runs/accuracy_$d"
+    "$BIN" configs/imagefolder_resnet.yaml data.path="$SCRATCH/fashion-jpeg" data.image_size=64 train.epochs=5 \
+      train.warmup_steps=200 data.workers=15 data.decode=$d run.dir="$SCRATCH/runs" run.name=accuracy_$d "${EXTRA_ARGS[@]}" \
       >"$OUT/accuracy_$d.log" 2>&1 || echo "accuracy_$d: exit $?" | tee -a "$LOG"
     grep -E "test accuracy|accuracy [0-9]|decoded on the" "$OUT/accuracy_$d.log" | tail -3 | tee -a "$LOG"
   done

@@ -14,12 +14,14 @@ Runs dtrain (no PyTorch needed) and reads each run's summary record from metrics
 
     python3 bench/memory_ladder.py --bin build-gpu/bin/dtrain --out /tmp/ladder [--parts ABC]
 
-Prints one markdown table per part and writes them, with every run's summary, to OUT/ladder.json.
+Prints one markdown table per part and writes them, with every run's summary, to OUT/ladder.json;
+each run's metrics.jsonl is kept as OUT/NAME.metrics.jsonl and its run directory (weights) removed.
 Several ranks on one GPU: dtrain gives each its own NCCL host id (docs/RUNNING.md).
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -63,6 +65,10 @@ def run(args, name, overrides, ranks=1, timeout=240):
     with open(os.path.join(args.out, name + ".log"), "w") as f:
         f.write(" ".join(cmd) + "\n" + out)
     s = summary_of(run_dir)
+    # Only the records stay: the weights of the larger models are gigabytes each.
+    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        shutil.copy(os.path.join(run_dir, "metrics.jsonl"), os.path.join(args.out, name + ".metrics.jsonl"))
+    shutil.rmtree(run_dir, ignore_errors=True)
     tail = "\n".join(out.strip().splitlines()[-3:])
     return rc == 0 and s is not None, s, tail, seconds
 

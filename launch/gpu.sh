@@ -8,6 +8,9 @@
 #                                     # resnet50compile profile (default: all but profile)
 #   bash launch/gpu.sh observe        # dtrain env, dtrain bench (GPT-2 sweep up to out of memory),
 #                                     # a ResNet-50 run with its report, TensorBoard read back
+#   bash launch/gpu.sh ladder         # bench/memory_ladder.py: checkpointing and the sharded
+#                                     # optimizer, peak memory and speed (about 6 minutes)
+#   bash launch/gpu.sh decode [accuracy]  # bench/gpu_decode.sh: data.decode gpu against cpu
 #   bash launch/gpu.sh all            # build, test, bench
 #
 # Logs and results go to $OUT if set (else ./gpu-out): build.log, test.log, bench.log and
@@ -163,6 +166,8 @@ case ${1:-all} in
   test) test_tiers ;;
   bench) shift; bench "$@"; pack ;;
   observe) observe ;;
+  ladder) $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" 2>&1 | tee "$OUT/ladder.log" ;;
+  decode) shift; unpack_debs; OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
-  *) echo "usage: $0 build|test|bench [cases]|all"; exit 2 ;;
+  *) echo "usage: $0 build|test|bench [cases]|observe|ladder|decode [accuracy]|all"; exit 2 ;;
 esac
