@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e: preprocess.json and `dtrain eval`. An MLP trains on CSV rows under mpirun -np 2 and leaves
 # model.pt and preprocess.json. In PyTorch (Debian's python3-torch, the twin Mlp of
-# python/dtrain_models.py): the file's column means and stds are the train rows' (computed here
+# python/dtrain_models.py, the standardization of python/dtrain_inputs.py): the file's column means and stds are the train rows' (computed here
 # from train.csv), and the raw test rows standardized with them through the twin loaded from
 # model.pt give the run's final test loss and accuracy. `dtrain eval` on 2 ranks prints that
 # evaluation bit for bit, on 1 rank the same accuracy and the loss within 1e-6, from model.pt
@@ -51,9 +51,9 @@ echo "ok: training wrote $(ls "$rundir" | tr '\n' ' ')"
 "$py" - "$src/python" "$tmp" "$rundir" <<'PY' || fail "preprocess.json does not reproduce the run in PyTorch"
 import csv, json, math, sys
 sys.path.insert(0, sys.argv[1])
-import torch, torch.nn.functional as F, dtrain_models
+import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
 root, rundir = sys.argv[2], sys.argv[3]
-pre = json.load(open(f"{rundir}/preprocess.json"))
+pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "csv" and pre["task"] == "classification" and pre["num_classes"] == 3, pre
 assert pre["input_shape"] == [4] and pre["targets"] == ["species"], pre
 names = pre["features"]["names"]
@@ -69,9 +69,7 @@ for j, c in enumerate(names):  # population mean and std of the train rows (read
     assert abs(pre["features"]["mean"][j] - m) <= 1e-9 * max(1, abs(m)), (c, pre["features"]["mean"][j], m)
     assert abs(pre["features"]["std"][j] - s) <= 1e-9 * s, (c, pre["features"]["std"][j], s)
 x, y = table("test")
-mean = torch.tensor(pre["features"]["mean"], dtype=torch.float64)
-std = torch.tensor(pre["features"]["std"], dtype=torch.float64)
-inputs = ((torch.tensor(x, dtype=torch.float64) - mean) / std).float()
+inputs = dtrain_inputs.csv_rows(x, pre)
 model = dtrain_models.Mlp(4, (16,), pre["num_classes"])
 model.load_state_dict(torch.load(f"{rundir}/model.pt"))
 model.eval()

@@ -65,48 +65,37 @@ if not last < 0.6 * first:
 PY
 echo "ok: CNN on the JPEG folder, final test accuracy $acc%"
 
-# preprocess.json beside model.pt: PIL and PyTorch alone (the twin Cnn of python/dtrain_models.py)
-# reproduce the run's final evaluation from the raw JPEGs of val/.
+# preprocess.json beside model.pt: PIL and PyTorch alone (the twin Cnn of python/dtrain_models.py,
+# the evaluation transform of python/dtrain_inputs.py) reproduce the run's final evaluation from the raw JPEGs of val/.
 "$py" - "$src/python" "$tmp/fm/val" "$tmp/runs/cnn" <<'PY' || fail "preprocess.json does not reproduce the run's evaluation"
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-import torch, torch.nn.functional as F, dtrain_models
-from PIL import Image
+import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
 val, rundir = sys.argv[2], sys.argv[3]
-pre = json.load(open(f"{rundir}/preprocess.json"))
+pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "image_folder" and pre["input_shape"] == [3, 28, 28], pre
 assert pre["class_names"] == sorted(os.listdir(val)), pre["class_names"]
-t, px = pre["eval_transform"], pre["pixels"]
+t = pre["eval_transform"]
 assert t == {"resize": 28, "center_crop": 28, "interpolation": "bilinear"}, t
-xs, ys = [], []
+files, ys = [], []
 for label, name in enumerate(pre["class_names"]):
     for f in sorted(os.listdir(f"{val}/{name}")):
-        im = Image.open(f"{val}/{name}/{f}").convert("RGB")
-        w, h = im.size
-        r = t["resize"]  # torchvision's Resize(r): the shorter side to r
-        size = (r, int(r * h / w)) if w <= h else (int(r * w / h), r)
-        im = im.resize(size, Image.BILINEAR)
-        s = t["center_crop"]
-        left, top = int(round((im.size[0] - s) / 2.0)), int(round((im.size[1] - s) / 2.0))
-        im = im.crop((left, top, left + s, top + s))
-        x = torch.tensor(list(im.getdata()), dtype=torch.float32).view(s, s, 3).permute(2, 0, 1)
-        mean, std = torch.tensor(px["mean"]).view(3, 1, 1), torch.tensor(px["std"]).view(3, 1, 1)
-        xs.append((x / px["scale"] - mean) / std)
+        files.append(f"{val}/{name}/{f}")
         ys.append(label)
 model = dtrain_models.Cnn((3, 28, 28), (16, 32), 64, pre["num_classes"])
 model.load_state_dict(torch.load(f"{rundir}/model.pt"))
 model.eval()
 with torch.no_grad():
-    out = model(torch.stack(xs))
+    out = model(dtrain_inputs.image_files(files, pre))
 y = torch.tensor(ys)
 loss = F.cross_entropy(out, y).item()
 acc = (out.argmax(1) == y).sum().item() / len(ys)
 ev = [r for r in map(json.loads, open(f"{rundir}/metrics.jsonl")) if r["type"] == "eval"][-1]
-print(f"PyTorch from preprocess.json: accuracy {acc:.4f} loss {loss:.6f}; the run's "
-      f"{ev['test_accuracy']:.4f} {ev['test_loss']:.6f} ({len(ys)} images)")
+print(f"PyTorch from preprocess.json: accuracy {acc:.4f} loss {loss:.9f}; the run's "
+      f"{ev['test_accuracy']:.4f} {ev['test_loss']:.9f} ({len(ys)} images)")
 assert ev["test_count"] == len(ys), ev
 assert ev["test_accuracy"] == acc, (ev["test_accuracy"], acc)
-assert abs(ev["test_loss"] - loss) <= 1e-4 * loss, (ev["test_loss"], loss)
+assert abs(ev["test_loss"] - loss) <= 1e-6 * loss, (ev["test_loss"], loss)
 PY
 echo "ok: preprocess.json's pixels, transform and class names reproduce the run's evaluation in PyTorch"
 

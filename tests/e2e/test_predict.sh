@@ -3,8 +3,8 @@
 # images (image_folder), an MLP on CSV rows (csv) and a GPT on text bytes (text). For each,
 # predict runs on 1 and on 2 ranks and the two output files are the same, byte for byte (the CSV
 # rows on 3 ranks too, whose number does not divide the training's global batch). PyTorch
-# alone (the twins of python/dtrain_models.py loading model.pt, PIL and preprocess.json, no
-# dtrain) gives every listed class probability within 1e-5 and the same top class, and the
+# alone (the twins of python/dtrain_models.py loading model.pt, python/dtrain_inputs.py applying
+# preprocess.json with PIL, no dtrain) gives every listed class probability within 1e-5 and the same top class, and the
 # GPT's first greedy token. Greedy and seeded sampled generation repeat exactly. Only --output is
 # written (the run directories are unchanged); an existing output, a missing input, an image
 # that does not decode, a CSV without the run's columns and an unsupported format are errors
@@ -111,8 +111,7 @@ echo "ok: greedy and sampled generation repeat (two processes each); the runs' f
 "$py" - "$src/python" "$tmp" <<'PY' || fail "PyTorch does not give dtrain predict's numbers"
 import csv, json, os, sys
 sys.path.insert(0, sys.argv[1])
-import torch, dtrain_models
-from PIL import Image
+import torch, dtrain_inputs, dtrain_models
 tmp = sys.argv[2]
 def check(name, records, probs, top_k):
     assert len(records) == len(probs), (name, len(records), len(probs))
@@ -125,27 +124,14 @@ def check(name, records, probs, top_k):
         assert abs(p[top[0]["index"]].item() - p.max().item()) <= 1e-5, (name, r, p.tolist())
     print(f"{name}: {len(records)} inputs, probabilities within 1e-5 of PyTorch's")
 
-# Images: torchvision's Resize + CenterCrop with PIL, the twin Cnn.
-pre = json.load(open(f"{tmp}/runs/img/preprocess.json"))
-t, px = pre["eval_transform"], pre["pixels"]
+# Images: torchvision's Resize + CenterCrop with PIL (dtrain_inputs), the twin Cnn.
+pre = dtrain_inputs.load(f"{tmp}/runs/img")
 files = sorted(os.path.join(d, f) for d, _, fs in os.walk(f"{tmp}/new") for f in fs if f.endswith(".png"))
-xs = []
-for f in files:
-    im = Image.open(f).convert("RGB")
-    w, h = im.size
-    r = t["resize"]
-    im = im.resize((r, int(r * h / w)) if w <= h else (int(r * w / h), r), Image.BILINEAR)
-    s = t["center_crop"]
-    left, top = int(round((im.size[0] - s) / 2.0)), int(round((im.size[1] - s) / 2.0))
-    im = im.crop((left, top, left + s, top + s))
-    x = torch.tensor(list(im.getdata()), dtype=torch.float32).view(s, s, 3).permute(2, 0, 1)
-    mean, std = torch.tensor(px["mean"]).view(3, 1, 1), torch.tensor(px["std"]).view(3, 1, 1)
-    xs.append((x / px["scale"] - mean) / std)
 model = dtrain_models.Cnn(pre["input_shape"], (4,), 16, pre["num_classes"])
 model.load_state_dict(torch.load(f"{tmp}/runs/img/model.pt"))
 model.eval()
 with torch.no_grad():
-    probs = model(torch.stack(xs)).softmax(1)
+    probs = model(dtrain_inputs.image_files(files, pre)).softmax(1)
 records = [json.loads(l) for l in open(f"{tmp}/img.1.jsonl")]
 assert [r["input"] for r in records] == files, [r["input"] for r in records]
 for r in records:
@@ -158,12 +144,9 @@ check("image files (CSV)", [{"top": [{"index": pre["class_names"].index(row[k]),
                                      for k in (1, 3, 5)]} for row in rows[1:]], probs, 3)
 
 # CSV rows: the run's standardization, the twin Mlp.
-pre = json.load(open(f"{tmp}/runs/csv/preprocess.json"))
-names = pre["features"]["names"]
+pre = dtrain_inputs.load(f"{tmp}/runs/csv/preprocess.json")
 table = list(csv.DictReader(open(f"{tmp}/rows.csv")))
-x = torch.tensor([[float(r[c]) for c in names] for r in table], dtype=torch.float32).double()
-x = ((x - torch.tensor(pre["features"]["mean"], dtype=torch.float64)) /
-     torch.tensor(pre["features"]["std"], dtype=torch.float64)).float()
+x = dtrain_inputs.csv_rows(table, pre)
 model = dtrain_models.Mlp(4, (16,), pre["num_classes"])
 model.load_state_dict(torch.load(f"{tmp}/runs/csv/model.pt"))
 model.eval()
