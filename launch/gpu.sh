@@ -167,7 +167,7 @@ case ${1:-all} in
   bench) shift; bench "$@"; pack ;;
   observe) observe ;;
   ladder) $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" 2>&1 | tee "$OUT/ladder.log" ;;
-  decode) shift; unpack_debs; OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
+  decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
   *) echo "usage: $0 build|test|bench [cases]|observe|ladder|decode [accuracy]|all"; exit 2 ;;
 esac
