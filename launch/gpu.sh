@@ -8,8 +8,9 @@
 #                                     # resnet50compile profile (default: all but profile)
 #   bash launch/gpu.sh observe        # dtrain env, dtrain bench (GPT-2 sweep up to out of memory),
 #                                     # a ResNet-50 run with its report, TensorBoard read back
-#   bash launch/gpu.sh ladder         # bench/memory_ladder.py: checkpointing and the sharded
-#                                     # optimizer, peak memory and speed (about 6 minutes)
+#   bash launch/gpu.sh ladder [PARTS] # bench/memory_ladder.py: checkpointing and the sharded
+#                                     # optimizer, peak memory and speed (parts A, B, C: all
+#                                     # three may pass a device call's 10 minutes: A, then BC)
 #   bash launch/gpu.sh decode [accuracy]  # bench/gpu_decode.sh: data.decode gpu against cpu
 #   bash launch/gpu.sh all            # build, test, bench
 #
@@ -166,8 +167,8 @@ case ${1:-all} in
   test) test_tiers ;;
   bench) shift; bench "$@"; pack ;;
   observe) observe ;;
-  ladder) $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" 2>&1 | tee "$OUT/ladder.log" ;;
+  ladder) shift; $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" --parts "${1:-ABC}" 2>&1 | tee -a "$OUT/ladder.log" ;;
   decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
-  *) echo "usage: $0 build|test|bench [cases]|observe|ladder|decode [accuracy]|all"; exit 2 ;;
+  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy]|all"; exit 2 ;;
 esac
