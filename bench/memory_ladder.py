@@ -191,8 +191,11 @@ def main():
             t0 = time.time()
             fn(args, results)
             print(f"part {part}: {time.time() - t0:.0f} s", flush=True)
-    with open(os.path.join(args.out, "ladder.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    path = os.path.join(args.out, "ladder.json")  # parts run by an earlier call are kept
+    merged = json.load(open(path)) if os.path.exists(path) else {}
+    merged.update(results)
+    with open(path, "w") as f:
+        json.dump(merged, f, indent=1)
 
 
 if __name__ == "__main__":
