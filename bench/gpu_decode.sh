@@ -10,12 +10,13 @@
 #     (GpuDecode.Throughput in the gpu tier), and torchvision.io.decode_jpeg(device="cuda") on
 #     the same files (batches of 128) where torchvision is installed.
 #   bash bench/gpu_decode.sh                # after bash launch/gpu.sh build
-#   bash bench/gpu_decode.sh accuracy       # also configs/imagefolder_resnet.yaml on Fashion-MNIST
-#                                           # JPEGs with each decoder (+2 minutes): the same accuracy
+#   bash bench/gpu_decode.sh accuracy       # instead: configs/imagefolder_resnet.yaml on Fashion-
+#                                           # MNIST JPEGs with each decoder (about 3 minutes, a
+#                                           # device call of its own): the same accuracy
 # Environment: OUT (default ./gpu-out/decode: logs and tables only), JPEG_DIR (default
 # /tmp/dtrain-jpeg, written by bench/make_jpeg_folder.py when absent; the Fashion-MNIST JPEGs and
-# the accuracy runs' folders go under /tmp too, as they hold thousands of files and weights), DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per
-# setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
+# the accuracy runs' folders go under /tmp too, as they hold thousands of files and weights),
+# DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
 # (overrides for every run: a smoke test of this script on a CPU machine with DTRAIN_BIN=build/bin/
 # dtrain EXTRA="model.name=resnet18 train.global_batch=16" STEPS=2 WARMUP=1 WORKERS=1,2).
 set -uo pipefail
@@ -35,8 +36,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 [ -d /opt/dtrain-deps/usr/lib/x86_64-linux-gnu ] &&
   export LD_LIBRARY_PATH=/opt/dtrain-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -x "$BIN" ] || { echo "no $BIN: run bash launch/gpu.sh build first"; exit 1; }
-[ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
 LOG=$OUT/gpu_decode.log
+MODE=${1:-speed}
+case $MODE in speed | accuracy) ;; *) echo "usage: $0 [accuracy]"; exit 2 ;; esac
+
+if [ "$MODE" = speed ]; then
+[ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
 : >"$LOG"
 
 # One dtrain bench sweep: NAME, then dtrain bench's arguments.
@@ -80,8 +85,9 @@ print(f"torchvision {torchvision.__version__} decode_jpeg(device='cuda'), batche
       f"{len(data) / s:.0f} images/s ({len(data)} images)")
 EOF
 tee -a "$LOG" <"$OUT/torchvision.log"
+fi
 
-if [ "${1:-}" = accuracy ]; then
+if [ "$MODE" = accuracy ]; then
   FMNIST=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
   [ -d "$SCRATCH/fashion-jpeg/train" ] || $PY bench/make_jpeg_folder.py "$SCRATCH/fashion-jpeg" --fashion "$FMNIST"
   for d in gpu cpu; do
