@@ -167,21 +167,12 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
       const GpuJpeg& g = images[i + k];
       const size_t count = taps_count(g, size);
       std::memcpy(tap_host + tap_at, taps.data() + g.taps, count * sizeof(int32_t));
-      const auto pitch = static_cast<size_t>(g.width) * 3;
-      cuda::ResampleJob& j = jobs[k];
-      j.src = pixels + static_cast<size_t>(g.top) * pitch + static_cast<size_t>(g.left) * 3;
-      j.src_pitch = static_cast<int64_t>(pitch);
-      j.mid = rows;
-      j.out = out + static_cast<size_t>(g.slot) * 3 * s * s;
-      j.taps = tap_dev + tap_at;
-      j.h_ksize = g.h_ksize, j.v_ksize = g.v_ksize;
-      j.rows_first = g.rows_first, j.rows = g.rows_end - g.rows_first;
-      j.flip = g.flip ? 1 : 0, j.pad = 0;
-      max_rows = std::max(max_rows, j.rows);
+      jobs[k] = cuda::resample_job(g, pixels, rows, out, tap_dev + tap_at, size);
+      max_rows = std::max(max_rows, jobs[k].rows);
       m.data[k] = g.data, m.lengths[k] = g.size;
       nvjpeg::Image& d = m.dest[k];
       std::memset(&d, 0, sizeof d);
-      d.channel[0] = pixels, d.pitch[0] = pitch;
+      d.channel[0] = pixels, d.pitch[0] = static_cast<size_t>(jobs[k].src_pitch);
       tap_at += count;
       pixels += pixels_of(g), rows += rows_of(g);
     }

@@ -1,14 +1,16 @@
 // The GPU path's resampling (Note [GPU decoding]) is the CPU Resampler's: the tap table
-// gpu_jpeg() builds for src/cuda/resample.cu, applied here on the host the way its two kernels
-// apply it (the same loops, the same fixed point), gives the Resampler's bytes exactly for
-// training crops (shrunk, enlarged, the identity; flipped or not) and evaluation crops. The
-// kernels themselves run in the gpu tier (tests/gpu/test_gpu_decode.cpp).
+// gpu_jpeg() builds for src/cuda/resample.cu, applied here on the host by the kernels' own code
+// (src/cuda/resample_pixel.h: the job the decoder builds, and every thread's work of both passes,
+// thread after thread), gives the Resampler's bytes exactly for training crops (shrunk,
+// enlarged, the identity; flipped or not) and evaluation crops. The kernels themselves run in the
+// gpu tier (tests/gpu/test_gpu_decode.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "cuda/resample_pixel.h"
 #include "data/gpu_decode.h"
 #include "data/image_transforms.h"
 
@@ -20,41 +22,23 @@ using dtrain::detail::GpuJpeg;
 using dtrain::detail::ResampleTaps;
 using dtrain::detail::RgbView;
 
-uint8_t clip8(int32_t v) {  // resample.cu's
-  if (v >= (1 << 22 << 8)) return 255;
-  if (v <= 0) return 0;
-  return static_cast<uint8_t>(v >> 22);
-}
-
-// resample.cu's horizontal then vertical kernel, one thread's work after another.
-std::vector<uint8_t> kernels_on_host(const GpuJpeg& g, const std::vector<int32_t>& taps, const std::vector<uint8_t>& rgb,
+// resample.cu's horizontal then vertical kernel on the host: the job as the decoder builds it (the
+// sample in slot 1 of a batch of 2), then every thread's work of each pass, one after another.
+std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps, const std::vector<uint8_t>& rgb,
                                      int64_t size) {
-  const int64_t pitch = g.width * 3, rows = g.rows_end - g.rows_first;
-  const uint8_t* src = rgb.data() + g.top * pitch + g.left * 3;
-  const int32_t* t = taps.data() + g.taps;
-  std::vector<uint8_t> mid(static_cast<size_t>(rows * size * 3)), out(static_cast<size_t>(3 * size * size));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t x = 0; x < size; ++x) {
-      const int32_t* w = t + 2 * size + x * g.h_ksize;
-      const uint8_t* p = src + (g.rows_first + r) * pitch + t[x] * 3;
-      for (int c = 0; c < 3; ++c) {
-        int32_t s = 1 << 21;
-        for (int k = 0; k < t[size + x]; ++k) s += p[k * 3 + c] * w[k];
-        mid[static_cast<size_t>((r * size + x) * 3 + c)] = clip8(s);
-      }
-    }
-  const int32_t* v = t + size * (2 + g.h_ksize);
-  for (int64_t y = 0; y < size; ++y)
-    for (int64_t x = 0; x < size; ++x) {
-      const int32_t* w = v + 2 * size + y * g.v_ksize;
-      const int64_t d = g.flip ? size - 1 - x : x;
-      for (int c = 0; c < 3; ++c) {
-        int32_t s = 1 << 21;
-        for (int k = 0; k < v[size + y]; ++k) s += mid[static_cast<size_t>(((v[y] - g.rows_first + k) * size + x) * 3 + c)] * w[k];
-        out[static_cast<size_t>(c * size * size + y * size + d)] = clip8(s);
-      }
-    }
-  return out;
+  g.slot = 1;
+  std::vector<uint8_t> mid(static_cast<size_t>((g.rows_end - g.rows_first) * size * 3));
+  std::vector<uint8_t> batch(static_cast<size_t>(2 * 3 * size * size), 0);
+  const dtrain::cuda::ResampleJob j =
+      dtrain::cuda::resample_job(g, rgb.data(), mid.data(), batch.data(), taps.data() + g.taps, size);
+  const int s = static_cast<int>(size);
+  for (int r = 0; r < j.rows; ++r)
+    for (int x = 0; x < s; ++x) dtrain::cuda::horizontal_pixel(j, s, x, r);
+  for (int y = 0; y < s; ++y)
+    for (int x = 0; x < s; ++x) dtrain::cuda::vertical_pixel(j, s, x, y);
+  EXPECT_TRUE(std::all_of(batch.begin(), batch.begin() + 3 * size * size, [](uint8_t b) { return b == 0; }))
+      << "the job wrote outside its slot";
+  return {batch.begin() + 3 * size * size, batch.end()};
 }
 
 struct Case {
