@@ -63,7 +63,15 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   oo.eps = t.eps;
   oo.fused = t.fused_optimizer;
   if (shards_optimizer(cfg, comm.world())) {
-    ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+    // Every rank plans the same shards (the replicas agreed above), so a model that cannot be
+    // sharded fails on every rank alike: one line, no MPI_Abort.
+    std::string failure;
+    try {
+      ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+    } catch (const Error& e) {
+      failure = e.cause();
+    }
+    agree_no_failure(control, failure, "sharding the optimizer state", "dist.shard_optimizer");
     ctx.optimizer = std::make_unique<Optimizer>(ctx.shard->my_params(), oo, ctx.shard->mine());
   } else {
     if (cfg.dist.shard_optimizer)

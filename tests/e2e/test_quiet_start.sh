@@ -2,8 +2,8 @@
 # e2e: a quiet start, one line per error (issue 29, points 4 and 5). A run's log has one line on
 # the config (the batch arithmetic, where config.yaml is), not the config; config.yaml loads
 # again and --print-config prints the same settings without MPI or training (once under mpirun,
-# resolved for its world). An error every rank finds (a config typo, a missing data file) is
-# printed once, by rank 0, and the job exits 1 without Open MPI's MPI_ABORT banner or
+# resolved for its world). An error every rank finds (a config typo, a missing data file, a
+# model the sharded optimizer cannot split over the ranks) is printed once, by rank 0, and the job exits 1 without Open MPI's MPI_ABORT banner or
 # ORTE_ERROR_LOG lines. What can be known from the config is refused before start-up
 # (run.profile_steps on a LibTorch without Kineto, pointing to run.timeline); an empty training
 # file is named as empty. SIGINT to a bare mpirun: the ranks stop with 75 and say that mpirun
@@ -53,6 +53,10 @@ run 60 nodata "${np2[@]}" "$src/configs/fashion_mnist.yaml" data.path="$tmp/none
 one_error nodata "data\.train_images: file not found: $tmp/none/"
 run 30 print_typo "$bin" "$cfg" train.lrr=1 --print-config
 one_error print_typo "train\.lrr: unknown key"
+# Found after start-up, alike on every rank: the linear model's 2 tensors cannot be sharded over 3.
+run 60 shard "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" train.epochs=1 train.global_batch=96 run.dir="''" \
+  dist.shard_optimizer=true
+one_error shard "dist\.shard_optimizer: .*a rank would hold none \(use at most 2 ranks"
 
 # 3. Known at config time: the profiler on a LibTorch without Kineto (Debian's 1.13).
 run 60 profile "$bin" "$cfg" "${small[@]}" run.dir="''" run.profile_steps=2
