@@ -27,7 +27,13 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   while (!forward_backward(batch, micro_.size(), loss_sum, step, /*capturing=*/false)) {
     // Out of memory on some rank: every rank shrinks the micro-batch (more accumulation) and
     // redoes the step on the same samples. The global batch, and so the result, is unchanged.
-    micro_.shrink(step, [this] { return memory_ladder(ctx_, usable_memory(ctx_)); });
+    const auto ladder = [this] { return memory_ladder(ctx_, usable_memory(ctx_)); };
+    // At one sample nothing is left to shrink. Every rank is here, none in a collective: the
+    // first rank that ran out of memory says why, once (an AgreedError), and no rank aborts.
+    if (micro_.exhausted() && ctx_.world > 1)
+      agree_no_failure(*ctx_.control, ran_out_ ? micro_.exhausted_text(step, ladder) : std::string(),
+                       "the training step", "train.micro_batch");
+    micro_.shrink(step, ladder);
     loss_sum.zero_();
   }
   phases.compute += seconds_since(t0) - (phases.comm - comm_before);
@@ -46,6 +52,8 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
 // raised flag every rank drops its gradients, shrinks the micro-batch alike (MicroBatch), and
 // redoes the step on the same samples; `micro_batch: auto` (find_micro_batch) measures before
 // training instead. The flag is agreed on every step, so this costs one small CPU all-reduce.
+// At a micro-batch of 1 nothing is left to shrink: the ranks agree once more, on the first
+// failing rank's message (the memory ladder of that rank), and all throw it as one AgreedError.
 bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& loss_sum,
                                  int64_t step, bool capturing) {
   Watchdog& wd = *ctx_.watchdog;
@@ -53,6 +61,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
   const int64_t pieces = (n + micro - 1) / micro;
   bool failed = false;
   std::string failure;
+  ran_out_ = false;
   try {
     for (int64_t m = 0; m < pieces; ++m) {
       const int64_t begin = m * micro, len = std::min(micro, n - begin);
@@ -80,7 +89,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
     }
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e) || capturing) throw;
-    failed = true;
+    failed = ran_out_ = true;
     failure = first_line(e.what());
   }
   wd.beat("gradient all-reduce");

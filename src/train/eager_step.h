@@ -45,6 +45,7 @@ class EagerStep {
   LossWindow& window_;
   int64_t skipped_ = 0;
   double gather_seconds_ = 0;  // the last update's parameter gather (counted as communication)
+  bool ran_out_ = false;       // whether this rank ran out of memory in the last forward_backward
 };
 
 }  // namespace dtrain::detail

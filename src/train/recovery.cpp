@@ -52,13 +52,14 @@ MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch, 
                 std::to_string(rank_batch) + " (internal error)");
 }
 
+std::string MicroBatch::exhausted_text(int64_t step, const std::function<std::string()>& ladder) const {
+  return "out of memory even with a micro-batch of 1 sample at step " + std::to_string(step) +
+         "; the model does not fit on this device" + (ladder ? ": " + ladder() : std::string());
+}
+
 void MicroBatch::shrink(int64_t step, const std::function<std::string()>& ladder) {
   if (!recover_) throw MicroBatchDoesNotFit(micro_, step);
-  if (micro_ <= 1)
-    throw Error("out of memory even with a micro-batch of 1 sample at step " +
-                    std::to_string(step) + "; the model does not fit on this device" +
-                    (ladder ? ": " + ladder() : std::string()),
-                "train.micro_batch");
+  if (micro_ <= 1) throw Error(exhausted_text(step, ladder), "train.micro_batch");
   const int64_t before = micro_;
   micro_ = next_smaller(micro_, rank_batch_);
   ++retries_;

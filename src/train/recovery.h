@@ -51,6 +51,10 @@ class MicroBatch {
   // with `ladder()`'s text when given (the settings that free memory, Note [memory ladder]).
   // Without recovery: MicroBatchDoesNotFit, the size unchanged.
   void shrink(int64_t step, const std::function<std::string()>& ladder = nullptr);
+  // Whether shrink() has nothing left to try (recovery on, micro-batch 1), and the cause of the
+  // Error it then throws.
+  bool exhausted() const { return recover_ && micro_ <= 1; }
+  std::string exhausted_text(int64_t step, const std::function<std::string()>& ladder) const;
 
  private:
   int64_t rank_batch_, micro_, global_batch_;

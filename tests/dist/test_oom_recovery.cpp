@@ -1,6 +1,7 @@
 // Out-of-memory recovery under mpirun: one chosen rank fails one chosen step (a FaultInjector);
 // every rank abandons the step, halves the micro-batch, redoes it, and training ends with the
-// same parameters as a run that never failed. Under --backend=nccl on the GPU with NCCL
+// same parameters as a run that never failed. A rank that runs out of memory at every size ends
+// the job on every rank with one AgreedError that names it and the settings that free memory. Under --backend=nccl on the GPU with NCCL
 // gradients (test::nccl_mode()).
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -10,6 +11,7 @@
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
+#include "dtrain/error.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
 #include "dist_support.h"
@@ -45,12 +47,20 @@ class OomOnce : public FaultInjector {
   bool fired_ = false;
 };
 
-// `victim` (a rank) fails step `step` once; -1: nobody fails.
-TrainRun train(int victim, int64_t step) {
+// Fails every micro-batch, at every size, on this rank.
+class OomAlways : public FaultInjector {
+ public:
+  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kOutOfMemory; }
+};
+
+// `victim` (a rank) fails step `step` once (always, with `always`); -1: nobody fails.
+TrainRun train(int victim, int64_t step, bool always = false) {
   test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11, test::nccl_mode());
   Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
                   s.data.test);
-  if (s.comm->rank() == victim) trainer.set_fault_injector(std::make_shared<OomOnce>(step));
+  if (s.comm->rank() == victim)
+    trainer.set_fault_injector(always ? std::shared_ptr<FaultInjector>(std::make_shared<OomAlways>())
+                                      : std::make_shared<OomOnce>(step));
   const uint64_t hash_before = trainer.config().hash();
   TrainRun r;
   r.summary = trainer.fit();
@@ -75,6 +85,30 @@ TEST(OomRecovery, InjectedOnOneRankSameParametersAsCleanRun) {
     const double rel = (clean.params[i] - hit.params[i]).norm().item<double>() /
                        clean.params[i].norm().item<double>();
     EXPECT_LT(rel, 1e-5) << "parameter " << i;
+  }
+}
+
+TEST(OomRecovery, OneSampleOutOfMemoryOnOneRankIsOneAgreedErrorNamingIt) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world < 2) GTEST_SKIP() << "needs 2 ranks: runs under mpirun -np 2 and -np 4";
+  const int victim = world - 1;
+  try {
+    train(victim, 0, /*always=*/true);
+    ADD_FAILURE() << "rank " << victim << " runs out of memory at every size, and the run trained on";
+  } catch (const AgreedError& e) {
+    // Every rank, the victim's peers too, throws the same error: printed once, by the victim.
+    EXPECT_EQ(e.first_rank(), victim);
+    EXPECT_EQ(e.where(), "train.micro_batch");
+    const std::string w = e.what();
+    EXPECT_NE(w.find("failed on rank " + std::to_string(victim) +
+                     ": out of memory even with a micro-batch of 1 sample at step 0"),
+              std::string::npos)
+        << w;
+    EXPECT_NE(w.find("Settings that free memory: "), std::string::npos) << w;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "rank " << rank << ": not an AgreedError: " << e.what();
   }
 }
 
