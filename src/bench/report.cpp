@@ -17,6 +17,7 @@ std::string setting_name(const Row& r) {
                   std::to_string(r.workers);
   if (r.checkpointing != ActivationCheckpointing::kOff) s += ", train.activation_checkpointing=blocks";
   if (r.shard_optimizer) s += ", dist.shard_optimizer=true";
+  if (r.decode != DecodeMode::kCpu) s += std::string(", data.decode=") + to_string(r.decode);
   return s;
 }
 
@@ -131,6 +132,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
   }
   std::vector<std::string> head = {"micro", "workers", "global", "accum"};
   if (res.ladder) head.push_back("ckpt"), head.push_back("sharded");
+  if (res.decoders) head.push_back("decode");
   head.push_back("samples/s");
   if (tokens) head.push_back("tokens/s");
   for (const char* h : {"step ms", "p50 ms", "p90 ms", "data wait"}) head.push_back(h);
@@ -143,6 +145,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     std::vector<std::string> c = {std::to_string(r.micro_batch), std::to_string(r.workers),
                                   std::to_string(r.global_batch), std::to_string(r.accum_steps)};
     if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer ? "yes" : "no");
+    if (res.decoders) c.push_back(to_string(r.decode));
     std::string note = r.note;
     if (static_cast<int>(i) == rec.row) note = "<- recommended";
     else if (std::find(rec.crowded.begin(), rec.crowded.end(), static_cast<int>(i)) != rec.crowded.end())
@@ -195,7 +198,7 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
   std::string out =
       "micro_batch,workers,global_batch,accum_steps,fits,samples_per_s,tokens_per_s,step_mean_s,"
       "step_p50_s,step_p90_s,data_wait_share,peak_memory_bytes,memory_total_bytes,"
-      "gpu_utilization,mfu,recommended,note,activation_checkpointing,shard_optimizer\n";
+      "gpu_utilization,mfu,recommended,note,activation_checkpointing,shard_optimizer,decode\n";
   for (size_t i = 0; i < res.rows.size(); ++i) {
     const Row& r = res.rows[i];
     std::string line = std::to_string(r.micro_batch) + "," + std::to_string(r.workers) + "," +
@@ -211,7 +214,7 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
       line += ",,,,,,,,,,";
     }
     line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note) +
-            "," + checkpointing_name(r) + "," + (r.shard_optimizer ? "true" : "false");
+            "," + checkpointing_name(r) + "," + (r.shard_optimizer ? "true" : "false") + "," + to_string(r.decode);
     out += line + "\n";
   }
   return out;
@@ -225,7 +228,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
               {"global_batch", r.global_batch}, {"accum_steps", r.accum_steps},
               {"fits", r.fits}, {"note", r.note},
               {"activation_checkpointing", checkpointing_name(r)},
-              {"shard_optimizer", r.shard_optimizer}};
+              {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
     for (const char* k : {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s",
                           "tokens_per_s", "step_mean_s", "step_p50_s", "step_p90_s",
                           "data_wait_share", "peak_memory_bytes", "memory_total_bytes",
@@ -263,7 +266,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
     const Row& r = res.rows[static_cast<size_t>(rec.row)];
     out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers},
                           {"activation_checkpointing", checkpointing_name(r)},
-                          {"shard_optimizer", r.shard_optimizer}};
+                          {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
   }
   return out.dump(2) + "\n";
 }

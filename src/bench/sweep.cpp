@@ -42,6 +42,7 @@ std::string describe(const Setting& s, int world) {
   d += ", data.workers " + std::to_string(s.workers);
   if (s.checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
   if (s.shard_optimizer) d += ", dist.shard_optimizer";
+  if (s.decode != DecodeMode::kCpu) d += std::string(", data.decode ") + to_string(s.decode);
   return d;
 }
 
@@ -110,6 +111,17 @@ std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text
   return out;
 }
 
+std::vector<DecodeMode> parse_decode(const std::string& text) {
+  std::vector<DecodeMode> out;
+  for (const std::string& e : entries(text, "--decode")) {
+    if (e == "cpu") out.push_back(DecodeMode::kCpu);
+    else if (e == "gpu") out.push_back(DecodeMode::kGpu);
+    else if (e == "auto") out.push_back(DecodeMode::kAuto);
+    else throw Error("'" + e + "' is not cpu, gpu or auto (in '" + text + "')", "--decode");
+  }
+  return out;
+}
+
 std::vector<bool> parse_sharding(const std::string& text) {
   std::vector<bool> out;
   for (const std::string& e : entries(text, "--shard-optimizer")) {
@@ -151,6 +163,12 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
   if (!o.shard_optimizer.empty() && given.count("dist.shard_optimizer"))
     throw Error("is given on the command line and swept by --shard-optimizer; give one of them",
                 "dist.shard_optimizer");
+  if (!o.decode.empty() && given.count("data.decode"))
+    throw Error("is given on the command line and swept by --decode; give one of them", "data.decode");
+  if (!o.decode.empty() && base.data.format != DataFormat::kImageFolder)
+    throw Error(std::string("data.format is ") + to_string(base.data.format) +
+                    ": only an image folder's images are decoded (data.decode)",
+                "--decode");
   constexpr int64_t kMaxSteps = 1000000000;
   if (o.warmup_steps < 0 || o.warmup_steps > kMaxSteps)
     throw Error("must be in [0, 1e9], got " + std::to_string(o.warmup_steps), "--warmup-steps");
@@ -171,10 +189,13 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
                               : o.checkpointing;
   const std::vector<bool> shards =
       o.shard_optimizer.empty() ? std::vector<bool>{base.dist.shard_optimizer} : o.shard_optimizer;
+  const std::vector<DecodeMode> decoders =
+      o.decode.empty() ? std::vector<DecodeMode>{base.data.decode} : o.decode;
   plan.ladder = !o.checkpointing.empty() || !o.shard_optimizer.empty();
+  plan.decoders = !o.decode.empty();
   const int64_t total = o.warmup_steps + o.steps;
   // One setting of the cross product, checked by resolving a copy.
-  auto setting = [&](int64_t micro, int64_t w, ActivationCheckpointing ckpt, bool shard) {
+  auto setting = [&](int64_t micro, int64_t w, ActivationCheckpointing ckpt, bool shard, DecodeMode decode) {
     Setting st;
     st.config = base;
     Config& c = st.config;
@@ -191,6 +212,7 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     c.data.workers = w;
     c.train.activation_checkpointing = ckpt;
     c.dist.shard_optimizer = shard;
+    c.data.decode = decode;
     c.run.dir = "";
     c.run.log_every = 0;
     c.run.quiet = true;
@@ -217,6 +239,7 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     st.workers = w;
     st.checkpointing = ckpt;
     st.shard_optimizer = shard;
+    st.decode = decode;
     st.global_batch = c.train.global_batch;
     st.rank_batch = check.resolved.rank_batch;
     st.accum_steps = check.resolved.accum_steps;
@@ -225,7 +248,8 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
   for (int64_t micro : micros)
     for (int64_t w : workers)
       for (ActivationCheckpointing ckpt : ckpts)
-        for (bool shard : shards) plan.settings.push_back(setting(micro, w, ckpt, shard));
+        for (bool shard : shards)
+          for (DecodeMode decode : decoders) plan.settings.push_back(setting(micro, w, ckpt, shard, decode));
   return plan;
 }
 
@@ -249,6 +273,7 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
   row.workers = st.workers;
   row.checkpointing = st.checkpointing;
   row.shard_optimizer = st.shard_optimizer;
+  row.decode = st.decode;
   row.global_batch = st.global_batch;
   row.accum_steps = st.accum_steps;
   Session s = build_session(rt, st.config, origin);
@@ -294,6 +319,7 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
   result.world = rt.world();
   result.rule = plan.rule;
   result.ladder = plan.ladder;
+  result.decoders = plan.decoders;
   result.warmup_steps = o.warmup_steps;
   result.steps = o.steps;
   const size_t n = plan.settings.size();

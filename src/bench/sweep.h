@@ -1,5 +1,6 @@
-// The sweep behind `dtrain bench`: for each micro-batch, loader-worker count and rung of the memory
-// ladder (train.activation_checkpointing, dist.shard_optimizer: Note [memory ladder]) asked for, a short
+// The sweep behind `dtrain bench`: for each micro-batch, loader-worker count, rung of the memory
+// ladder (train.activation_checkpointing, dist.shard_optimizer: Note [memory ladder]) and image
+// decoder (data.decode: Note [GPU decoding]) asked for, a short
 // timed run of the real training loop (build_session and Trainer::fit, as `dtrain CONFIG` runs),
 // a fresh model and optimizer from run.seed each time, so that settings compare. Every rank
 // runs every setting (a collective sweep); each row holds figures over all ranks.
@@ -29,6 +30,7 @@ struct SweepOptions {
   // --activation-checkpointing off,blocks; --shard-optimizer false,true (empty: the config's)
   std::vector<ActivationCheckpointing> checkpointing;
   std::vector<bool> shard_optimizer;
+  std::vector<DecodeMode> decode;      // --decode cpu,gpu (empty: the config's data.decode)
   int64_t warmup_steps = 5;            // steps run before the clock starts
   int64_t steps = 20;                  // steps timed
 };
@@ -40,6 +42,8 @@ std::vector<int64_t> parse_sizes(const std::string& text, const std::string& opt
 // at least one; anything else is an Error naming the option and the entry.
 std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text);
 std::vector<bool> parse_sharding(const std::string& text);
+// "cpu,gpu" (--decode; auto too): each value once, at least one; likewise.
+std::vector<DecodeMode> parse_decode(const std::string& text);
 
 // How a setting's train.global_batch was chosen.
 enum class GlobalBatch {
@@ -57,14 +61,17 @@ struct Setting {
   int64_t accum_steps = 0;  // 0 while `auto` is not measured
   ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;
   bool shard_optimizer = false;
+  DecodeMode decode = DecodeMode::kCpu;
   Config config;            // unresolved; the bench's keys set
 };
 
 struct SweepPlan {
-  // The cross product: micro-batches outermost, then workers, activation checkpointing, sharding.
+  // The cross product: micro-batches outermost, then workers, activation checkpointing, sharding,
+  // decoders.
   std::vector<Setting> settings;
   GlobalBatch rule = GlobalBatch::kConfig;
-  bool ladder = false;  // --activation-checkpointing or --shard-optimizer was given
+  bool ladder = false;    // --activation-checkpointing or --shard-optimizer was given
+  bool decoders = false;  // --decode was given
 };
 
 // The keys a setting sets, which the command line must not give (an Error names the key):
@@ -74,7 +81,8 @@ const std::vector<std::string>& bench_keys();
 
 // The settings for `world` ranks: `base` is the config with `overrides` applied (the same list,
 // to tell which keys the command line gave). Each is checked by resolving a copy: a micro-batch
-// that does not divide a fixed per-rank batch is an Error naming --micro-batches.
+// that does not divide a fixed per-rank batch is an Error naming --micro-batches; --decode on data
+// that is not an image folder is an Error naming --decode.
 SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrides,
                      const SweepOptions& options, int world);
 
@@ -86,6 +94,7 @@ struct Row {
   int64_t accum_steps = 0;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;
   bool shard_optimizer = false;
+  DecodeMode decode = DecodeMode::kCpu;
   bool fits = true;
   std::string note;  // why it does not fit ("out of memory at step 0 ...")
   int64_t timed_steps = 0;
@@ -108,7 +117,8 @@ struct SweepResult {
   std::string device;  // rank 0's: "cpu", "NVIDIA H200"
   int64_t tokens_per_sample = 0;
   GlobalBatch rule = GlobalBatch::kConfig;
-  bool ladder = false;  // the table shows the rungs' columns
+  bool ladder = false;    // the table shows the rungs' columns
+  bool decoders = false;  // the table shows the decode column
   int64_t warmup_steps = 0, steps = 0;
   std::vector<Row> rows;  // in the plan's order
 };

@@ -30,10 +30,12 @@ of memory is reported as "does not fit" and the sweep goes on. Rank 0 prints the
 PREFIX.csv and PREFIX.json; the recommendation is the fastest setting that leaves 10% of the
 GPU's memory free, or a smaller one within 3% of it. --activation-checkpointing off,blocks and
 --shard-optimizer false,true time the rungs of the memory ladder the same way (every list is
-crossed with the others), so that the table shows what each rung costs and what it frees.
+crossed with the others), so that the table shows what each rung costs and what it frees;
+--decode cpu,gpu times an image folder's two decoders (data.decode) beside each other.
   mpirun -np 8 dtrain bench configs/x.yaml --micro-batches 32,64,128,256
   dtrain bench configs/fashion_mnist.yaml --workers 0,1,2,4 --out runs/workers
-  mpirun -np 4 dtrain bench configs/x.yaml --micro-batches 8,16 --activation-checkpointing off,blocks --shard-optimizer false,true)";
+  mpirun -np 4 dtrain bench configs/x.yaml --micro-batches 8,16 --activation-checkpointing off,blocks --shard-optimizer false,true
+  dtrain bench configs/imagefolder_resnet.yaml --decode cpu,gpu --workers 2,4,8)";
 
 // "configs/fashion_mnist.yaml" -> "fashion_mnist".
 std::string stem(const std::string& path) {
@@ -50,7 +52,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   CLI::App app{"dtrain bench: time short runs of a config at several micro-batch sizes and "
                "loader worker counts, and recommend one",
                "dtrain bench"};
-  std::string config_path, micro_text, workers_text, ckpt_text, shard_text, out;
+  std::string config_path, micro_text, workers_text, ckpt_text, shard_text, decode_text, out;
   std::vector<std::string> overrides;
   int64_t warmup = 5, steps = 20;
   bool force = false;
@@ -62,6 +64,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
                  "train.activation_checkpointing values to time: off,blocks (the memory ladder)");
   app.add_option("--shard-optimizer", shard_text,
                  "dist.shard_optimizer values to time: false,true (the memory ladder)");
+  app.add_option("--decode", decode_text, "data.decode values to time: cpu,gpu (an image folder's decoders)");
   app.add_option("--warmup-steps", warmup, "steps run before the clock starts")->capture_default_str();
   app.add_option("--steps", steps, "steps timed per setting")->capture_default_str();
   app.add_option("--out", out, "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
@@ -81,6 +84,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
     if (sweep_workers) opt.workers = bench::parse_sizes(workers_text, "--workers", 0);
     if (app.count("--activation-checkpointing") > 0) opt.checkpointing = bench::parse_checkpointing(ckpt_text);
     if (app.count("--shard-optimizer") > 0) opt.shard_optimizer = bench::parse_sharding(shard_text);
+    if (app.count("--decode") > 0) opt.decode = bench::parse_decode(decode_text);
     opt.warmup_steps = warmup;
     opt.steps = steps;
     const Config base = Config::from_file(config_path, overrides);

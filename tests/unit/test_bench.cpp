@@ -1,7 +1,8 @@
 // `dtrain bench`'s logic without running anything: the size lists, the settings a sweep runs
 // (global batch = micro-batch x world, or fixed), the keys it refuses on the command line, the
 // nearest-rank percentile, the recommendation (fastest with headroom, smaller within 3%), the
-// rungs of the memory ladder (--activation-checkpointing, --shard-optimizer), the CSV and JSON, and never writing over an existing output. Expected values come from the rules'
+// rungs of the memory ladder (--activation-checkpointing, --shard-optimizer), the image decoders
+// (--decode), the CSV and JSON, and never writing over an existing output. Expected values come from the rules'
 // formulas, worked out by hand in each test.
 #include <gtest/gtest.h>
 
@@ -95,7 +96,7 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
   const std::string table = bench::table_text(res, rec);
   expect_all(table, {"ckpt", "sharded", "blocks", "yes"});
   const std::string csv = bench::csv_text(res, rec);
-  expect_all(csv, {",activation_checkpointing,shard_optimizer\n", ",blocks,true\n"});
+  expect_all(csv, {",activation_checkpointing,shard_optimizer,decode\n", ",blocks,true,cpu\n"});
   const auto j = nlohmann::json::parse(bench::json_text(res, rec));
   EXPECT_EQ(j["rows"][0]["activation_checkpointing"], "blocks");
   EXPECT_EQ(j["rows"][0]["shard_optimizer"], true);
@@ -118,6 +119,52 @@ TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
   o.shard_optimizer = {true};
   expect_all(message_of([&] { bench::plan_sweep(base, {"dist.shard_optimizer=true"}, o, 1); }),
              {"dist.shard_optimizer: ", "swept by --shard-optimizer"});
+}
+
+TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
+  using dtrain::DecodeMode;
+  const Config base = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
+  bench::SweepOptions o = options({}, {2, 4});
+  o.decode = bench::parse_decode("gpu, cpu");
+  const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, 1);
+  EXPECT_TRUE(plan.decoders);
+  EXPECT_FALSE(plan.ladder);
+  ASSERT_EQ(plan.settings.size(), 4u);  // 2 worker counts x 2 decoders, decoders innermost
+  const int64_t workers[] = {2, 2, 4, 4};
+  const DecodeMode decode[] = {DecodeMode::kGpu, DecodeMode::kCpu, DecodeMode::kGpu, DecodeMode::kCpu};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(plan.settings[i].workers, workers[i]) << i;
+    EXPECT_EQ(plan.settings[i].decode, decode[i]) << i;
+    EXPECT_EQ(plan.settings[i].config.data.decode, decode[i]) << i;
+  }
+  bench::SweepResult res;
+  res.decoders = plan.decoders;
+  bench::Row r;
+  r.micro_batch = 32, r.workers = 2, r.global_batch = 64, r.accum_steps = 2, r.samples_per_s = 100, r.timed_steps = 7;
+  r.decode = DecodeMode::kGpu;
+  res.rows = {r};
+  const bench::Recommendation rec = bench::recommend(res.rows);
+  expect_all(bench::table_text(res, rec), {"decode", " gpu "});
+  expect_all(bench::csv_text(res, rec), {",shard_optimizer,decode\n", ",off,false,gpu\n"});
+  const auto j = nlohmann::json::parse(bench::json_text(res, rec));
+  EXPECT_EQ(j["rows"][0]["decode"], "gpu");
+  EXPECT_EQ(j["recommended"]["decode"], "gpu");
+  expect_all(rec.text, {"data.decode=gpu"});
+}
+
+TEST(BenchDecode, BadDecodersKeysGivenTwiceAndOtherFormatsAreNamed) {
+  expect_all(message_of([] { bench::parse_decode("cpu,nvjpeg"); }),
+             {"--decode: ", "'nvjpeg' is not cpu, gpu or auto"});
+  expect_all(message_of([] { bench::parse_decode("gpu,gpu"); }), {"--decode: ", "gpu is given twice"});
+  bench::SweepOptions o = options({}, {});
+  o.decode = {dtrain::DecodeMode::kGpu};
+  const Config images = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs",
+                                                              "data.decode=cpu"});
+  expect_all(message_of([&] { bench::plan_sweep(images, {"data.decode=cpu"}, o, 1); }),
+             {"data.decode: ", "swept by --decode"});
+  const Config synthetic = Config::from_string(kYaml, "b.yaml");
+  expect_all(message_of([&] { bench::plan_sweep(synthetic, {}, o, 1); }),
+             {"--decode: ", "data.format is synthetic: only an image folder's images are decoded"});
 }
 
 TEST(BenchPlan, MicroBatchTimesWorldCrossWorkers) {
@@ -305,9 +352,9 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
     for (char c : l) quoted = c == '"' ? !quoted : quoted, n += !quoted && c == ',';
     return n;
   };
-  EXPECT_EQ(fields(lines[0]), 19u);
-  EXPECT_EQ(fields(lines[1]), 19u);
-  EXPECT_EQ(fields(lines[2]), 19u);
+  EXPECT_EQ(fields(lines[0]), 20u);  // ... activation_checkpointing, shard_optimizer, decode
+  EXPECT_EQ(fields(lines[1]), 20u);
+  EXPECT_EQ(fields(lines[2]), 20u);
   EXPECT_EQ(lines[1].rfind("8,1,16,1,true,250,", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find(",true,"), std::string::npos);  // recommended
   EXPECT_EQ(lines[2].rfind("1048576,1,2097152,1,false,", 0), 0u) << lines[2];
