@@ -6,7 +6,7 @@
 // image, whole, as interleaved RGB into the device buffer; the two resampling passes
 // (resample.cu) go through a row buffer into the batch's output; then the thread waits on an
 // event (a blocking wait, not a spin: the loader threads share the run's few cores) before it
-// reuses the buffers. Device buffer of a chunk: [jobs][taps][image 0 .. m-1][rows 0 .. m-1].
+// reuses the buffers. The chunks and their layout in the two buffers: jpeg_chunks.h.
 #include "cuda/jpeg_batch.h"
 
 #include <cuda_runtime_api.h>
@@ -15,22 +15,13 @@
 #include <cstring>
 
 #include "cuda/check.h"
+#include "cuda/jpeg_chunks.h"
 #include "cuda/nvjpeg.h"
 #include "cuda/resample.h"
 #include "dtrain/error.h"
 
 namespace dtrain::detail {
 namespace {
-
-constexpr size_t kChunkDeviceBytes = size_t{64} << 20;  // decoded images + row buffers per chunk
-constexpr size_t kChunkHostBytes = size_t{4} << 20;     // jobs + taps per chunk
-constexpr size_t kAlign = 256;
-
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-size_t taps_count(const GpuJpeg& g, int64_t size) {
-  return static_cast<size_t>(size * (2 + g.h_ksize) + size * (2 + g.v_ksize));
-}
 
 void check_nvjpeg(nvjpeg::Status s, const char* what) {
   if (s != nvjpeg::kSuccess) throw Error(std::string("nvJPEG: ") + what + " failed: " + nvjpeg::status_name(s));
@@ -71,7 +62,7 @@ struct JpegBatchDecoder::Impl {
     if (device_bytes > dev_cap) {
       nvjpeg::device_free(dev);
       dev = nullptr, dev_cap = 0;
-      const size_t want = std::max(device_bytes, kChunkDeviceBytes);
+      const size_t want = std::max(device_bytes, kJpegChunkDeviceBytes);
       dev = static_cast<uint8_t*>(nvjpeg::device_alloc(want));
       if (dev == nullptr)
         throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) +
@@ -81,7 +72,7 @@ struct JpegBatchDecoder::Impl {
     if (host_bytes > host_cap) {
       nvjpeg::pinned_free(host);
       host = nullptr, host_cap = 0;
-      const size_t want = std::max(host_bytes, kChunkHostBytes);
+      const size_t want = std::max(host_bytes, kJpegChunkHostBytes);
       host = static_cast<uint8_t*>(nvjpeg::pinned_alloc(want));
       if (host == nullptr)
         throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) + " MiB of pinned host memory");
@@ -131,50 +122,30 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));
   std::vector<size_t> refused;
-  const auto s = static_cast<size_t>(size);
-  auto pixels_of = [&](const GpuJpeg& g) { return aligned(static_cast<size_t>(g.width) * g.height * 3); };
-  auto rows_of = [&](const GpuJpeg& g) { return aligned(static_cast<size_t>(g.rows_end - g.rows_first) * s * 3); };
-  auto taps_of = [&](const GpuJpeg& g) { return taps_count(g, size) * sizeof(int32_t); };
   size_t i = 0;
   while (i < images.size()) {
-    // The chunk [i, e): as many images as the buffers hold (at least one, growing them if it
-    // alone needs more).
-    size_t e = i, host_bytes = 0, device_bytes = 0;
-    while (e < images.size()) {
-      const GpuJpeg& g = images[e];
-      const size_t h = aligned((e - i + 1) * sizeof(cuda::ResampleJob)) + aligned(host_bytes + taps_of(g));
-      const size_t d = h + device_bytes + pixels_of(g) + rows_of(g);
-      if (e > i && (h > std::max(m.host_cap, kChunkHostBytes) || d > std::max(m.dev_cap, kChunkDeviceBytes))) break;
-      host_bytes += taps_of(g), device_bytes += pixels_of(g) + rows_of(g);
-      ++e;
-    }
-    const size_t n = e - i;
-    const size_t jobs_bytes = aligned(n * sizeof(cuda::ResampleJob));
-    const size_t staged = jobs_bytes + aligned(host_bytes);
-    m.reserve(staged + device_bytes, staged);
+    // The chunk [i, e) and its layout (jpeg_chunks.h): as many images as the buffers hold, at
+    // least one, growing them if it alone needs more.
+    const JpegChunk c = jpeg_chunk(images, i, size, std::max(m.host_cap, kJpegChunkHostBytes),
+                                   std::max(m.dev_cap, kJpegChunkDeviceBytes));
+    const size_t e = c.end, n = e - i, staged = c.staged;
+    m.reserve(c.device, staged);
     // Staging: the jobs (device addresses), then the taps; the device buffer mirrors it, then
     // holds the decoded images and the row buffers.
     auto* jobs = reinterpret_cast<cuda::ResampleJob*>(m.host);
-    auto* tap_host = reinterpret_cast<int32_t*>(m.host + jobs_bytes);
-    const auto* tap_dev = reinterpret_cast<const int32_t*>(m.dev + jobs_bytes);
-    uint8_t* pixels = m.dev + staged;
-    uint8_t* rows = pixels;
-    for (size_t k = i; k < e; ++k) rows += pixels_of(images[k]);
+    auto* tap_host = reinterpret_cast<int32_t*>(m.host + c.jobs_bytes);
+    const auto* tap_dev = reinterpret_cast<const int32_t*>(m.dev + c.jobs_bytes);
     m.data.resize(n), m.lengths.resize(n), m.dest.resize(n);
-    size_t tap_at = 0;
     int max_rows = 1;
     for (size_t k = 0; k < n; ++k) {
       const GpuJpeg& g = images[i + k];
-      const size_t count = taps_count(g, size);
-      std::memcpy(tap_host + tap_at, taps.data() + g.taps, count * sizeof(int32_t));
-      jobs[k] = cuda::resample_job(g, pixels, rows, out, tap_dev + tap_at, size);
+      std::memcpy(tap_host + c.taps[k], taps.data() + g.taps, jpeg_taps_count(g, size) * sizeof(int32_t));
+      jobs[k] = cuda::resample_job(g, m.dev + c.image[k], m.dev + c.rows[k], out, tap_dev + c.taps[k], size);
       max_rows = std::max(max_rows, jobs[k].rows);
       m.data[k] = g.data, m.lengths[k] = g.size;
       nvjpeg::Image& d = m.dest[k];
       std::memset(&d, 0, sizeof d);
-      d.channel[0] = pixels, d.pitch[0] = static_cast<size_t>(jobs[k].src_pitch);
-      tap_at += count;
-      pixels += pixels_of(g), rows += rows_of(g);
+      d.channel[0] = m.dev + c.image[k], d.pitch[0] = static_cast<size_t>(jobs[k].src_pitch);
     }
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(m.dev, m.host, staged, cudaMemcpyHostToDevice, stream));
     nvjpeg::Status rc = m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputRgbi);
