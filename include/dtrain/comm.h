@@ -38,6 +38,11 @@ class Communicator {
   virtual void broadcast(at::Tensor& t, int root = 0) = 0;
   // Returns a tensor of shape (world, *t.shape) holding every rank's `t`, in rank order.
   virtual at::Tensor all_gather(const at::Tensor& t) = 0;
+  // Rank `root` gets every rank's `t` (1-D, contiguous, the same dtype on every rank; the lengths
+  // may differ), in rank order, as CPU tensors; the other ranks get an empty vector. This
+  // default goes through all_gather (every rank receives every tensor, padded to the longest);
+  // the MPI backend sends each rank's tensor to the root alone, in rounds of 64 MiB per rank.
+  virtual std::vector<at::Tensor> gather(const at::Tensor& t, int root);
   virtual void barrier() = 0;
 
   // Abandons the work in flight so that no thread stays blocked in it (NCCL: ncclCommAbort);

@@ -5,6 +5,19 @@
 
 namespace dtrain {
 
+std::vector<at::Tensor> Communicator::gather(const at::Tensor& t, int root) {
+  if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
+  const at::Tensor lengths = all_gather(at::tensor({t.numel()}, at::kLong).to(t.device())).to(at::kCPU);
+  const int64_t longest = lengths.max().item<int64_t>();
+  at::Tensor padded = at::zeros({longest}, t.options());
+  padded.narrow(0, 0, t.numel()).copy_(t);
+  const at::Tensor all = all_gather(padded).to(at::kCPU);  // (world, longest)
+  std::vector<at::Tensor> out;
+  if (rank() != root) return out;
+  for (int r = 0; r < world(); ++r) out.push_back(all[r].narrow(0, 0, lengths[r].item<int64_t>()).clone());
+  return out;
+}
+
 std::vector<std::string> gather_strings(Communicator& comm, const std::string& s) {
   at::Tensor len = at::tensor({static_cast<int64_t>(s.size())}, at::kLong);
   const int64_t max_len = comm.all_gather(len).max().item<int64_t>();

@@ -6,7 +6,9 @@
 #include <c10/util/Half.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -202,6 +204,46 @@ class MpiCommunicator : public Communicator {
                                      out.data_ptr(), static_cast<int>(src.numel()), type, comm_));
     }).get();
     return t.device().is_cpu() ? out : out.to(t.device());
+  }
+
+  // The lengths to the root, then the bytes in rounds: in round k each rank sends its bytes
+  // [k C, (k + 1) C) (C = 64 MiB, fewer or none at its end) with MPI_Gatherv into a buffer of C
+  // per rank on the root, which copies them into place. No count or displacement passes an int,
+  // and the root holds one round of every rank beside the result.
+  std::vector<at::Tensor> gather(const at::Tensor& t, int root) override {
+    if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
+    const at::Tensor src = t.to(at::kCPU).contiguous();
+    const int64_t es = src.element_size();
+    std::vector<at::Tensor> out;
+    submit([this, src, root, es, &out]() {
+      int64_t mine = src.numel();
+      std::vector<int64_t> lengths(static_cast<size_t>(world_), 0);
+      DTRAIN_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, comm_));
+      int64_t longest = 0;
+      if (rank_ == root)
+        for (int64_t n : lengths) longest = std::max(longest, n);
+      DTRAIN_MPI_CHECK(MPI_Bcast(&longest, 1, MPI_INT64_T, root, comm_));
+      if (rank_ == root)
+        for (int64_t n : lengths) out.push_back(at::empty({n}, src.options()));
+      constexpr int64_t kRound = int64_t{64} << 20;  // bytes per rank per round
+      std::vector<char> staged(rank_ == root ? static_cast<size_t>(kRound * world_) : 0);
+      std::vector<int> counts(static_cast<size_t>(world_)), displs(static_cast<size_t>(world_));
+      const char* bytes = static_cast<const char*>(src.data_ptr());
+      for (int64_t off = 0; off < longest * es; off += kRound) {
+        auto count = [&](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n * es - off, 0, kRound)); };
+        for (int r = 0; r < world_; ++r)
+          counts[static_cast<size_t>(r)] = count(lengths[static_cast<size_t>(r)]),
+          displs[static_cast<size_t>(r)] = static_cast<int>(r * kRound);
+        DTRAIN_MPI_CHECK(MPI_Gatherv(bytes + std::min(off, mine * es), count(mine), MPI_BYTE, staged.data(),
+                                     counts.data(), displs.data(), MPI_BYTE, root, comm_));
+        if (rank_ != root) continue;
+        for (int r = 0; r < world_; ++r)
+          if (counts[static_cast<size_t>(r)] > 0)
+            std::memcpy(static_cast<char*>(out[static_cast<size_t>(r)].data_ptr()) + off,
+                        staged.data() + r * kRound, static_cast<size_t>(counts[static_cast<size_t>(r)]));
+      }
+    }).get();
+    return out;
   }
 
   void barrier() override {

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include "dtrain/error.h"
@@ -133,30 +134,33 @@ std::string OptimizerShard::describe(const Optimizer& shard) const {
 OptimizerState gather_optimizer_state(const Optimizer& shard, Communicator& control) {
   const OptimizerState mine = shard.state();
   const std::vector<std::string> shapes = gather_strings(control, describe_entries(mine));
-  const int me = control.rank();
+  // Each rank's entries as their bytes, one after another (their own dtypes: exact), to rank 0
+  // alone.
+  int64_t total = 0;
+  for (const auto& kv : mine) total += kv.second.numel() * static_cast<int64_t>(kv.second.element_size());
+  at::Tensor packed = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  int64_t end = 0;
+  for (const auto& kv : mine) {
+    const at::Tensor t = kv.second.detach().to(at::kCPU).contiguous();
+    const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
+    if (n > 0) std::memcpy(packed.data_ptr<uint8_t>() + end, t.data_ptr(), static_cast<size_t>(n));
+    end += n;
+  }
+  const std::vector<at::Tensor> all = control.gather(packed, 0);
   OptimizerState whole;
-  if (me == 0)
-    for (const auto& [name, t] : mine) whole.emplace_back(name, t.detach().to(at::kCPU).clone());
+  if (control.rank() != 0) return whole;
+  for (const auto& [name, t] : mine) whole.emplace_back(name, t.detach().to(at::kCPU).clone());
   for (int r = 1; r < control.world(); ++r) {
-    const std::vector<EntryShape> entries = parse_entries(shapes[static_cast<size_t>(r)]);
-    int64_t n = 0;
-    for (const auto& e : entries) n += e.numel;
-    if (n == 0) continue;  // every rank skips it alike: each knows the sizes
-    // Double holds every value of a float state exactly, step counts included.
-    at::Tensor buf;
-    if (me == r) {
-      std::vector<at::Tensor> flat;
-      for (const auto& kv : mine) flat.push_back(kv.second.detach().to(at::kCPU, at::kDouble).reshape(-1));
-      buf = at::cat(flat);
-    } else {
-      buf = at::empty({n}, at::TensorOptions().dtype(at::kDouble));
-    }
-    control.broadcast(buf, r);
-    if (me != 0) continue;
+    const at::Tensor& from = all[static_cast<size_t>(r)];
     int64_t offset = 0;
-    for (const auto& e : entries) {
-      whole.emplace_back(e.name, buf.narrow(0, offset, e.numel).view(e.sizes).to(e.dtype).clone());
-      offset += e.numel;
+    for (const auto& e : parse_entries(shapes[static_cast<size_t>(r)])) {
+      at::Tensor t = at::empty(e.sizes, at::TensorOptions().dtype(e.dtype));
+      const int64_t n = e.numel * static_cast<int64_t>(t.element_size());
+      if (offset + n > from.numel())
+        throw Error("rank " + std::to_string(r) + "'s optimizer state is shorter than its entries say (internal error)");
+      std::memcpy(t.data_ptr(), static_cast<const uint8_t*>(from.data_ptr()) + offset, static_cast<size_t>(n));
+      whole.emplace_back(e.name, std::move(t));
+      offset += n;
     }
   }
   std::stable_sort(whole.begin(), whole.end(), [](const auto& a, const auto& b) {

@@ -76,9 +76,9 @@ class OptimizerShard {
 // The whole optimizer state from every rank's shard: rank 0 gets the entries of every rank's
 // Optimizer::state() (CPU tensors, their dtypes and shapes kept, ordered by parameter number),
 // the entries one optimizer over all the parameters has; other ranks get none. A collective over
-// `control` (the CPU control plane): one gather of the entries' names and shapes, then one
-// broadcast from each other rank of its shard's state as one buffer, so no rank but rank 0 ever
-// holds more than one shard's state.
+// `control` (the CPU control plane): one gather of the entries' names and shapes, then each rank's
+// state, its entries' bytes in their own dtypes, gathered to rank 0 alone (Communicator::gather):
+// no other rank receives any state, and each holds one packed copy of its own while it is sent.
 OptimizerState gather_optimizer_state(const Optimizer& shard, Communicator& control);
 
 // The entries of a whole optimizer state (a checkpoint's) that belong to `rank`'s shard, for its

@@ -89,6 +89,36 @@ TEST(Communicator, GatherStringsInRankOrderWithEmptyAndUnequalLengths) {
   for (const auto& s : empty) EXPECT_EQ(s, "");
 }
 
+// Rank r sends r * 1000 + 5 values r + i (i = 0, 1, ...); the last rank also more than one
+// round of 64 MiB (17 M floats): the root gets each, in rank order, value for value; the others
+// nothing. The base class's gather (through all_gather, as the NCCL backend has it) gives the
+// same on the root.
+TEST(Communicator, GatherToOneRankInRankOrderWithUnequalLengthsAndSeveralRounds) {
+  const World w;
+  auto comm = dtrain::make_mpi_communicator(MPI_COMM_WORLD);
+  auto length = [&](int r) { return r == w.size - 1 && w.size > 1 ? int64_t{17} << 20 : r * int64_t{1000} + 5; };
+  auto values = [&](int r) { return at::arange(length(r), at::kFloat) + r; };
+  for (int root : {0, w.size - 1}) {
+    SCOPED_TRACE("root " + std::to_string(root));
+    const std::vector<at::Tensor> got = comm->gather(values(w.rank), root);
+    if (w.rank != root) {
+      EXPECT_TRUE(got.empty());
+      continue;
+    }
+    ASSERT_EQ(got.size(), static_cast<size_t>(w.size));
+    for (int r = 0; r < w.size; ++r) {
+      EXPECT_EQ(got[r].numel(), length(r)) << r;
+      EXPECT_TRUE(at::equal(got[r], values(r))) << r;
+    }
+  }
+  const std::vector<at::Tensor> base = comm->Communicator::gather(values(w.rank).narrow(0, 0, 5 + w.rank), 0);
+  if (w.rank == 0) {
+    ASSERT_EQ(base.size(), static_cast<size_t>(w.size));
+    for (int r = 0; r < w.size; ++r) EXPECT_TRUE(at::equal(base[r], values(r).narrow(0, 0, 5 + r))) << r;
+  }
+  EXPECT_THROW(comm->gather(at::zeros({2, 2}), 0), dtrain::Error);  // not 1-D: refused before any MPI call
+}
+
 TEST(Communicator, BadTensorsAndAFailedMpiCallAreErrorsOnEveryRank) {
   const World w;
   auto comm = dtrain::make_mpi_communicator(MPI_COMM_WORLD);
