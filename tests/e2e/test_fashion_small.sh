@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # e2e: a short Fashion-MNIST run of the CLI on 2 MPI ranks (configs/fashion_mnist.yaml, made small
-# by overrides). Checks the final accuracy line, the accuracy itself, and the run directory
-# (config.yaml that re-parses to the same config, metrics.jsonl with one JSON object per line).
+# by overrides). Checks the final accuracy line, the accuracy itself, the run directory
+# (config.yaml that re-parses to the same config, metrics.jsonl with one JSON object per line),
+# and that PyTorch alone, from model.pt, preprocess.json and the raw IDX test files, gives the
+# run's final test accuracy and loss.
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
 set -euo pipefail
@@ -72,4 +74,36 @@ else
   grep -q '"type":"eval"' "$run_dir/metrics.jsonl" || fail "metrics.jsonl has no eval record"
   echo "ok: metrics.jsonl lines look like JSON objects (no python3 to parse them)"
 fi
+
+# PyTorch alone reproduces the final evaluation from the raw IDX test files: the pixels
+# standardized as preprocess.json says (python/dtrain_inputs.py), the twin Cnn loaded from model.pt.
+e2e_torch_python
+"$py" - "$src/python" "$data" "$run_dir" <<'PY' || fail "preprocess.json and model.pt do not reproduce the run's evaluation"
+import gzip, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
+data, rundir = sys.argv[2], sys.argv[3]
+pre = dtrain_inputs.load(rundir)
+assert pre["format"] == "idx" and pre["input_shape"] == [1, 28, 28] and len(pre["pixels"]["mean"]) == 1, pre
+def idx(name, header):
+    path = os.path.join(data, name)
+    raw = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
+    return torch.frombuffer(bytearray(raw[header:]), dtype=torch.uint8)
+x = idx("t10k-images-idx3-ubyte", 16).view(-1, 1, 28, 28)
+y = idx("t10k-labels-idx1-ubyte", 8).long()
+model = dtrain_models.Cnn((1, 28, 28), (8, 16), 64, pre["num_classes"])
+model.load_state_dict(torch.load(f"{rundir}/model.pt"))
+model.eval()
+with torch.no_grad():
+    out = model(dtrain_inputs.pixels(x, pre))
+loss = F.cross_entropy(out, y).item()
+acc = (out.argmax(1) == y).sum().item() / len(y)
+ev = [r for r in map(json.loads, open(f"{rundir}/metrics.jsonl")) if r["type"] == "eval"][-1]
+print(f"PyTorch from preprocess.json: accuracy {acc:.4f} loss {loss:.9f}; the run's "
+      f"{ev['test_accuracy']:.4f} {ev['test_loss']:.9f} ({len(y)} images)")
+assert ev["test_count"] == len(y), ev
+assert ev["test_accuracy"] == acc, (ev["test_accuracy"], acc)
+assert abs(ev["test_loss"] - loss) <= 1e-6 * loss, (ev["test_loss"], loss)
+PY
+echo "ok: PyTorch alone (dtrain_inputs.pixels, the twin Cnn) gives the run's final test accuracy and loss"
 echo "PASS"
