@@ -41,7 +41,8 @@ class Communicator {
   // Rank `root` gets every rank's `t` (1-D, contiguous, the same dtype on every rank; the lengths
   // may differ), in rank order, as CPU tensors; the other ranks get an empty vector. This
   // default goes through all_gather (every rank receives every tensor, padded to the longest);
-  // the MPI backend sends each rank's tensor to the root alone, in rounds of 64 MiB per rank.
+  // the MPI backend sends each rank's tensor to the root alone, in rounds of at most 256 MiB in
+  // all (64 MiB per rank, less on more than 4 ranks).
   virtual std::vector<at::Tensor> gather(const at::Tensor& t, int root);
   virtual void barrier() = 0;
 

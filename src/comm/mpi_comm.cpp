@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -207,9 +208,10 @@ class MpiCommunicator : public Communicator {
   }
 
   // The lengths to the root, then the bytes in rounds: in round k each rank sends its bytes
-  // [k C, (k + 1) C) (C = 64 MiB, fewer or none at its end) with MPI_Gatherv into a buffer of C
-  // per rank on the root, which copies them into place. No count or displacement passes an int,
-  // and the root holds one round of every rank beside the result.
+  // [k C, (k + 1) C) (C = 64 MiB, 256 MiB / world on more than 4 ranks, or less when every
+  // tensor is shorter; fewer or none at its end) with MPI_Gatherv into a buffer of C per rank on
+  // the root, which copies them into place. No count or displacement passes an int, and the root
+  // holds at most 256 MiB of one round beside the result.
   std::vector<at::Tensor> gather(const at::Tensor& t, int root) override {
     if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
     const at::Tensor src = t.to(at::kCPU).contiguous();
@@ -225,22 +227,25 @@ class MpiCommunicator : public Communicator {
       DTRAIN_MPI_CHECK(MPI_Bcast(&longest, 1, MPI_INT64_T, root, comm_));
       if (rank_ == root)
         for (int64_t n : lengths) out.push_back(at::empty({n}, src.options()));
-      constexpr int64_t kRound = int64_t{64} << 20;  // bytes per rank per round
-      std::vector<char> staged(rank_ == root ? static_cast<size_t>(kRound * world_) : 0);
+      // Bytes per rank per round: 64 MiB, less on many ranks (the root's buffer stays within
+      // 256 MiB, its offsets within an int), or the longest tensor's when it is shorter.
+      const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(int64_t{64} << 20, (int64_t{256} << 20) / world_));
+      const int64_t round = std::clamp<int64_t>(longest * es, 1, cap);
+      std::unique_ptr<char[]> staged(rank_ == root ? new char[static_cast<size_t>(round * world_)] : nullptr);
       std::vector<int> counts(static_cast<size_t>(world_)), displs(static_cast<size_t>(world_));
       const char* bytes = static_cast<const char*>(src.data_ptr());
-      for (int64_t off = 0; off < longest * es; off += kRound) {
-        auto count = [&](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n * es - off, 0, kRound)); };
+      for (int64_t off = 0; off < longest * es; off += round) {
+        auto count = [&](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n * es - off, 0, round)); };
         for (int r = 0; r < world_; ++r)
           counts[static_cast<size_t>(r)] = count(lengths[static_cast<size_t>(r)]),
-          displs[static_cast<size_t>(r)] = static_cast<int>(r * kRound);
-        DTRAIN_MPI_CHECK(MPI_Gatherv(bytes + std::min(off, mine * es), count(mine), MPI_BYTE, staged.data(),
+          displs[static_cast<size_t>(r)] = static_cast<int>(r * round);
+        DTRAIN_MPI_CHECK(MPI_Gatherv(bytes + std::min(off, mine * es), count(mine), MPI_BYTE, staged.get(),
                                      counts.data(), displs.data(), MPI_BYTE, root, comm_));
         if (rank_ != root) continue;
         for (int r = 0; r < world_; ++r)
           if (counts[static_cast<size_t>(r)] > 0)
             std::memcpy(static_cast<char*>(out[static_cast<size_t>(r)].data_ptr()) + off,
-                        staged.data() + r * kRound, static_cast<size_t>(counts[static_cast<size_t>(r)]));
+                        staged.get() + r * round, static_cast<size_t>(counts[static_cast<size_t>(r)]));
       }
     }).get();
     return out;
