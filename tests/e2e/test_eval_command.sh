@@ -49,9 +49,9 @@ echo "ok: training wrote $(ls "$rundir" | tr '\n' ' ')"
 
 # 2. Python alone: the file's statistics are the train rows', and it reproduces the test metrics.
 "$py" - "$src/python" "$tmp" "$rundir" <<'PY' || fail "preprocess.json does not reproduce the run in PyTorch"
-import csv, json, math, sys
-sys.path.insert(0, sys.argv[1])
-import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
+import csv, math, os, sys
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "..", "tests", "e2e")]
+import torch, dtrain_inputs, dtrain_models, reference
 root, rundir = sys.argv[2], sys.argv[3]
 pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "csv" and pre["task"] == "classification" and pre["num_classes"] == 3, pre
@@ -75,16 +75,8 @@ model.load_state_dict(torch.load(f"{rundir}/model.pt"))
 model.eval()
 with torch.no_grad():
     out = model(inputs)
-loss = F.cross_entropy(out, torch.tensor(y), reduction="sum").item() / len(y)
-acc = (out.argmax(1) == torch.tensor(y)).sum().item() / len(y)
-recs = [json.loads(l) for l in open(f"{rundir}/metrics.jsonl")]
-ev = [r for r in recs if r["type"] == "eval"][-1]
-assert ev["test_count"] == len(y), ev
-assert ev["test_accuracy"] == acc, ("accuracy", ev["test_accuracy"], acc)
-assert abs(ev["test_loss"] - loss) <= 1e-5 * loss, ("loss", ev["test_loss"], loss)
+acc, _ = reference.expect_final_evaluation(rundir, out, torch.tensor(y), rel=1e-5)
 assert acc > 0.8, acc  # it learned: the check above is not one of an untrained model
-print("PyTorch from preprocess.json: test accuracy %.4f loss %.6f; the run's %.4f %.6f"
-      % (acc, loss, ev["test_accuracy"], ev["test_loss"]))
 PY
 echo "ok: preprocess.json's statistics are the train rows'; PyTorch reproduces the run's test metrics"
 

@@ -79,9 +79,9 @@ fi
 # standardized as preprocess.json says (python/dtrain_inputs.py), the twin Cnn loaded from model.pt.
 e2e_torch_python
 "$py" - "$src/python" "$data" "$run_dir" <<'PY' || fail "preprocess.json and model.pt do not reproduce the run's evaluation"
-import gzip, json, os, sys
-sys.path.insert(0, sys.argv[1])
-import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
+import gzip, os, sys
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "..", "tests", "e2e")]
+import torch, dtrain_inputs, dtrain_models, reference
 data, rundir = sys.argv[2], sys.argv[3]
 pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "idx" and pre["input_shape"] == [1, 28, 28] and len(pre["pixels"]["mean"]) == 1, pre
@@ -96,14 +96,7 @@ model.load_state_dict(torch.load(f"{rundir}/model.pt"))
 model.eval()
 with torch.no_grad():
     out = model(dtrain_inputs.pixels(x, pre))
-loss = F.cross_entropy(out, y).item()
-acc = (out.argmax(1) == y).sum().item() / len(y)
-ev = [r for r in map(json.loads, open(f"{rundir}/metrics.jsonl")) if r["type"] == "eval"][-1]
-print(f"PyTorch from preprocess.json: accuracy {acc:.4f} loss {loss:.9f}; the run's "
-      f"{ev['test_accuracy']:.4f} {ev['test_loss']:.9f} ({len(y)} images)")
-assert ev["test_count"] == len(y), ev
-assert ev["test_accuracy"] == acc, (ev["test_accuracy"], acc)
-assert abs(ev["test_loss"] - loss) <= 1e-6 * loss, (ev["test_loss"], loss)
+reference.expect_final_evaluation(rundir, out, y)
 PY
 echo "ok: PyTorch alone (dtrain_inputs.pixels, the twin Cnn) gives the run's final test accuracy and loss"
 echo "PASS"

@@ -68,9 +68,9 @@ echo "ok: CNN on the JPEG folder, final test accuracy $acc%"
 # preprocess.json beside model.pt: PIL and PyTorch alone (the twin Cnn of python/dtrain_models.py,
 # the evaluation transform of python/dtrain_inputs.py) reproduce the run's final evaluation from the raw JPEGs of val/.
 "$py" - "$src/python" "$tmp/fm/val" "$tmp/runs/cnn" <<'PY' || fail "preprocess.json does not reproduce the run's evaluation"
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-import torch, torch.nn.functional as F, dtrain_inputs, dtrain_models
+import os, sys
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "..", "tests", "e2e")]
+import torch, dtrain_inputs, dtrain_models, reference
 val, rundir = sys.argv[2], sys.argv[3]
 pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "image_folder" and pre["input_shape"] == [3, 28, 28], pre
@@ -87,15 +87,7 @@ model.load_state_dict(torch.load(f"{rundir}/model.pt"))
 model.eval()
 with torch.no_grad():
     out = model(dtrain_inputs.image_files(files, pre))
-y = torch.tensor(ys)
-loss = F.cross_entropy(out, y).item()
-acc = (out.argmax(1) == y).sum().item() / len(ys)
-ev = [r for r in map(json.loads, open(f"{rundir}/metrics.jsonl")) if r["type"] == "eval"][-1]
-print(f"PyTorch from preprocess.json: accuracy {acc:.4f} loss {loss:.9f}; the run's "
-      f"{ev['test_accuracy']:.4f} {ev['test_loss']:.9f} ({len(ys)} images)")
-assert ev["test_count"] == len(ys), ev
-assert ev["test_accuracy"] == acc, (ev["test_accuracy"], acc)
-assert abs(ev["test_loss"] - loss) <= 1e-6 * loss, (ev["test_loss"], loss)
+reference.expect_final_evaluation(rundir, out, torch.tensor(ys))
 PY
 echo "ok: preprocess.json's pixels, transform and class names reproduce the run's evaluation in PyTorch"
 
