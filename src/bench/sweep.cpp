@@ -1,11 +1,13 @@
 #include "bench/sweep.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <set>
+#include <utility>
 
 #include "bench/step_timer.h"
 #include "cuda/device.h"
@@ -101,35 +103,39 @@ std::vector<int64_t> parse_sizes(const std::string& text, const std::string& opt
   return out;
 }
 
-std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text) {
-  std::vector<ActivationCheckpointing> out;
-  for (const std::string& e : entries(text, "--activation-checkpointing")) {
-    if (e == "off") out.push_back(ActivationCheckpointing::kOff);
-    else if (e == "blocks") out.push_back(ActivationCheckpointing::kBlocks);
-    else throw Error("'" + e + "' is not off or blocks (in '" + text + "')", "--activation-checkpointing");
+namespace {
+
+// The entries of `text` as values of `names` (each a name and its value), in their order: an
+// entry that is none of the names is an Error naming `option` and the names ("off or blocks").
+template <class T>
+std::vector<T> parse_choices(const std::string& text, const std::string& option,
+                             const std::vector<std::pair<std::string, T>>& names) {
+  std::string list = names.front().first;  // "cpu, gpu or auto"
+  for (size_t i = 1; i < names.size(); ++i) list += (i + 1 == names.size() ? " or " : ", ") + names[i].first;
+  std::vector<T> out;
+  for (const std::string& e : entries(text, option)) {
+    const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == e; });
+    if (it == names.end()) throw Error("'" + e + "' is not " + list + " (in '" + text + "')", option);
+    out.push_back(it->second);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text) {
+  return parse_choices<ActivationCheckpointing>(
+      text, "--activation-checkpointing",
+      {{"off", ActivationCheckpointing::kOff}, {"blocks", ActivationCheckpointing::kBlocks}});
 }
 
 std::vector<DecodeMode> parse_decode(const std::string& text) {
-  std::vector<DecodeMode> out;
-  for (const std::string& e : entries(text, "--decode")) {
-    if (e == "cpu") out.push_back(DecodeMode::kCpu);
-    else if (e == "gpu") out.push_back(DecodeMode::kGpu);
-    else if (e == "auto") out.push_back(DecodeMode::kAuto);
-    else throw Error("'" + e + "' is not cpu, gpu or auto (in '" + text + "')", "--decode");
-  }
-  return out;
+  return parse_choices<DecodeMode>(
+      text, "--decode", {{"cpu", DecodeMode::kCpu}, {"gpu", DecodeMode::kGpu}, {"auto", DecodeMode::kAuto}});
 }
 
 std::vector<bool> parse_sharding(const std::string& text) {
-  std::vector<bool> out;
-  for (const std::string& e : entries(text, "--shard-optimizer")) {
-    if (e == "false") out.push_back(false);
-    else if (e == "true") out.push_back(true);
-    else throw Error("'" + e + "' is not false or true (in '" + text + "')", "--shard-optimizer");
-  }
-  return out;
+  return parse_choices<bool>(text, "--shard-optimizer", {{"false", false}, {"true", true}});
 }
 
 const std::vector<std::string>& bench_keys() {
