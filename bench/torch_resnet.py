@@ -13,6 +13,7 @@ between CUDA events, and prints one JSON line:
   python3 bench/torch_resnet.py
   python3 bench/torch_resnet.py --fp32
   python3 bench/torch_resnet.py --compile
+  python3 bench/torch_resnet.py --compile --mode max-autotune-no-cudagraphs
   python3 bench/torch_resnet.py --arch resnet18
   python3 bench/torch_resnet.py --profile resnet.json   # and a trace of 5 more steps
 """
@@ -31,6 +32,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--mode", default=None,
+                    help="torch.compile's mode (default, reduce-overhead, max-autotune-no-cudagraphs, ...)")
     ap.add_argument("--fp32", action="store_true", help="no autocast: float32 throughout")
     ap.add_argument("--no-channels-last", action="store_true", help="keep NCHW")
     ap.add_argument("--no-cudnn-benchmark", action="store_true")
@@ -53,7 +56,7 @@ def main():
     model = model.to(dev, memory_format=fmt)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-    step_model = torch.compile(model) if args.compile else model
+    step_model = torch.compile(model, mode=args.mode) if args.compile else model
     x = torch.randn(args.batch, 3, args.size, args.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, args.classes, (args.batch,), device=dev)
 
@@ -70,7 +73,7 @@ def main():
 
     result = {
         "case": args.arch,
-        "mode": "compile" if args.compile else "eager",
+        "mode": ("compile" + (f" ({args.mode})" if args.mode else "")) if args.compile else "eager",
         "precision": "fp32" if args.fp32 else "bf16",
         "channels_last": not args.no_channels_last,
         "images_per_s": round(args.batch * args.steps / elapsed, 1),

@@ -2,7 +2,8 @@
 # dtrain on a GPU machine: build against the CUDA LibTorch found there, run the gpu and dist
 # tiers on the GPU, and run the benchmarks side by side with plain PyTorch.
 #
-#   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/
+#   bash launch/gpu.sh build          # CMake + Ninja into build-gpu/ (TARGETS="dtrain_cli
+#                                     # dtrain_gpu_tests": only those)
 #   bash launch/gpu.sh test           # gpu tier, then dist tier (ranks share the GPU via MPI)
 #   bash launch/gpu.sh bench [CASES]  # CASES from: gpt2 resnet50 resnet50jpeg tiny cnn gpt2compile
 #                                     # resnet50compile profile (default: all but profile)
@@ -12,6 +13,8 @@
 #                                     # optimizer, peak memory and speed (parts A, B, C: all
 #                                     # three may pass a device call's 10 minutes: A, then BC)
 #   bash launch/gpu.sh decode [accuracy]  # bench/gpu_decode.sh: data.decode gpu against cpu
+#   bash launch/gpu.sh resnet [PARTS] # bench/resnet_speed.sh: ResNet against torch.compile (parts
+#                                     # A, T, B, C, P; each a device call's worth)
 #   bash launch/gpu.sh all            # build, test, bench
 #
 # Logs and results go to $OUT if set (else ./gpu-out): build.log, test.log, bench.log and
@@ -50,7 +53,7 @@ build() {
   { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix${EXTRA_PREFIX:+;$EXTRA_PREFIX}" \
       -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DDTRAIN_REF_PYTHON="$(command -v "$PY")" &&
-    ninja -C build-gpu; } 2>&1 | tee "$OUT/build.log" | grep -E "error|FAILED|dtrain:|Linking CXX executable bin" ; return "${PIPESTATUS[0]}"
+    ninja -C build-gpu ${TARGETS:-}; } 2>&1 | tee "$OUT/build.log" | grep -E "error|FAILED|dtrain:|Linking CXX executable bin" ; return "${PIPESTATUS[0]}"
 }
 
 test_tiers() {
@@ -168,7 +171,8 @@ case ${1:-all} in
   bench) shift; bench "$@"; pack ;;
   observe) observe ;;
   ladder) shift; $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" --parts "${1:-ABC}" 2>&1 | tee -a "$OUT/ladder.log" ;;
+  resnet) shift; OUT=$OUT/resnet bash bench/resnet_speed.sh "$@" ;;
   decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
-  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy]|all"; exit 2 ;;
+  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy]|resnet [ATBCP]|all"; exit 2 ;;
 esac

@@ -94,8 +94,9 @@ struct ModelConfig {
   int64_t n_embd = 768;
   int64_t vocab_size = 50304;
   int64_t seq_len = 1024;
-  // gpt on CUDA: dtrain's fused kernels (Note [fused residual LayerNorm], Note [Linear bias
-  // gradient]); false = LibTorch's ops (the same values; for comparisons)
+  // On CUDA, dtrain's fused kernels: gpt's (Note [fused residual LayerNorm], Note [Linear bias
+  // gradient]) and the ResNets' BatchNorm + shortcut + ReLU (Note [fused BatchNorm]); false =
+  // LibTorch's ops (the same values within rounding; for comparisons)
   bool fused_kernels = true;
   // gpt on CUDA under fp16/bf16 autocast, with fused_kernels: the MLP's GELU in its first
   // GEMM's epilogue (Note [MLP GEMM epilogues]); false = a GELU kernel after the GEMM

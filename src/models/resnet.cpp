@@ -7,6 +7,8 @@
 // Training FLOPs per sample (for MFU): 3 × 2 × the multiply-adds of every conv and the fc layer
 // for the data's image size (forward, and backward's two products per layer); batch norm,
 // ReLU, pooling and the residual adds are not counted.
+// On CUDA with model.fused_kernels (channels-last), each BatchNorm with the ReLU and the shortcut
+// add after it is one fused op (Note [fused BatchNorm]); elsewhere LibTorch's modules and ops.
 #include <torch/nn/init.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -17,6 +19,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "cuda/fused_batch_norm.h"
 #include "models/activation_checkpoint.h"
 
 namespace dtrain {
@@ -48,6 +51,22 @@ torch::nn::BatchNorm2d bn(int64_t c) {
   return torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(c).eps(1e-5).momentum(0.1));
 }
 
+// [relu](bn(x) [+ residual]): one fused op on CUDA when `fused` and it applies (Note [fused
+// BatchNorm]), else the module, an in-place add and an in-place ReLU.
+at::Tensor norm(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual,
+                bool relu, bool fused) {
+  if (fused && bn->options.momentum().has_value()) {
+    detail::BatchNormState s{bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                             bn->num_batches_tracked, bn->options.eps(),
+                             *bn->options.momentum(), bn->is_training()};
+    if (detail::fused_batch_norm_applies(x, residual, s))
+      return detail::fused_batch_norm(x, residual, s, relu);
+  }
+  at::Tensor y = bn->forward(x);
+  if (residual.defined()) y.add_(residual);
+  return relu ? y.relu_() : y;
+}
+
 // 1x1 conv (stride) + BN on the shortcut when the shape changes; null otherwise.
 torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return torch::nn::Sequential(nullptr);
@@ -66,11 +85,19 @@ double downsample_macs(const torch::nn::Sequential& d, int64_t h, int64_t w) {
   return d ? conv_macs(torch::nn::Conv2d(d->ptr<torch::nn::Conv2dImpl>(0)), h, w) : 0.0;
 }
 
+// The shortcut's output: x itself, or the downsample's BN(conv(x)).
+at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, bool fused) {
+  if (!d) return x;
+  const at::Tensor c = d->ptr<torch::nn::Conv2dImpl>(0)->forward(x);
+  const auto b = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(d->ptr(1));
+  return norm(torch::nn::BatchNorm2d(b), c, at::Tensor(), false, fused);
+}
+
 // Two 3x3 convs: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
 class BasicBlock : public Block {
  public:
   static constexpr int64_t kExpansion = 1;
-  BasicBlock(int64_t in, int64_t planes, int64_t stride) {
+  BasicBlock(int64_t in, int64_t planes, int64_t stride, bool fused) : fused_(fused) {
     conv1_ = register_module("conv1", conv(in, planes, 3, stride));
     bn1_ = register_module("bn1", bn(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
@@ -79,10 +106,8 @@ class BasicBlock : public Block {
     if (downsample_) register_module("downsample", downsample_);
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
-    out = bn2_->forward(conv2_->forward(out));
-    out.add_(downsample_ ? downsample_->forward(x) : x);
-    return out.relu_();
+    const at::Tensor out = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
+    return norm(bn2_, conv2_->forward(out), shortcut(downsample_, x, fused_), true, fused_);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -93,13 +118,14 @@ class BasicBlock : public Block {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
+  bool fused_;
 };
 
 // 1x1 reduce, 3x3 (carries the stride), 1x1 expand by 4, plus the shortcut.
 class Bottleneck : public Block {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in, int64_t planes, int64_t stride) {
+  Bottleneck(int64_t in, int64_t planes, int64_t stride, bool fused) : fused_(fused) {
     const int64_t width = planes;  // base width 64, one group
     conv1_ = register_module("conv1", conv(in, width, 1, 1));
     bn1_ = register_module("bn1", bn(width));
@@ -111,11 +137,9 @@ class Bottleneck : public Block {
     if (downsample_) register_module("downsample", downsample_);
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
-    out = bn2_->forward(conv2_->forward(out)).relu_();
-    out = bn3_->forward(conv3_->forward(out));
-    out.add_(downsample_ ? downsample_->forward(x) : x);
-    return out.relu_();
+    at::Tensor out = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
+    out = norm(bn2_, conv2_->forward(out), at::Tensor(), true, fused_);
+    return norm(bn3_, conv3_->forward(out), shortcut(downsample_, x, fused_), true, fused_);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -126,6 +150,7 @@ class Bottleneck : public Block {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
+  bool fused_;
 };
 
 // Stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool), four stages, global average pool, fc.
@@ -134,15 +159,15 @@ class ResNet : public Model {
   template <typename B>
   static std::shared_ptr<ResNet> build(const std::string& name, const std::vector<int64_t>& layers,
                                        const std::vector<int64_t>& image, int64_t classes,
-                                       bool channels_last) {
-    auto net = std::shared_ptr<ResNet>(new ResNet(name, image, channels_last));
+                                       bool channels_last, bool fused) {
+    auto net = std::shared_ptr<ResNet>(new ResNet(name, image, channels_last, fused));
     int64_t in = 64;
     const int64_t planes[4] = {64, 128, 256, 512};
     for (int s = 0; s < 4; ++s) {
       torch::nn::ModuleList stage;
       for (int64_t i = 0; i < layers[s]; ++i) {
         const int64_t stride = (s > 0 && i == 0) ? 2 : 1;
-        auto block = std::make_shared<B>(in, planes[s], stride);
+        auto block = std::make_shared<B>(in, planes[s], stride, fused);
         in = planes[s] * B::kExpansion;
         stage->push_back(block);
         net->blocks_.push_back(block);
@@ -162,7 +187,7 @@ class ResNet : public Model {
                   "model.name");
     }
     at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
-    x = bn1_->forward(conv1_->forward(x)).relu_();
+    x = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
     x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
     for (auto& block : blocks_) {
       if (!checkpoint_) {
@@ -189,8 +214,9 @@ class ResNet : public Model {
 
  private:
   // image: the samples' (C, H, W).
-  ResNet(const std::string& name, const std::vector<int64_t>& image, bool channels_last)
-      : Model("dtrain." + name), channels_last_(channels_last), height_(image[1]), width_(image[2]) {
+  ResNet(const std::string& name, const std::vector<int64_t>& image, bool channels_last, bool fused)
+      : Model("dtrain." + name), channels_last_(channels_last), fused_(fused), height_(image[1]),
+        width_(image[2]) {
     conv1_ = register_module("conv1", conv(image[0], 64, 7, 2));
     bn1_ = register_module("bn1", bn(64));
   }
@@ -230,6 +256,7 @@ class ResNet : public Model {
   }
 
   bool channels_last_;
+  bool fused_;               // model.fused_kernels
   bool checkpoint_ = false;  // train.activation_checkpointing: blocks
   int64_t height_, width_;
   torch::nn::Conv2d conv1_{nullptr};
@@ -250,7 +277,8 @@ std::shared_ptr<Model> make_resnet(const char* name, const std::vector<int64_t>&
   if (data.num_classes < 1) {
     throw Error(std::string(name) + " is a classifier; this dataset has no classes", "model.name");
   }
-  return ResNet::build<B>(name, layers, data.input_shape, data.num_classes, c.channels_last);
+  return ResNet::build<B>(name, layers, data.input_shape, data.num_classes, c.channels_last,
+                          c.fused_kernels);
 }
 
 }  // namespace
@@ -259,10 +287,10 @@ namespace detail {
 void register_resnet_models() {
   register_model("resnet18", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
-  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last"});
+  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels"});
   register_model("resnet50", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
-  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last"});
+  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels"});
 }
 }  // namespace detail
 

@@ -1,0 +1,69 @@
+// What the fused BatchNorm kernels (cuda/batch_norm.cu) take: plain pointers and sizes, shared by
+// the kernels and their autograd wrapper (cuda/batch_norm.cpp). Activations are rows of c
+// channels in x's dtype (0 fp32, 1 fp16, 2 bf16: cuda/dtype_code.h); per-channel vectors fp32.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dtrain::cuda {
+
+struct BnForwardArgs {
+  int dtype = 0;
+  const void* x = nullptr;
+  const void* residual = nullptr;  // optional
+  void* y = nullptr;
+  int64_t rows = 0;
+  int c = 0;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  float* running_mean = nullptr;  // updated in training; read in eval
+  float* running_var = nullptr;
+  int64_t* batches = nullptr;     // num_batches_tracked, + 1 in training
+  float momentum = 0.1f;
+  float eps = 1e-5f;
+  bool training = true;
+  bool relu = false;
+  float* mean = nullptr;          // out (c): the mean used
+  float* invstd = nullptr;        // out (c): 1 / sqrt(var + eps)
+  float* scale = nullptr;         // out (c): weight * invstd
+  float* shift = nullptr;         // out (c): bias - mean * scale
+  float* part = nullptr;          // training: batch_norm_partial_rows(sms) * 2 * c floats
+  unsigned* counters = nullptr;   // kBatchNormCounters zeros, left zero
+  int sms = 1;                    // the device's multiprocessors
+};
+
+struct BnBackwardArgs {
+  int dtype = 0;
+  const void* dy = nullptr;
+  const void* y = nullptr;        // the forward's output: its zeros mask dy under ReLU
+  const void* x = nullptr;
+  void* g = nullptr;              // optional out: dy after the ReLU mask (the shortcut's gradient)
+  void* dx = nullptr;
+  int64_t rows = 0;
+  int c = 0;
+  const float* weight = nullptr;
+  const float* mean = nullptr;    // the forward's mean and invstd
+  const float* invstd = nullptr;
+  bool training = true;           // false: the statistics were constants (eval)
+  bool relu = false;
+  float* dweight = nullptr;       // out (c)
+  float* dbias = nullptr;         // out (c)
+  float* k1 = nullptr;            // scratch (c) each
+  float* kx = nullptr;
+  float* kb = nullptr;
+  float* part = nullptr;          // batch_norm_partial_rows(sms) * 2 * c floats
+  unsigned* counters = nullptr;
+  int sms = 1;
+};
+
+// Ticket counters the kernels need (one per column tile: enough for C <= 16384).
+constexpr int kBatchNormCounters = 4096;
+
+// The most blocks a reduction splits the rows into (its partials' rows).
+int batch_norm_partial_rows(int sms);
+cudaError_t batch_norm_forward(const BnForwardArgs& a, cudaStream_t stream);
+cudaError_t batch_norm_backward(const BnBackwardArgs& a, cudaStream_t stream);
+
+}  // namespace dtrain::cuda

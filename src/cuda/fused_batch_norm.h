@@ -1,0 +1,51 @@
+// Note [fused BatchNorm]: a ResNet block normalizes each convolution's output, adds the shortcut
+// after its last BatchNorm and applies ReLU. In LibTorch's ops on channels-last CUDA tensors that
+// is four kernels for BatchNorm's training forward and backward (collect statistics, transform,
+// backward reduce, backward element-wise), then the add and the ReLU and their backwards, each a
+// full pass over the activations: memory traffic, not arithmetic, is what they cost. On CUDA dtrain
+// does the whole y = relu(batch_norm(x) + residual) in one reduction and one pointwise pass each
+// way (cuda/batch_norm.cu):
+//   forward:  one pass sums each channel (shifted by the channel's first value, so that the
+//             variance does not cancel), the last block to finish folds the blocks' sums (in
+//             double, in block order: deterministic) into mean, 1/std, scale and shift and updates
+//             the running statistics as torch.nn.BatchNorm2d does (momentum, unbiased variance,
+//             num_batches_tracked + 1); a second pass writes y = relu(x * scale + shift + r) once.
+//   backward: one pass sums g = dy masked where y = 0 (ReLU) and g * (x - mean) per channel
+//             (writing g as the shortcut's gradient where there is a shortcut), whose last block
+//             gives dweight, dbias and the coefficients of dx = k1 g + kx (x - mean) + kb; a second
+//             pass writes dx.
+// y and the gradients are in x's dtype (fp32, fp16 or bf16, as LibTorch's BatchNorm under
+// autocast), the arithmetic in fp32, the statistics and parameter gradients summed in fp32 per
+// thread and in double across blocks. The kernels allocate nothing beyond the caching allocator's
+// tensors, so the step's CUDA graph captures them. model.fused_kernels=false keeps LibTorch's ops
+// for comparison; tests/gpu/test_batch_norm.cpp checks both against ATen in double.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace dtrain::detail {
+
+// One BatchNorm2d's parameters, buffers and mode (as the module holds them).
+struct BatchNormState {
+  at::Tensor weight, bias;                              // fp32 (C,)
+  at::Tensor running_mean, running_var;                 // fp32 (C,), updated in training
+  at::Tensor num_batches_tracked;                       // int64 scalar, + 1 in training
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool training = true;
+};
+
+// Whether fused_batch_norm handles these tensors: a CUDA build; x 4-d (N, C, H, W) channels-last
+// contiguous on CUDA in fp32, fp16 or bf16 with 1 <= C <= 16384 and, in training, N·H·W >= 2;
+// the state's weight, bias and running statistics fp32 (C,) on x's device and the counter defined;
+// residual undefined or of x's shape, dtype and layout.
+bool fused_batch_norm_applies(const at::Tensor& x, const at::Tensor& residual,
+                              const BatchNormState& bn);
+
+// y = [relu](batch_norm(x) [+ residual]) with batch statistics in training (the running
+// statistics updated in place) and the running ones in eval; y in x's dtype and layout.
+// Differentiable in x, residual, weight and bias.
+at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, const BatchNormState& bn,
+                            bool relu);
+
+}  // namespace dtrain::detail
