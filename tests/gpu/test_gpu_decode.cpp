@@ -127,10 +127,12 @@ void fill(const Folder& f, const std::string& split, int count) {
     if (!nvjpeg.usable) GTEST_SKIP() << "no GPU decoding here: " << nvjpeg.text; \
   } while (0)
 
-DataConfig folder_config(const std::string& root, DecodeMode decode, bool scaled) {
+// The folder's train/ split, and its val/ split as the test split where `with_val`.
+DataConfig folder_config(const std::string& root, DecodeMode decode, bool scaled, bool with_val = false) {
   DataConfig c;
   c.format = DataFormat::kImageFolder;
   c.path = root;
+  c.test_dir = with_val ? "val" : "";
   c.image_size = 112;
   c.resize = 128;
   c.scaled_decode = scaled;
@@ -165,10 +167,10 @@ TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
   Folder f("mixed");
   fill(f, "train", 24);
   fill(f, "val", 12);
-  const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, true), 5, kGpu);
+  const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, true, true), 5, kGpu);
   EXPECT_NE(gpu.train->describe().find("decoded on the GPU"), std::string::npos) << gpu.train->describe();
   for (bool scaled : {false, true}) {
-    const Splits cpu = make_datasets(folder_config(f.root, DecodeMode::kCpu, scaled), 5, kGpu);
+    const Splits cpu = make_datasets(folder_config(f.root, DecodeMode::kCpu, scaled, true), 5, kGpu);
     const double mx = scaled ? kScaledMax : kFullMax, mean = scaled ? kScaledMean : kFullMean;
     const std::string how = scaled ? " (CPU scaled_decode true)" : " (CPU scaled_decode false)";
     for (int64_t epoch : {0, 3}) {
@@ -291,7 +293,7 @@ TEST(GpuDecode, Throughput) {
   const int64_t size = 224;
   for (bool on_gpu : {true, false}) {
     DataConfig cfg = folder_config(root, on_gpu ? DecodeMode::kGpu : DecodeMode::kCpu, true);
-    cfg.image_size = size, cfg.resize = 256, cfg.test_dir = "";
+    cfg.image_size = size, cfg.resize = 256;
     const auto train = make_datasets(cfg, 1, kGpu).train;
     const int64_t n = std::min<int64_t>(train->size(), on_gpu ? 2048 : 512);
     std::vector<int64_t> indices(static_cast<size_t>(n));
