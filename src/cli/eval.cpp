@@ -28,8 +28,8 @@ and every rank loads the weights file. Each sample of the config's test split is
 one rank and the sums are added over ranks, in batches of train.micro_batch per rank (auto: the
 per-rank batch): on the training's number of ranks and micro-batch, the numbers of its final
 evaluation, bit for bit. When preprocess.json lies beside the weights (else in the run
-directory), the config's data must give the same preprocessing, or eval stops naming the key
-that differs. Nothing is written.
+directory), the config's data must give the same preprocessing (statistics within 1e-6), or
+eval stops naming the key that differs. Nothing is written.
   dtrain eval configs/fashion_mnist.yaml
   mpirun -np 2 dtrain eval configs/x.yaml --checkpoint runs/x/checkpoints/step-000000120 --json)";
 

@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +25,7 @@
 #include "data/crop_flip.h"
 #include "data/files.h"
 #include "data/labels.h"
+#include "data/pixels.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -181,34 +181,6 @@ Images read_split(const std::vector<std::string>& files, const Variant& v, const
   return out;
 }
 
-// Per-channel mean and std of `pixels` (N, 3, H, W) uint8 scaled to [0, 1], exact: from each
-// channel's histogram of the 256 values.
-std::pair<std::vector<double>, std::vector<double>> channel_stats(const at::Tensor& pixels) {
-  std::vector<std::array<int64_t, 256>> hist(kChannels);
-  for (auto& h : hist) h.fill(0);
-  const uint8_t* p = pixels.data_ptr<uint8_t>();
-  const int64_t n = pixels.size(0), plane = pixels.size(2) * pixels.size(3);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < kChannels; ++c) {
-      auto& h = hist[static_cast<size_t>(c)];
-      const uint8_t* q = p + (i * kChannels + c) * plane;
-      for (int64_t j = 0; j < plane; ++j) ++h[q[j]];
-    }
-  std::vector<double> mean(kChannels), stdev(kChannels);
-  const double count = static_cast<double>(n * plane);
-  for (size_t c = 0; c < hist.size(); ++c) {
-    double sum = 0, sq = 0;
-    for (int v = 0; v < 256; ++v) sum += hist[c][static_cast<size_t>(v)] * (v / 255.0);
-    mean[c] = sum / count;
-    for (int v = 0; v < 256; ++v) {
-      const double d = v / 255.0 - mean[c];
-      sq += hist[c][static_cast<size_t>(v)] * d * d;
-    }
-    stdev[c] = std::sqrt(sq / count);
-  }
-  return {mean, stdev};
-}
-
 std::string triple(const std::vector<double>& v) {
   return format("(%.4f, %.4f, %.4f)", v[0], v[1], v[2]);
 }
@@ -236,7 +208,7 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
   spec.input_dtype = at::kFloat;
   std::string scaling = "scaled to [0, 1] on the device";
   if (cfg.normalize) {
-    auto [mean, stdev] = channel_stats(train.pixels);
+    auto [mean, stdev] = pixel_statistics(train.pixels);
     for (size_t c = 0; c < stdev.size(); ++c)
       if (!(stdev[c] > 1e-12))
         throw Error(format("channel %zu of the train images has zero variance; cannot standardize "

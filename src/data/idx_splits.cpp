@@ -6,6 +6,7 @@
 
 #include "data/files.h"
 #include "data/labels.h"
+#include "data/pixels.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/data/idx.h"
@@ -45,23 +46,14 @@ Splits make_idx_splits(const DataConfig& cfg) {
                 train_images);
   double mean = 0.0, stdev = 1.0;
   if (cfg.normalize) {
-    // Population mean and std of the train split's pixels (values in [0, 1]): two passes over
-    // chunks, each summed by ATen in float and accumulated here in double.
-    const at::Tensor flat = train->inputs().reshape({-1});
-    const int64_t count = flat.numel();
-    if (count == 0) throw Error("cannot standardize an empty train split", "data.normalize");
-    const int64_t chunk = int64_t{1} << 20;
-    double sum = 0.0;
-    for (int64_t pos = 0; pos < count; pos += chunk) {
-      sum += flat.narrow(0, pos, std::min(chunk, count - pos)).sum().item<double>();
-    }
-    mean = sum / static_cast<double>(count);
-    double sq = 0.0;
-    for (int64_t pos = 0; pos < count; pos += chunk) {
-      const at::Tensor part = flat.narrow(0, pos, std::min(chunk, count - pos));
-      sq += part.sub(mean).square().sum().item<double>();
-    }
-    stdev = std::sqrt(sq / static_cast<double>(count));
+    // Population mean and std of the train split's pixels (values in [0, 1]), exact from the
+    // stored 0..255 values (inputs are v / 255 in float: v * 255 rounds back to v): the same on
+    // any number of threads and ranks.
+    const at::Tensor& x = train->inputs();
+    if (x.numel() == 0) throw Error("cannot standardize an empty train split", "data.normalize");
+    const auto stats = pixel_statistics(x.mul(255).round_().to(at::kByte));
+    mean = stats.first[0];
+    stdev = stats.second[0];
     if (!(stdev > 1e-12)) {
       throw Error("train images have zero variance; cannot standardize (set data.normalize=false)",
                   "data.normalize");

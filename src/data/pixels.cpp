@@ -1,5 +1,6 @@
 #include "data/pixels.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -7,6 +8,35 @@
 #include "util/format.h"
 
 namespace dtrain::detail {
+
+std::pair<std::vector<double>, std::vector<double>> pixel_statistics(const at::Tensor& pixels) {
+  if (pixels.scalar_type() != at::kByte || pixels.dim() < 2)
+    throw Error("pixel statistics need uint8 pixels (N, C, ...)");
+  const at::Tensor p = pixels.contiguous();
+  const int64_t n = p.size(0), channels = p.size(1), plane = n > 0 ? p.numel() / (n * channels) : 0;
+  std::vector<std::array<int64_t, 256>> hist(static_cast<size_t>(channels));
+  for (auto& h : hist) h.fill(0);
+  const uint8_t* data = p.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < channels; ++c) {
+      auto& h = hist[static_cast<size_t>(c)];
+      const uint8_t* q = data + (i * channels + c) * plane;
+      for (int64_t j = 0; j < plane; ++j) ++h[q[j]];
+    }
+  std::vector<double> mean(hist.size()), stdev(hist.size());
+  const double count = static_cast<double>(n * plane);
+  for (size_t c = 0; c < hist.size(); ++c) {
+    double sum = 0, sq = 0;
+    for (int v = 0; v < 256; ++v) sum += static_cast<double>(hist[c][static_cast<size_t>(v)]) * (v / 255.0);
+    mean[c] = sum / count;
+    for (int v = 0; v < 256; ++v) {
+      const double d = v / 255.0 - mean[c];
+      sq += static_cast<double>(hist[c][static_cast<size_t>(v)]) * d * d;
+    }
+    stdev[c] = std::sqrt(sq / count);
+  }
+  return {mean, stdev};
+}
 
 PixelNormalizer::PixelNormalizer(const DataSpec& spec, const at::Device& device) {
   const auto& mean = spec.pixel_mean;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,16 @@ std::string keys_of(const std::string& field, const DataConfig& cfg) {
 
 std::string shown(const Json& v) { return v.is_null() ? "absent" : v.dump(); }
 
+// Equal, or fractions within kSameRelative of each other: statistics recomputed from the same
+// data agree that far whatever sums them, and float32 inputs cannot tell such values apart.
+constexpr double kSameRelative = 1e-6;
+bool same_value(const Json& a, const Json& b) {
+  if (a == b) return true;
+  if (!a.is_number() || !b.is_number() || !(a.is_number_float() || b.is_number_float())) return false;
+  const double x = a.get<double>(), y = b.get<double>();
+  return std::fabs(x - y) <= kSameRelative * std::max(std::fabs(x), std::fabs(y));
+}
+
 // The JSON text parsed into an object with "format"; otherwise an Error naming `path`.
 Json parse_recipe(const std::string& text, const std::string& path) {
   Json file;
@@ -177,7 +189,7 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
   for (const std::string& f : fields) {
     const Json a = was.contains(f) ? was.at(f) : Json(nullptr);
     const Json b = now.contains(f) ? now.at(f) : Json(nullptr);
-    if (a == b) continue;
+    if (same_value(a, b)) continue;
     // An array's element names the whole array: both sides' values are shown whole.
     Json::json_pointer ptr(f);
     if (!ptr.empty() && !ptr.back().empty() && ptr.back().find_first_not_of("0123456789") == std::string::npos)

@@ -99,4 +99,11 @@ with torch.no_grad():
 reference.expect_final_evaluation(rundir, out, y)
 PY
 echo "ok: PyTorch alone (dtrain_inputs.pixels, the twin Cnn) gives the run's final test accuracy and loss"
+
+# dtrain eval on one rank (two intra-op threads) accepts the model the 2 ranks (one thread each)
+# trained: the train images' statistics are exact, not summed in float by however many threads.
+run 300 eval1 "$bin" eval "$run_dir/config.yaml" run.threads=2
+[[ $rc == 0 ]] || { show eval1; fail "dtrain eval on 1 rank refused the 2-rank run's model (exit $rc)"; }
+grep -qF "accuracy: $acc%" "$tmp/eval1.out" || { show eval1; fail "dtrain eval on 1 rank does not print the run's accuracy $acc%"; }
+echo "ok: dtrain eval on 1 rank gives the 2-rank run's accuracy $acc%"
 echo "PASS"

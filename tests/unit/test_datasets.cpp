@@ -141,6 +141,48 @@ std::vector<unsigned char> idx(std::vector<unsigned char> header_dims,
   return header_dims;
 }
 
+// data.normalize's statistics of IDX images are exact (from the stored bytes) and so the same
+// on any number of threads: `dtrain eval` on one rank recomputes what a run on several wrote.
+TEST(Datasets, IdxStatisticsAreExactOnAnyThreadCount) {
+  TempDir dir;
+  const int64_t n = 2000, side = 28;
+  std::vector<unsigned char> px(static_cast<size_t>(n * side * side));
+  uint32_t r = 12345;
+  for (auto& p : px) r = r * 1664525u + 1013904223u, p = static_cast<unsigned char>((r >> 24) % 200 + 40);
+  write_gzip(dir.file("img.gz"), idx({0, 0, 8, 3, 0, 0, 0x07, 0xd0, 0, 0, 0, 28, 0, 0, 0, 28}, px));
+  std::vector<unsigned char> labels(static_cast<size_t>(n), 1);
+  write_gzip(dir.file("lab.gz"), idx({0, 0, 8, 1, 0, 0, 0x07, 0xd0}, labels));
+  dtrain::DataConfig cfg;
+  cfg.format = dtrain::DataFormat::kIdx;
+  cfg.path = dir.path();
+  cfg.train_images = "img.gz";
+  cfg.train_labels = "lab.gz";
+  cfg.test_images = cfg.test_labels = "";
+  cfg.normalize = true;
+  // The formula in long double, over the bytes in file order.
+  long double sum = 0, sq = 0;
+  for (unsigned char p : px) sum += p / 255.0L;
+  const long double mean = sum / px.size();
+  for (unsigned char p : px) sq += (p / 255.0L - mean) * (p / 255.0L - mean);
+  const double sd = static_cast<double>(std::sqrt(sq / px.size()));
+  const int threads = at::get_num_threads();
+  std::vector<double> means, sds;
+  for (int t : {1, 2, 4}) {
+    at::set_num_threads(t);
+    const auto spec = dtrain::make_datasets(cfg, 0).train->spec();
+    ASSERT_EQ(spec.recipe.mean.size(), 1u);
+    means.push_back(spec.recipe.mean[0]);
+    sds.push_back(spec.recipe.std[0]);
+  }
+  at::set_num_threads(threads);
+  EXPECT_NEAR(means[0], static_cast<double>(mean), 1e-15);
+  EXPECT_NEAR(sds[0], sd, 1e-15);
+  for (size_t i = 1; i < means.size(); ++i) {
+    EXPECT_EQ(means[i], means[0]);
+    EXPECT_EQ(sds[i], sds[0]);
+  }
+}
+
 TEST(Datasets, IdxSplitsUseTrainStatistics) {
   TempDir dir;
   // train: 4 images 1x2, test: 2 images 1x2 (dims: N, 1, 2)

@@ -106,6 +106,13 @@ TEST(Preprocess, DifferenceNamesTheFieldBothValuesAndTheKey) {
   EXPECT_EQ(d.rfind("data.normalize, data.train_files", 0), 0u) << d;
   EXPECT_NE(d.find("features/mean [1.5,-0.25] (r/preprocess.json), this config gives [1.5,7.0]"),
             std::string::npos) << d;
+  // Statistics recomputed within 1e-6 (relative) of the file's are the model's; further apart not.
+  other = csv_spec();
+  other.recipe.mean[0] = 1.5 * (1 + 3e-7);
+  other.recipe.std[1] = 3.0 * (1 - 3e-7);
+  EXPECT_EQ(preprocess_difference(file, "p", other, csv), "");
+  other.recipe.mean[0] = 1.5 * (1 + 3e-6);
+  EXPECT_EQ(preprocess_difference(file, "p", other, csv).rfind("data.normalize", 0), 0u);
   other = csv_spec();
   other.recipe.feature_names = {"width", "height"};
   EXPECT_EQ(preprocess_difference(file, "p", other, csv).rfind("data.feature_columns:", 0), 0u);
