@@ -12,6 +12,9 @@ namespace dtrain::log {
 
 // This process's rank and run.quiet; until it is called, the process logs as rank 0.
 void configure(int rank, bool quiet);
+// While on, info(), detail() and every() print on stderr too: a command whose standard output is
+// its result alone (`--json`) turns it on before anything is logged.
+void keep_stdout_for_results(bool on);
 void info(const std::string& msg);     // rank 0, stdout
 void detail(const std::string& msg);   // rank 0, stdout, not in quiet mode (run.quiet)
 void every(const std::string& msg);    // every rank, stdout, "[rank R] msg"

@@ -53,6 +53,7 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
   } catch (const CLI::ParseError& e) {
     return usage_exit(app.exit(e));
   }
+  if (json) log::keep_stdout_for_results(true);  // standard output: the JSON object alone
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Config cfg;
     std::string path, pre;

@@ -12,6 +12,7 @@ namespace {
 std::mutex g_mu;
 int g_rank = 0;
 bool g_quiet = false;
+bool g_results_only = false;  // stdout holds a command's result alone: messages go to stderr
 
 int g_stdout_errno = 0;
 bool g_live = false;  // a live line is drawn on stdout, not yet ended by a newline
@@ -36,6 +37,8 @@ void emit(FILE* f, const std::string& prefix, const std::string& msg) {
   put(f, (prefix + msg + "\n").c_str());
 }
 std::string rank_prefix() { return "[rank " + std::to_string(g_rank) + "] "; }
+// Where info(), detail() and every() print (set before anything is logged).
+FILE* message_stream() { return g_results_only ? stderr : stdout; }
 }  // namespace
 
 int stdout_errno() {
@@ -60,13 +63,17 @@ void configure(int rank, bool quiet) {
   g_rank = rank;
   g_quiet = quiet;
 }
+void keep_stdout_for_results(bool on) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_results_only = on;
+}
 void info(const std::string& msg) {
-  if (g_rank == 0) emit(stdout, "", msg);
+  if (g_rank == 0) emit(message_stream(), "", msg);
 }
 void detail(const std::string& msg) {
-  if (g_rank == 0 && !g_quiet) emit(stdout, "", msg);
+  if (g_rank == 0 && !g_quiet) emit(message_stream(), "", msg);
 }
-void every(const std::string& msg) { emit(stdout, rank_prefix(), msg); }
+void every(const std::string& msg) { emit(message_stream(), rank_prefix(), msg); }
 void warn(const std::string& msg) { emit(stderr, rank_prefix() + "warning: ", msg); }
 void error(const std::string& msg) { emit(stderr, rank_prefix() + "error: ", msg); }
 

@@ -100,7 +100,8 @@ grep -qE "model.pt on 1 rank\(s\): test accuracy: [0-9.]+% \(loss [0-9.]+, 200 s
 "$py" - "$rundir/metrics.jsonl" "$tmp/eval2.out" "$tmp/eval1.out" "$tmp/evalc.out" <<'PY' || fail "dtrain eval disagrees with the training's evaluation"
 import json, sys
 ev = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "eval"][-1]
-two, one, ckpt = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[2:5])
+# --json: standard output is the JSON object alone (the log goes to stderr).
+two, one, ckpt = (json.loads(open(p).read()) for p in sys.argv[2:5])
 for name, r in (("2 ranks", two), ("checkpoint, 2 ranks", ckpt)):
     assert r["world"] == 2, r
     for k in ("test_loss", "test_accuracy", "test_count"):

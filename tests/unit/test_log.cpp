@@ -63,4 +63,20 @@ TEST(Log, InfoSpeaksOnRankZeroOnlyAndQuietHidesDetail) {
   EXPECT_EQ(testing::internal::GetCapturedStdout(), "shown\n");
 }
 
+// A command whose standard output is its result (--json) sends the log to stderr.
+TEST(Log, WithStdoutKeptForResultsMessagesGoToStderr) {
+  dtrain::log::configure(0, /*quiet=*/false);
+  dtrain::log::keep_stdout_for_results(true);
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  dtrain::log::info("job line");
+  dtrain::log::detail("detail line");
+  dtrain::log::every("every line");
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  dtrain::log::keep_stdout_for_results(false);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "job line\ndetail line\n[rank 0] every line\n");
+}
+
 }  // namespace
