@@ -80,6 +80,9 @@ void register_model(const std::string& name, ModelFactory factory, std::string d
 // The model.* keys a registered model declared it reads; nullopt when it did not declare them or
 // no model has that name.
 std::optional<std::vector<std::string>> model_keys(const std::string& name);
+// An Error naming model.name, the known names and the closest one, when no model is registered
+// as `name` (checked before any data is read; make_model says the same).
+void require_model(const std::string& name);
 // Build a registered model; an unknown name is an Error naming model.name and the known names.
 std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cfg,
                                   const DataSpec& data);

@@ -15,11 +15,13 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <sys/stat.h>
 #include <string>
 #include <vector>
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
+#include "util/spelling.h"
 #include "dtrain/models.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
@@ -97,11 +99,33 @@ int print_config_main(const std::string& path, const std::vector<std::string>& o
   }
 }
 
+// A first argument that is no file and looks like a word (no path, no extension, no '=', no
+// option) is a mistyped subcommand, not a config file that cannot be opened: "" otherwise.
+std::string not_a_subcommand(const std::string& arg) {
+  struct stat st {};
+  if (arg.empty() || arg[0] == '-' || arg.find_first_of("/.=") != std::string::npos ||
+      ::stat(arg.c_str(), &st) == 0)
+    return "";
+  const std::vector<std::string> subcommands = {"env", "bench", "eval", "predict"};
+  const std::string near = detail::closest(arg, subcommands, 3);
+  return "'" + arg + "' is neither a subcommand nor a config file" +
+         (near.empty() ? "" : " (did you mean 'dtrain " + near + "'?)") +
+         "; the subcommands are env, bench, eval and predict, and training takes a YAML config "
+         "file: dtrain CONFIG.yaml [section.key=value ...] (dtrain --help)";
+}
+
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
   if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "eval") == 0) return eval_main(argc - 1, argv + 1, launcher_env);
   if (argc > 1 && std::strcmp(argv[1], "predict") == 0) return predict_main(argc - 1, argv + 1, launcher_env);
+  if (argc > 1) {
+    const std::string wrong = not_a_subcommand(argv[1]);
+    if (!wrong.empty()) {
+      if (detail::launcher_place(launcher_env).first == 0) std::fprintf(stderr, "[rank 0] error: %s\n", wrong.c_str());
+      return kExitUsage;
+    }
+  }
   CLI::App app{"dtrain: data-parallel training on many GPUs (or CPU ranks)", "dtrain"};
   std::string config_path;
   std::vector<std::string> overrides;

@@ -18,6 +18,7 @@
 #include "dtrain/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/spelling.h"
 
 namespace dtrain {
 namespace {
@@ -28,23 +29,11 @@ using config::join;
 using config::schema;
 using config::sections;
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string suggestion(const std::string& key) {
   std::string best;
   size_t best_d = 4;
   for (const auto& f : schema()) {
-    size_t d = edit_distance(key, f.key);
+    size_t d = detail::edit_distance(key, f.key);
     if (d < best_d) best_d = d, best = f.key;
     // right key in the wrong section: "lr" under model
     auto dot = f.key.find('.');

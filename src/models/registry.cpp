@@ -3,6 +3,7 @@
 
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "util/spelling.h"
 
 namespace dtrain {
 namespace detail {
@@ -48,6 +49,26 @@ std::optional<std::vector<std::string>> model_keys(const std::string& name) {
   return it->second.reads;
 }
 
+namespace {
+// The unknown-model Error: the known names, and the closest one when it looks like a slip.
+// The caller holds the registry's lock.
+Error unknown_model(const std::string& name) {
+  std::string names;
+  std::vector<std::string> all;
+  for (const auto& kv : registry()) names += (names.empty() ? "" : ", ") + kv.first, all.push_back(kv.first);
+  const std::string near = detail::closest(name, all, 3);
+  return Error("unknown model '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                   "; registered models: " + names,
+               "model.name");
+}
+}  // namespace
+
+void require_model(const std::string& name) {
+  ensure_builtins();
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().find(name) == registry().end()) throw unknown_model(name);
+}
+
 std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cfg,
                                   const DataSpec& data) {
   ensure_builtins();
@@ -55,11 +76,7 @@ std::shared_ptr<Model> make_model(const std::string& name, const ModelConfig& cf
   {
     std::lock_guard<std::mutex> lock(registry_mu());
     auto it = registry().find(name);
-    if (it == registry().end()) {
-      std::string names;
-      for (const auto& kv : registry()) names += (names.empty() ? "" : ", ") + kv.first;
-      throw Error("unknown model '" + name + "'; registered models: " + names, "model.name");
-    }
+    if (it == registry().end()) throw unknown_model(name);
     factory = it->second.factory;
   }
   return factory(cfg, data);

@@ -1,11 +1,13 @@
 #include "session/config_check.h"
 
 #include "dtrain/error.h"
+#include "dtrain/models.h"
 #include "telemetry/profiler.h"
 
 namespace dtrain::detail {
 
 void check_config_now(const Config& cfg) {
+  require_model(cfg.model.name);  // a mistyped name before the data is read
   if (cfg.run.profile_steps > 0) {
     const std::string problem = profiler_trace_problem();
     if (!problem.empty())

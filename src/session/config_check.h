@@ -1,5 +1,5 @@
 // What the config decides before a run starts anything: the checks that the config and this
-// build alone can answer (a run.profile_steps this LibTorch cannot record), made at the config
+// build alone can answer (an unknown model.name, a run.profile_steps this LibTorch cannot record), made at the config
 // check on every rank, and the log's one line on the config (the whole of it is in the run
 // directory's config.yaml, or printed by `dtrain CONFIG --print-config`).
 #pragma once
@@ -10,8 +10,9 @@
 
 namespace dtrain::detail {
 
-// Throws dtrain::Error naming the key: run.profile_steps > 0 on a LibTorch whose profiler cannot
-// write traces (no Kineto, as Debian's 1.13), pointing to run.timeline.
+// Throws dtrain::Error naming the key: a model.name no model is registered as (with the closest
+// name); run.profile_steps > 0 on a LibTorch whose profiler cannot write traces (no Kineto, as
+// Debian's 1.13), pointing to run.timeline.
 void check_config_now(const Config& cfg);
 
 // "config: <origin>, resolved for world W: global batch G = W rank(s) x B per rank, micro-batch

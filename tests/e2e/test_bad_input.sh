@@ -97,6 +97,16 @@ expect_error unknown_model 30 \
   "^\[rank 0\] error: .*model\.name && 'nope' && cnn && linear && mlp" \
   -- "$bin" "$cfg" model.name=nope run.dir="$tmp/runs"
 
+# A mistyped subcommand is said to be one (not "cannot open the config file"), with its fix.
+expect_error subcommand_slip 30 \
+  "^\[rank 0\] error: 'evaal' is neither a subcommand nor a config file && did you mean 'dtrain eval' && env, bench, eval and predict" \
+  -- "$bin" evaal "$cfg"
+
+# A slip in model.name is named with its fix before any data is read (the data path does not exist).
+expect_error model_name_slip 30 \
+  "^\[rank 0\] error: .*model\.name && 'resnet5' && did you mean 'resnet50'" \
+  -- "$bin" "$fashion" model.name=resnet5 data.path="$tmp/nonexistent" run.dir="$tmp/runs"
+
 expect_error unknown_key_override 30 \
   "^\[rank 0\] error: .*train\.lrr && did you mean 'train\.lr'" \
   -- "$bin" "$cfg" train.lrr=1
