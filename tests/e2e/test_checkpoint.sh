@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # e2e: a dtrain run survives what clusters do to it.
 #   - SIGTERM or SIGUSR1 to one rank, or Ctrl-C to launch/mpirun-local.sh: every rank saves the
-#     same checkpoint,
-#     prints the summary and exits 75; the same command resumes it, and the result equals an
-#     uninterrupted run's, bit for bit (compared with PyTorch's torch.load);
+#     same checkpoint, prints the summary and exits 75 (no model.pt: the run has not ended); the
+#     same command resumes it, and the result equals an uninterrupted run's, bit for bit
+#     (compared with PyTorch's torch.load);
 #   - kill -9 of one rank of three: the job ends within the bound, the last complete checkpoint
 #     loads, and a rerun with checkpoint.resume=auto ends like an uninterrupted run;
 #   - a second Ctrl-C ends at once; a second run of a busy run directory is refused.
@@ -65,6 +65,10 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   for r in $(seq 0 $((np - 1))); do
     [[ -f $(printf '%s/rank-%05d.pt' "$ck" "$r") ]] || fail "$name: $ck lacks rank $r's file"
   done
+  # Stopped before its end: no model.pt for eval or predict to take as the result.
+  [[ ! -e $tmp/runs/$name/model.pt ]] || fail "$name: the stopped run wrote model.pt"
+  grep -q "no model.pt: the run stopped at step $step of " "$tmp/$name.out" ||
+    { show "$name"; fail "$name: the stopped run does not say it wrote no model.pt"; }
   # Resume to the end of the next epoch but one, and compare with a run that never stopped.
   local epochs=$(( step / 128 + 2 ))
   run 120 "$name-resume" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
@@ -72,6 +76,7 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   [[ $rc == 0 ]] || { show "$name-resume"; fail "$name: resuming failed (exit $rc)"; }
   grep -q "resumed from $ck at step $step" "$tmp/$name-resume.out" ||
     { show "$name-resume"; fail "$name: the resumed run does not say where it resumed from"; }
+  [[ -s $tmp/runs/$name/model.pt ]] || fail "$name: the resumed run ended without model.pt"
   run 120 "$name-whole" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
     run.name="$name-whole" train.epochs=$epochs
   [[ $rc == 0 ]] || { show "$name-whole"; fail "$name: the uninterrupted run failed (exit $rc)"; }
