@@ -112,6 +112,7 @@ struct EvalRecord {
 // At the end of training.
 struct TrainSummary {
   int64_t steps = 0;
+  int64_t total_steps = 0;  // the steps the run was planned to end at
   int64_t samples = 0;  // global samples trained on, a resumed run's earlier ones included
   double seconds = 0;   // this process's training time, evaluation excluded
   int64_t run_samples = 0;  // global samples this process trained (run_samples / seconds: the

@@ -42,7 +42,10 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
 // The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
 // it); kExitPreempted (75, EX_TEMPFAIL) when a signal stopped it and a checkpoint of the stop
 // step was written, so that a batch script requeues the job and it resumes; 128 + the signal
-// when a signal stopped it and no checkpoint could be written (the run writes no files).
+// when a signal stopped it and no checkpoint could be written (the run writes no files). A
+// signal's stop is said here in one line on rank 0: "stopped by SIGUSR1 after step S of T:
+// checkpoint DIR written, no model.pt (the run has not ended); run the same command again to
+// resume (exit code 75)".
 constexpr int kExitPreempted = 75;
 int exit_code(const TrainSummary& summary);
 

@@ -36,7 +36,9 @@ void HookList::each(const char* event, int64_t step, LoopControl* control, F f) 
     } catch (const std::exception& e) {
       throw Error(failed(*hook, event, step) + first_line(e.what()));
     }
-    if (!control) continue;
+    // A stop signal reaches every rank's 'signals' hook: the run's last line reports it once
+    // (session.h: exit_code); other hooks' requests are said where they are made.
+    if (!control || hook->name() == "signals") continue;
     if (control->stop_requested() && !stop_before)
       log::every("hook '" + hook->name() + "' asks to stop after step " + std::to_string(step) +
                  ": " + control->stop_reason());

@@ -13,7 +13,6 @@
 #include "data/preprocess.h"
 #include "dtrain/log.h"
 #include "hooks/standard.h"
-#include "runtime/signals.h"
 #include "util/fs.h"
 
 namespace dtrain::detail {
@@ -27,22 +26,12 @@ class ModelFile : public Hook {
   void on_start(const RunInfo& run, LoopControl&) override {
     if (run.rank != 0) return;
     run_dir_ = run.run_dir;
-    total_steps_ = run.total_steps;
     preprocess_ = preprocess_json(run.data, run.config->data);
   }
 
   void on_end(TrainSummary& summary) override {
     if (run_dir_.empty()) return;
-    if (summary.stop_signal != 0) {
-      log::info("no model.pt: the run stopped at step " + std::to_string(summary.steps) + " of " +
-                std::to_string(total_steps_) + ", before its end (" + signal_name(summary.stop_signal) +
-                ")" +
-                (summary.checkpoint.empty()
-                     ? std::string()
-                     : "; its weights are in the checkpoint " + summary.checkpoint +
-                           " (dtrain eval CONFIG --checkpoint DIR), and running it again resumes it"));
-      return;
-    }
+    if (summary.stop_signal != 0) return;  // not ended: the run's last line says so (exit_code)
     make_dirs(run_dir_);
     const std::string path = join_path(run_dir_, "model.pt");
     save_weights(model_, path);
@@ -54,7 +43,6 @@ class ModelFile : public Hook {
   Model& model_;
   std::string run_dir_;     // set on rank 0 only
   std::string preprocess_;  // preprocess.json's text (rank 0)
-  int64_t total_steps_ = 0;
 };
 
 }  // namespace

@@ -130,7 +130,7 @@ class Report : public Hook {
     if (s.skipped_steps > 0)
       out.push_back("steps skipped for non-finite gradients (fp16 loss scaling, train.skip_nonfinite): " +
                     std::to_string(s.skipped_steps));
-    if (s.stopped)
+    if (s.stopped && s.stop_signal == 0)  // a signal's stop: the run's last line (exit_code)
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
                     std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +
                     " asked to stop");

@@ -120,11 +120,11 @@ int exit_code(const TrainSummary& summary) {
   if (summary.stop_signal == 0) return 0;
   const bool saved = !summary.checkpoint.empty() && summary.checkpoint_step == summary.steps;
   log::info(std::string("stopped by ") + detail::signal_name(summary.stop_signal) + " after step " +
-            std::to_string(summary.steps) +
-            (saved ? "; checkpoint " + summary.checkpoint +
-                         " written: run the same command again to resume (exit code " +
-                         std::to_string(kExitPreempted) + ")"
-                   : "; no checkpoint was written (the run writes no files)"));
+            std::to_string(summary.steps) + " of " + std::to_string(summary.total_steps) +
+            (saved ? ": checkpoint " + summary.checkpoint +
+                         " written, no model.pt (the run has not ended); run the same command "
+                         "again to resume (exit code " + std::to_string(kExitPreempted) + ")"
+                   : ": no checkpoint was written (the run writes no files)"));
   return saved ? kExitPreempted : 128 + summary.stop_signal;
 }
 

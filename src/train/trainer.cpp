@@ -438,6 +438,7 @@ TrainSummary Trainer::Impl::Fit::finish() {
   m.micro = micro.size();
   summary.step_mode = graph.story();
   summary.steps = at.step();
+  summary.total_steps = plan.total_steps;
   summary.phases = m.phases;
   summary.oom_retries = micro.retries();
   summary.skipped_steps = eager.skipped_steps();

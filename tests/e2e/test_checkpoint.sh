@@ -67,8 +67,11 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   done
   # Stopped before its end: no model.pt for eval or predict to take as the result.
   [[ ! -e $tmp/runs/$name/model.pt ]] || fail "$name: the stopped run wrote model.pt"
-  grep -q "no model.pt: the run stopped at step $step of " "$tmp/$name.out" ||
+  grep -q "after step $step of [0-9]*: checkpoint .* written, no model.pt (the run has not ended)" "$tmp/$name.out" ||
     { show "$name"; fail "$name: the stopped run does not say it wrote no model.pt"; }
+  # One line for the stop, from rank 0: no rank announces the signal's requests.
+  ! grep -q "asks to stop\|asks to save" "$tmp/$name.out" ||
+    { show "$name"; fail "$name: the ranks announced the stop signal's requests"; }
   # Resume to the end of the next epoch but one, and compare with a run that never stopped.
   local epochs=$(( step / 128 + 2 ))
   run 120 "$name-resume" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
