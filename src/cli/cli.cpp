@@ -101,26 +101,35 @@ int print_config_main(const std::string& path, const std::vector<std::string>& o
 
 // A first argument that is no file and looks like a word (no path, no extension, no '=', no
 // option) is a mistyped subcommand, not a config file that cannot be opened: "" otherwise.
-std::string not_a_subcommand(const std::string& arg) {
+std::string not_a_subcommand(const std::string& arg, const std::vector<std::string>& subcommands) {
   struct stat st {};
   if (arg.empty() || arg[0] == '-' || arg.find_first_of("/.=") != std::string::npos ||
       ::stat(arg.c_str(), &st) == 0)
     return "";
-  const std::vector<std::string> subcommands = {"env", "bench", "eval", "predict"};
+  std::string names;
+  for (size_t i = 0; i < subcommands.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == subcommands.size() ? " and " : ", ") + subcommands[i];
   const std::string near = detail::closest(arg, subcommands, 3);
   return "'" + arg + "' is neither a subcommand nor a config file" +
-         (near.empty() ? "" : " (did you mean 'dtrain " + near + "'?)") +
-         "; the subcommands are env, bench, eval and predict, and training takes a YAML config "
-         "file: dtrain CONFIG.yaml [section.key=value ...] (dtrain --help)";
+         (near.empty() ? "" : " (did you mean 'dtrain " + near + "'?)") + "; the subcommands are " +
+         names + ", and training takes a YAML config file: dtrain CONFIG.yaml [section.key=value ...] "
+         "(dtrain --help)";
 }
 
 int main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
-  if (argc >= 2 && std::strcmp(argv[1], "env") == 0) return env_main(argc, argv, launcher_env);
-  if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench_main(argc - 1, argv + 1, launcher_env);
-  if (argc > 1 && std::strcmp(argv[1], "eval") == 0) return eval_main(argc - 1, argv + 1, launcher_env);
-  if (argc > 1 && std::strcmp(argv[1], "predict") == 0) return predict_main(argc - 1, argv + 1, launcher_env);
+  // The subcommands, each with its entry (env reads its own name; the others start after it).
+  const std::vector<std::pair<std::string, std::function<int()>>> subcommands = {
+      {"env", [&] { return env_main(argc, argv, launcher_env); }},
+      {"bench", [&] { return bench_main(argc - 1, argv + 1, launcher_env); }},
+      {"eval", [&] { return eval_main(argc - 1, argv + 1, launcher_env); }},
+      {"predict", [&] { return predict_main(argc - 1, argv + 1, launcher_env); }}};
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : subcommands) {
+    if (argc > 1 && name == argv[1]) return entry();
+    names.push_back(name);
+  }
   if (argc > 1) {
-    const std::string wrong = not_a_subcommand(argv[1]);
+    const std::string wrong = not_a_subcommand(argv[1], names);
     if (!wrong.empty()) {
       if (detail::launcher_place(launcher_env).first == 0) std::fprintf(stderr, "[rank 0] error: %s\n", wrong.c_str());
       return kExitUsage;

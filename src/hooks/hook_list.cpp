@@ -36,9 +36,10 @@ void HookList::each(const char* event, int64_t step, LoopControl* control, F f) 
     } catch (const std::exception& e) {
       throw Error(failed(*hook, event, step) + first_line(e.what()));
     }
-    // A stop signal reaches every rank's 'signals' hook: the run's last line reports it once
-    // (session.h: exit_code); other hooks' requests are said where they are made.
-    if (!control || hook->name() == "signals") continue;
+    if (!control) continue;
+    // A stop signal's requests (every rank's signal hook makes them) are reported once, by the
+    // run's last line (session.h: exit_code); other requests are said where they are made.
+    if (control->stop_requested() && !stop_before && control->stop_signal() != 0) continue;
     if (control->stop_requested() && !stop_before)
       log::every("hook '" + hook->name() + "' asks to stop after step " + std::to_string(step) +
                  ": " + control->stop_reason());

@@ -1,7 +1,8 @@
 // What the config decides before a run starts anything: the checks that the config and this
-// build alone can answer (an unknown model.name, a run.profile_steps this LibTorch cannot record), made at the config
-// check on every rank, and the log's one line on the config (the whole of it is in the run
-// directory's config.yaml, or printed by `dtrain CONFIG --print-config`).
+// build alone can answer (an unknown model.name, a run.profile_steps this LibTorch cannot
+// record), made at the config check on every rank, and the log's one line on the config (the
+// whole of it is in the run directory's config.yaml, or printed by `dtrain CONFIG
+// --print-config`).
 #pragma once
 
 #include <string>
