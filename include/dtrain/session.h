@@ -38,6 +38,12 @@ struct Session {
 // run.seed, builds the datasets and the model (from the registry, by model.name), loads
 // model.init_weights on rank 0 (these agreed too), and builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
+// The same with the datasets made by `make_data` (called on every rank with the resolved config
+// and the rank's device, agreed) in place of make_datasets(): a program's own data, or `dtrain
+// eval`'s test split alone, preprocessed as the run's preprocess.json records (its Splits hold
+// the test split as both train and test: eval only evaluates). A null `make_data`: as config_only.
+using MakeData = std::function<Splits(const Config&, const at::Device&)>;
+Session build_session(Runtime& rt, Config cfg, const std::string& origin, const MakeData& make_data);
 
 // The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
 // it); kExitPreempted (75, EX_TEMPFAIL) when a signal stopped it and a checkpoint of the stop

@@ -10,6 +10,7 @@
 
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
+#include "data/splits.h"
 #include "hooks/figures.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -66,17 +67,31 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
       // auto is measured by training; evaluation batches are then the per-rank batch.
       if (cfg.train.micro_batch < 0) cfg.train.micro_batch = 0;
     });
-    Session s = build_session(rt, std::move(cfg), config_path);
+    // With preprocess.json, the test split alone, preprocessed with the run's statistics: the
+    // training files are not read (data/splits.h, make_recorded_test_split).
+    std::string pre_text;
+    MakeData make_data = [](const Config& c, const at::Device& device) {
+      Splits splits = make_datasets(c.data, c.run.seed, device);
+      if (!splits.test)
+        throw Error("the data has no test split to evaluate (" + splits.train->describe() + ")", "data.format");
+      return splits;
+    };
+    if (!pre.empty()) {
+      detail::run_agreed(rt.mpi_comm(), [&] { pre_text = detail::read_file(pre); });
+      make_data = [&](const Config& c, const at::Device& device) {
+        const detail::RunRecipe recipe = detail::read_preprocess(pre_text, pre);
+        auto test = detail::make_recorded_test_split(c.data, recipe.spec, c.run.seed, device);
+        if (!test) throw Error("the config names no test split to evaluate", "data.format");
+        return Splits{test, test};
+      };
+    }
+    Session s = build_session(rt, std::move(cfg), config_path, make_data);
     detail::run_agreed(rt.mpi_comm(), [&] {
-      if (!s.data.test)
-        throw Error("the data has no test split to evaluate (" + s.data.train->describe() + ")",
-                    "data.format");
       if (pre.empty()) {  // a run of an earlier dtrain, or a weights file from elsewhere
         log::info("no preprocess.json beside " + path + ": the config's preprocessing is used unchecked");
         return;
       }
-      const std::string diff = detail::preprocess_difference(detail::read_file(pre), pre,
-                                                             s.data.train->spec(), s.config.data);
+      const std::string diff = detail::preprocess_difference(pre_text, pre, s.data.test->spec(), s.config.data);
       if (!diff.empty()) throw Error(diff);
       log::detail("the config's preprocessing is the model's (" + pre + ")");
     });

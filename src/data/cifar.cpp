@@ -20,6 +20,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/crop_flip.h"
@@ -189,6 +190,33 @@ std::string files_text(const std::vector<std::string>& files) {
   return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
 }
 
+std::string description(const DataConfig& cfg, const std::vector<std::string>& files, const Images& im,
+                        const LabelSpace& space, const std::string& scaling) {
+  std::ostringstream d;
+  d << to_string(cfg.format) << " " << files_text(files) << " (" << im.pixels.size(0) << " x 3x32x32 uint8, "
+    << space.classes << " classes";
+  if (cfg.format == DataFormat::kCifar100) d << ", " << to_string(cfg.cifar_labels) << " labels";
+  d << "; " << scaling << ")";
+  return d.str();
+}
+
+// The splits' spec: standardized with `mean` and `stdev`, or (empty) scaled to [0, 1].
+DataSpec images_spec(int64_t classes, const std::vector<double>& mean, const std::vector<double>& stdev) {
+  DataSpec spec;
+  spec.input_shape = {kChannels, kSide, kSide};
+  spec.num_classes = classes;
+  spec.input_dtype = at::kFloat;
+  spec.pixel_mean = mean.empty() ? std::vector<double>(kChannels, 0.0) : mean;
+  spec.pixel_std = stdev.empty() ? std::vector<double>(kChannels, 1.0) : stdev;
+  return spec;
+}
+
+std::string scaling_text(const DataSpec& spec, bool normalized, const char* whose) {
+  if (!normalized) return "scaled to [0, 1] on the device";
+  return std::string("standardized per channel on the device with ") + whose + " mean " + triple(spec.pixel_mean) +
+         " and std " + triple(spec.pixel_std);
+}
+
 }  // namespace
 
 Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
@@ -202,33 +230,19 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
   const Images train = read_split(train_files, v, space, "data.path, data.train_files");
   const Images test = read_split(test_files, v, space, "data.path, data.test_files");
 
-  DataSpec spec;
-  spec.input_shape = {kChannels, kSide, kSide};
-  spec.num_classes = space.classes;
-  spec.input_dtype = at::kFloat;
-  std::string scaling = "scaled to [0, 1] on the device";
+  std::vector<double> mean, stdev;
   if (cfg.normalize) {
-    auto [mean, stdev] = pixel_statistics(train.pixels);
+    std::tie(mean, stdev) = pixel_statistics(train.pixels);
     for (size_t c = 0; c < stdev.size(); ++c)
       if (!(stdev[c] > 1e-12))
         throw Error(format("channel %zu of the train images has zero variance; cannot standardize "
                            "(set data.normalize=false)", c),
                     "data.normalize");
-    scaling = "standardized per channel on the device with the train mean " + triple(mean) +
-              " and std " + triple(stdev);
-    spec.pixel_mean = mean;
-    spec.pixel_std = stdev;
-  } else {
-    spec.pixel_mean.assign(kChannels, 0.0);
-    spec.pixel_std.assign(kChannels, 1.0);
   }
+  const DataSpec spec = images_spec(space.classes, mean, stdev);
+  const std::string scaling = scaling_text(spec, cfg.normalize, "the train");
   auto describe = [&](const std::vector<std::string>& files, const Images& im) {
-    std::ostringstream d;
-    d << to_string(cfg.format) << " " << files_text(files) << " (" << im.pixels.size(0)
-      << " x 3x32x32 uint8, " << space.classes << " classes";
-    if (cfg.format == DataFormat::kCifar100) d << ", " << to_string(cfg.cifar_labels) << " labels";
-    d << "; " << scaling << ")";
-    return d.str();
+    return description(cfg, files, im, space, scaling);
   };
   Splits out;
   auto images = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
@@ -238,6 +252,18 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
     out.train = std::move(images);
   out.test = std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));
   return out;
+}
+
+std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const DataSpec& recorded) {
+  const Variant v = variant_of(cfg);
+  const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
+  const std::vector<std::string> files = split_files(cfg, v, /*train=*/false);
+  const Images test = read_split(files, v, space, "data.path, data.test_files");
+  const bool normalize = cfg.normalize && recorded.pixel_mean.size() == static_cast<size_t>(kChannels);
+  const DataSpec spec = normalize ? images_spec(space.classes, recorded.pixel_mean, recorded.pixel_std)
+                                  : images_spec(space.classes, {}, {});
+  const std::string scaling = scaling_text(spec, normalize, "the run's train");
+  return std::make_shared<TensorDataset>(test.pixels, test.labels, spec, description(cfg, files, test, space, scaling));
 }
 
 }  // namespace dtrain::detail

@@ -125,7 +125,7 @@ std::string files_text(const std::vector<std::string>& files) {
 
 }  // namespace
 
-Splits make_csv_splits(const DataConfig& cfg, int64_t seed) {
+Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* recorded) {
   Config::check_value("data.test_fraction", cfg.test_fraction);
   if (cfg.train_files.empty()) throw Error("is empty: name the CSV file(s)", "data.train_files");
   CsvColumns columns;
@@ -163,10 +163,11 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed) {
   if (classify) {
     int64_t largest = 0;
     for (int64_t r : train_rows) largest = std::max(largest, static_cast<int64_t>(train.y[static_cast<size_t>(r)]));
-    const LabelSpace space = label_space(
-        cfg, largest + 1,
-        "taken from the train rows (largest class id + 1, as data.num_classes is 0); set data.num_classes to cover "
-        "every class id");
+    const LabelSpace space =
+        recorded ? label_space(cfg, recorded->num_classes, "the run's (preprocess.json)")
+                 : label_space(cfg, largest + 1,
+                               "taken from the train rows (largest class id + 1, as data.num_classes is 0); set "
+                               "data.num_classes to cover every class id");
     check_class_ids(train, train_rows, space, train.targets[0]);
     check_class_ids(test_table, test_rows, space, train.targets[0]);
     spec.num_classes = space.classes;
@@ -180,7 +181,9 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed) {
   }
 
   std::vector<double> mean, stdev;
-  if (cfg.normalize) {
+  if (cfg.normalize && recorded && recorded->recipe.mean.size() == train.features.size()) {
+    mean = recorded->recipe.mean, stdev = recorded->recipe.std;  // the run's, not recomputed
+  } else if (cfg.normalize) {
     column_stats(train, train_rows, mean, stdev);
     for (size_t j = 0; j < stdev.size(); ++j)
       if (!(stdev[j] > 0))

@@ -99,4 +99,18 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& devi
   return splits;
 }
 
+namespace detail {
+
+std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
+                                                  const at::Device& device) {
+  switch (cfg.format) {
+    case DataFormat::kIdx: return make_idx_test_split(cfg, recorded);
+    case DataFormat::kCifar10:
+    case DataFormat::kCifar100: return make_cifar_test_split(cfg, recorded);
+    case DataFormat::kCsv: return make_csv_splits(cfg, seed, &recorded).test;
+    default: return make_splits(cfg, seed, device).test;
+  }
+}
+
+}  // namespace detail
 }  // namespace dtrain

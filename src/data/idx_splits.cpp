@@ -1,5 +1,6 @@
 // data.format idx: the train and test splits from IDX files (Fashion-MNIST's layout), the train
-// split's mean and std standardizing both.
+// split's mean and std standardizing both; for `dtrain eval`, the test split alone with a run's
+// recorded mean and std.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -96,6 +97,28 @@ Splits make_idx_splits(const DataConfig& cfg) {
   }
   out.train = train;
   return out;
+}
+
+std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSpec& recorded) {
+  if (cfg.test_images.empty() && cfg.test_labels.empty()) return nullptr;
+  const std::string test_images = data_file(cfg, cfg.test_images, "data.test_images");
+  const std::string test_labels = data_file(cfg, cfg.test_labels, "data.test_labels");
+  const bool normalize = cfg.normalize && recorded.recipe.mean.size() == 1 && recorded.recipe.std.size() == 1;
+  const double mean = normalize ? recorded.recipe.mean[0] : 0.0, stdev = normalize ? recorded.recipe.std[0] : 1.0;
+  auto test = load_idx_classification(test_images, test_labels, normalize, mean, stdev);
+  if (test->size() == 0)
+    throw Error("the test split is empty: the file holds 0 images (leave data.test_images and "
+                "data.test_labels empty for no test split)",
+                test_images);
+  DataSpec spec = test->spec();
+  const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
+  spec.num_classes = space.classes;
+  if (normalize) spec.recipe.mean = {mean}, spec.recipe.std = {stdev};
+  check_labels(test->targets(), space, test_labels);
+  std::ostringstream d;
+  d << test->describe();
+  if (normalize) d << ", standardized with the run's train mean " << mean << " std " << stdev;
+  return std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec, d.str());
 }
 
 }  // namespace dtrain::detail

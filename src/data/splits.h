@@ -22,8 +22,15 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed);
 // data.format cifar10, cifar100: the binary version's batches under data.path (cifar.cpp); the
 // training split's random crops and flips drawn from `seed` (Note [cifar augmentation]).
 Splits make_cifar_splits(const DataConfig& cfg, int64_t seed);
+// The test split alone (null when the config names none), preprocessed with `recorded`, the
+// DataSpec of a run's preprocess.json (its mean and std, its classes unless data.num_classes is
+// set): the training files are not read.
+std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSpec& recorded);
+std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const DataSpec& recorded);
 // data.format csv: numeric columns under a header (csv.cpp); `seed` draws the held-out rows.
-Splits make_csv_splits(const DataConfig& cfg, int64_t seed);
+// `recorded` (dtrain eval: the run's preprocess.json) gives the statistics and the classes
+// instead of the train rows.
+Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* recorded = nullptr);
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
 // in the loader's threads (Note [image transforms]) or on `device`'s GPU (data.decode, Note [GPU
 // decoding]); random crops drawn from `seed`.
@@ -34,5 +41,13 @@ struct ImageDecodeCounts {
   int64_t gpu = 0, cpu = 0;
 };
 ImageDecodeCounts image_decode_counts(const Dataset& dataset);
+
+// dtrain eval's test split (null when the config has none), preprocessed as the run was:
+// `recorded` is the DataSpec read from its preprocess.json. idx and cifar10/100 read the test
+// files alone, with the recorded statistics; csv takes the recorded statistics and classes (it
+// reads the train files only for held-out rows, data.test_fraction); image folders, synthetic,
+// token and text data compute nothing from their training split, and are built as for training.
+std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
+                                                  const at::Device& device);
 
 }  // namespace dtrain::detail

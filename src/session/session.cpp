@@ -68,6 +68,13 @@ std::string version_text() {
 }
 
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
+  if (config_only) return build_session(rt, std::move(cfg), origin, nullptr);
+  return build_session(rt, std::move(cfg), origin, MakeData([](const Config& c, const at::Device& device) {
+                         return make_datasets(c.data, c.run.seed, device);
+                       }));
+}
+
+Session build_session(Runtime& rt, Config cfg, const std::string& origin, const MakeData& make_data) {
   Session s;
   // The config check, agreed: every rank finds the same config error, printed once.
   detail::run_agreed(rt.mpi_comm(), [&] {
@@ -84,17 +91,20 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool c
   if (rt.rank() == 0)
     for (const std::string& line : detail::unused_keys(cfg)) log::warn(line);
   s.config = std::move(cfg);
-  if (config_only) return s;
+  if (!make_data) return s;
 
   const Config& c = s.config;
   // Data and model, agreed: a missing or empty file that every rank finds is one line.
   detail::run_agreed(rt.mpi_comm(), [&] {
     at::manual_seed(static_cast<uint64_t>(c.run.seed));
-    detail::guard_host_memory([&] { s.data = make_datasets(c.data, c.run.seed, rt.device()); },
+    detail::guard_host_memory([&] {
+                                s.data = make_data(c, rt.device());
+                                if (!s.data.train) throw Error("the datasets have no training split");
+                              },
                               "building the datasets", size_keys(c, config::Sizes::kData),
                               "use smaller data");
     log::detail("data: " + s.data.train->describe() +
-                (s.data.test ? "; test: " + s.data.test->describe() : ""));
+                (s.data.test && s.data.test != s.data.train ? "; test: " + s.data.test->describe() : ""));
     detail::guard_host_memory(
         [&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
         "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),

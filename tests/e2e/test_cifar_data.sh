@@ -2,7 +2,8 @@
 # data.format cifar10 / cifar100 on a tiny folder in the binary version's layout, written here by
 # Python: each class a colour of its own plus noise, so that a small CNN learns it. Under mpirun
 # -np 2, with the config's random crops and flips, the training loss falls and the test accuracy
-# is far above chance; configs/
+# is far above chance, and dtrain eval gives the final evaluation with the training batches
+# removed (the statistics come from preprocess.json); configs/
 # cifar_resnet18.yaml runs a few steps on the same folder; CIFAR-100's fine and coarse labels
 # train; and a truncated file or a label outside the classes is an error naming the file and the
 # record.
@@ -73,6 +74,22 @@ assert last < 0.5 * first, f"final test loss {last} is not below half the first 
 assert evals[-1]["test_accuracy"] > 0.6, f"test accuracy {evals[-1]['test_accuracy']} is not far above chance (0.1)"
 PY
 echo "ok: cifar10 under 2 ranks"
+
+# dtrain eval takes the train images' statistics from preprocess.json: with the training batches
+# gone it reads the test batch alone and gives the training's final evaluation, bit for bit.
+mkdir "$tmp/c10_train"
+mv "$tmp"/cifar10/cifar-10-batches-bin/data_batch_*.bin "$tmp/c10_train/"
+run 300 c10_eval "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/runs/c10/config.yaml" --json
+mv "$tmp"/c10_train/* "$tmp/cifar10/cifar-10-batches-bin/"
+[[ $rc == 0 ]] || { show c10_eval; fail "cifar10: dtrain eval without the training batches: exit $rc"; }
+"$py" - "$tmp/runs/c10/metrics.jsonl" "$tmp/c10_eval.out" <<'PY' || fail "cifar10: dtrain eval disagrees with the training's evaluation"
+import json, sys
+ev = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "eval"][-1]
+got = json.loads(open(sys.argv[2]).read())
+for k in ("test_loss", "test_accuracy", "test_count"):
+    assert got[k] == ev[k], (k, got[k], ev[k])
+PY
+echo "ok: cifar10: dtrain eval without the training batches gives the training's final evaluation"
 
 # 2. The config's own model and optimizer (ResNet-18, SGD with Nesterov, no decay on biases and
 #    norm weights) for a few steps on the same folder.

@@ -3,7 +3,8 @@
 # by overrides). Checks the final accuracy line, the accuracy itself, the run directory
 # (config.yaml that re-parses to the same config, metrics.jsonl with one JSON object per line),
 # and that PyTorch alone, from model.pt, preprocess.json and the raw IDX test files, gives the
-# run's final test accuracy and loss.
+# run's final test accuracy and loss. dtrain eval on 1 rank gives the run's accuracy, and the same
+# numbers with the train files absent (the statistics come from preprocess.json).
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
 set -euo pipefail
@@ -106,4 +107,16 @@ run 300 eval1 "$bin" eval "$run_dir/config.yaml" run.threads=2
 [[ $rc == 0 ]] || { show eval1; fail "dtrain eval on 1 rank refused the 2-rank run's model (exit $rc)"; }
 grep -qF "accuracy: $acc%" "$tmp/eval1.out" || { show eval1; fail "dtrain eval on 1 rank does not print the run's accuracy $acc%"; }
 echo "ok: dtrain eval on 1 rank gives the 2-rank run's accuracy $acc%"
+
+# dtrain eval takes the train images' statistics from preprocess.json and reads no train file:
+# with the test files alone in data.path it gives the same numbers, bit for bit.
+mkdir "$tmp/test_only"
+for f in "$data"/t10k-*; do ln -s "$f" "$tmp/test_only/"; done
+run 300 evalfull "$bin" eval "$run_dir/config.yaml" --json
+[[ $rc == 0 ]] || { show evalfull; fail "dtrain eval --json: exit $rc"; }
+run 300 evaltest "$bin" eval "$run_dir/config.yaml" --json data.path="$tmp/test_only"
+[[ $rc == 0 ]] || { show evaltest; fail "dtrain eval without the train files: exit $rc"; }
+cmp -s "$tmp/evalfull.out" "$tmp/evaltest.out" ||
+  { cat "$tmp/evalfull.out" "$tmp/evaltest.out" >&2; fail "dtrain eval without the train files gives other numbers"; }
+echo "ok: dtrain eval without the train files: $(cat "$tmp/evaltest.out")"
 echo "PASS"
