@@ -12,10 +12,13 @@
 # Env: HOSTFILE, GPUS_PER_NODE, DTRAIN_BIN (else build/bin/dtrain, else build-gpu/bin/dtrain),
 # DTRAIN_MPIRUN_ARGS (extra mpirun options, split on spaces), DTRAIN_DRY_RUN=1 (print the mpirun
 # command, run nothing). Adds --allow-run-as-root as root.
+# As launch/mpirun-local.sh: Ctrl-C (or SIGTERM) makes every rank save a checkpoint and exit 75
+# (a second Ctrl-C ends the job at once), and Open MPI's blocks that repeat a rank's non-zero exit
+# are left out: dtrain's line says why, then "mpirun-hosts.sh: exit N".
 set -euo pipefail
 
 usage() {
-  sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 hostfile=${HOSTFILE:-}
@@ -76,4 +79,5 @@ flags+=("${extra[@]}")
 
 echo "+ mpirun ${flags[*]} $bin $*" >&2
 [[ ${DTRAIN_DRY_RUN:-0} == 1 ]] && exit 0
-exec mpirun "${flags[@]}" "$bin" "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/mpirun-output.sh"
+run_mpirun mpirun-hosts.sh "${flags[@]}" "$bin" "$@"

@@ -13,11 +13,12 @@
 # DTRAIN_BIND=none (no binding), DTRAIN_MPIRUN_ARGS (extra mpirun options, split on spaces),
 # DTRAIN_DRY_RUN=1 (print the mpirun command, run nothing). Adds --allow-run-as-root as root.
 # Ctrl-C (or SIGTERM) reaches every rank, which saves a checkpoint and exits 75; a second Ctrl-C
-# ends the job at once.
+# ends the job at once. Open MPI's blocks that repeat a rank's non-zero exit are left out: dtrain's
+# line says why, then "mpirun-local.sh: exit N"; mpirun's other messages pass through.
 set -euo pipefail
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 np=${NP:-}
@@ -65,25 +66,7 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 echo "+ mpirun ${flags[*]} -np $np $bin $*" >&2
 [[ ${DTRAIN_DRY_RUN:-0} == 1 ]] && exit 0
-# Ctrl-C and SIGTERM: mpirun would end the ranks at once (Open MPI cannot forward SIGINT or
-# SIGTERM), so mpirun runs in its own session and this script turns the first Ctrl-C or SIGTERM
-# into SIGUSR1, which mpirun forwards to every rank: dtrain saves a checkpoint at the next step
-# boundary and exits 75. A second Ctrl-C ends the job at once.
-setsid mpirun "${flags[@]}" -np "$np" "$bin" "$@" &
-job=$!
-stops=0
-stop() {
-  stops=$((stops + 1))
-  if ((stops == 1)); then
-    echo "mpirun-local.sh: stopping: every rank saves a checkpoint at the next step (Ctrl-C again to end at once)" >&2
-    kill -USR1 "$job" 2>/dev/null || true
-  else
-    kill -INT "$job" 2>/dev/null || true
-  fi
-}
-trap stop INT TERM
-rc=0
-while kill -0 "$job" 2>/dev/null; do
-  wait "$job" && rc=0 || rc=$?
-done
-exit "$rc"
+# Open MPI's blocks after a rank's non-zero exit are left out (dtrain's line says why, and the
+# last line the exit code); Ctrl-C and SIGTERM become SIGUSR1 (launch/mpirun-output.sh).
+source "$root/launch/mpirun-output.sh"
+run_mpirun mpirun-local.sh "${flags[@]}" -np "$np" "$bin" "$@"

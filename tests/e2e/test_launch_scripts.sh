@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: the launch scripts. launch/mpirun-local.sh runs a real 2-rank CPU job (NP=2) with each
 # rank bound to its share of the CPUs, and one rank per GPU when nvidia-smi lists GPUs (a fake
-# one here, dry run); launch/mpirun-hosts.sh runs a real 2-rank job from a hostfile naming
+# one here, dry run); a config error shows dtrain's line and the exit code alone, a stop by
+# SIGTERM exits 75 without Open MPI's exit block, and mpirun's "not enough slots" still shows; launch/mpirun-hosts.sh runs a real 2-rank job from a hostfile naming
 # localhost with 2 slots, and builds -npernode from GPUS_PER_NODE (dry run);
 # launch/dtrain-slurm.sbatch runs under fake srun and scontrol that record their arguments: srun
 # gets the binary, the config, checkpoint.resume=auto and the overrides; exit 75 and 138 (SIGUSR1
@@ -38,6 +39,40 @@ if ((cpus >= 2)); then
     { show local; fail "the threads per rank do not follow the binding"; }
 fi
 echo "ok: mpirun-local.sh ran 2 CPU ranks: $(grep -o '+ mpirun.*' "$tmp/local.err" | cut -c1-120)"
+# Open MPI's exit blocks are left out, its other messages are not: a config error is dtrain's one
+# line and the exit code; a stop (SIGTERM to the script: every rank checkpoints) exits 75 with no
+# block; too few slots still shows mpirun's own message.
+no_block() {  # NAME
+  ! grep -qE "Primary job +terminated normally|mpirun detected that one or more processes|MPI_ABORT was invoked" \
+    "$tmp/$1.err" || { show "$1"; fail "$1: Open MPI's exit block is shown"; }
+}
+run 120 local_bad env PATH="$nopath" NP=2 bash "$src/launch/mpirun-local.sh" "$cfg" train.lr=-1
+[[ $rc == 1 ]] || { show local_bad; fail "mpirun-local.sh with a config error: exit $rc, not 1"; }
+no_block local_bad
+printf '%s\n' "[rank 0] error: train.lr: must be > 0, got -1.0 (command line 'train.lr=-1')" \
+  "mpirun-local.sh: exit 1" | diff <(grep -v '^+ mpirun' "$tmp/local_bad.err") - ||
+  fail "mpirun-local.sh with a config error: not dtrain's line and the exit code"
+echo "ok: a config error under mpirun-local.sh: $(grep -v '^+ mpirun' "$tmp/local_bad.err" | tr '\n' '|')"
+env PATH="$nopath" NP=2 bash "$src/launch/mpirun-local.sh" "$cfg" run.dir="$tmp/local" run.name=stop \
+  train.epochs=1000 data.synthetic_size=4096 run.log_every=0 >"$tmp/local_stop.out" 2>"$tmp/local_stop.err" &
+job=$!
+wait_for_training "$tmp/local/stop"
+kill -TERM "$job"
+timeout 120 tail --pid="$job" -f /dev/null || fail "mpirun-local.sh did not stop within 120 s of SIGTERM"
+rc=0
+wait "$job" || rc=$?
+[[ $rc == 75 ]] || { show local_stop; fail "mpirun-local.sh stopped by SIGTERM: exit $rc, not 75"; }
+no_block local_stop
+grep -q "^stopped by SIGUSR1 after step .*(exit code 75)$" "$tmp/local_stop.out" || { show local_stop; fail "no stop line"; }
+tail -n 1 "$tmp/local_stop.err" | grep -qx "mpirun-local.sh: exit 75" || { show local_stop; fail "the last line is not the exit code"; }
+echo "ok: a stop under mpirun-local.sh: $(grep -v '^+ mpirun' "$tmp/local_stop.err" | tr '\n' '|')"
+run 120 local_slots env PATH="$nopath" OMPI_MCA_rmaps_base_oversubscribe=0 NP=2 DTRAIN_BIND=none DTRAIN_MPIRUN_ARGS="--host localhost:1" \
+  bash "$src/launch/mpirun-local.sh" "$cfg"
+[[ $rc != 0 ]] || fail "mpirun-local.sh with 1 slot for 2 ranks: exit 0"
+grep -q "There are not enough slots available in the system" "$tmp/local_slots.err" ||
+  { show local_slots; fail "mpirun's 'not enough slots' message is hidden"; }
+echo "ok: too few slots: mpirun's message is shown, exit $rc"
+
 run 30 localgpu env PATH="$tmp/gpus:$PATH" NP=3 DTRAIN_DRY_RUN=1 bash "$src/launch/mpirun-local.sh" "$cfg"
 [[ $rc == 0 ]] || { show localgpu; fail "mpirun-local.sh dry run: exit $rc"; }
 grep -q -- "-np 2 $bin $cfg" "$tmp/localgpu.err" || { show localgpu; fail "2 GPUs: not one rank per GPU"; }
