@@ -27,6 +27,7 @@ enum class DataFormat { kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, k
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
+enum class ResumeSchedule { kStretch, kRestart };                   // train.resume_schedule
 enum class LossKind { kCrossEntropy, kMse };                        // train.loss
 enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
@@ -45,6 +46,7 @@ const char* to_string(DataFormat v);
 const char* to_string(SyntheticTask v);
 const char* to_string(OptimizerKind v);
 const char* to_string(Schedule v);
+const char* to_string(ResumeSchedule v);
 const char* to_string(LossKind v);
 const char* to_string(Precision v);
 const char* to_string(GraphMode v);
@@ -203,6 +205,10 @@ struct TrainConfig {
   int64_t warmup_steps = 0;
   int64_t lr_step_size = 0;  // schedule step: steps (after warmup) between decays
   double lr_gamma = 0.1;     // schedule step: the factor of each decay
+  // Training on after a run's end (more train.epochs or train.max_steps): stretch = the schedule
+  // of a run planned to the new length, at the step reached; restart = a new schedule (warmup,
+  // then the decay) over the added steps alone.
+  ResumeSchedule resume_schedule = ResumeSchedule::kStretch;
   LossKind loss = LossKind::kCrossEntropy;
   double clip_grad_norm = 0.0;  // 0 = off
   Precision precision = Precision::kFp32;

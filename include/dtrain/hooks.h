@@ -72,6 +72,7 @@ struct TrainState {
   double window_loss = 0;
   int64_t window_steps = 0;
   double last_loss = 0;
+  int64_t schedule_start = 0;  // the step the learning-rate schedule counts from
   Model* model = nullptr;
   // With dist.shard_optimizer on several ranks: this rank's shard, whose state() numbers its
   // entries as the model's parameters (the checkpoint writer gathers the whole state).

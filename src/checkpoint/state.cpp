@@ -62,6 +62,7 @@ class Reader {
     if (!v) throw Error("checkpoint entry '" + key + "' is missing", file_);
     return *v;
   }
+  bool has(const std::string& key) const { return d_->find(key) != nullptr; }
   int64_t integer(const std::string& key) const {
     const PickleValue& v = at(key);
     if (v.kind != Kind::kInt && v.kind != Kind::kBool)
@@ -140,6 +141,7 @@ std::string encode(const SharedState& s) {
   d.insert("window_loss", p.window_loss);
   d.insert("window_steps", p.window_steps);
   d.insert("last_loss", p.last_loss);
+  d.insert("schedule_start", p.schedule_start);
   d.insert("world", static_cast<int64_t>(s.world));
   d.insert("global_batch", s.global_batch);
   c10::Dict<std::string, std::string> cfg;
@@ -177,6 +179,7 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   p.window_loss = r.number("window_loss");
   p.window_steps = r.integer("window_steps");
   p.last_loss = r.number("last_loss");
+  p.schedule_start = r.has("schedule_start") ? r.integer("schedule_start") : 0;  // 0: before the key
   s.world = static_cast<int>(r.integer("world"));
   s.global_batch = r.integer("global_batch");
   s.config = r.texts("config");

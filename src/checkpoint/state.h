@@ -34,6 +34,7 @@ struct LoopPosition {
   double window_loss = 0;       // sum of step losses since the last loss read...
   int64_t window_steps = 0;     // ...over this many steps (the next read continues it)
   double last_loss = 0;
+  int64_t schedule_start = 0;   // the step the learning-rate schedule counts from (train.resume_schedule)
 };
 
 struct SharedState {

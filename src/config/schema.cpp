@@ -38,6 +38,7 @@ DTRAIN_CHOICE_NAMES(SyntheticTask, {{"regression", SyntheticTask::kRegression}, 
 DTRAIN_CHOICE_NAMES(OptimizerKind, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}})
 DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Schedule::kCosine},
                                {"linear", Schedule::kLinear}, {"step", Schedule::kStep}})
+DTRAIN_CHOICE_NAMES(ResumeSchedule, {{"stretch", ResumeSchedule::kStretch}, {"restart", ResumeSchedule::kRestart}})
 DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
 DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
@@ -259,6 +260,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("train.beta2", &C::train, &TrainConfig::beta2, "adam/adamw: beta2", in_range(0.0, 1.0)).when(adam_only).may_change());
     s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()).when(adam_only).may_change());
     s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup: constant, cosine (to zero at the last step), linear (to zero at the last step, torch's LinearLR), step (times train.lr_gamma every train.lr_step_size steps, StepLR)").always().may_change());
+    s.push_back(choice("train.resume_schedule", &C::train, &TrainConfig::resume_schedule, "training on from the checkpoint at a finished run's last step (with more train.epochs or train.max_steps): stretch = the schedule of a run planned to the new length, at the step reached (a decayed cosine or linear rate rises to that run's value there); restart = a new schedule over the added steps alone: train.warmup_steps of warmup, then the decay from train.lr to the new end (a warm restart); the log says the rate before and after; a run resumed before its end continues its schedule either way").always().may_change());
     s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)).always().may_change());
     s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)).when(step_schedule).may_change());
     s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)).when(step_schedule).may_change());
@@ -310,6 +312,7 @@ const char* to_string(DataFormat v) { return config::name_of(v); }
 const char* to_string(SyntheticTask v) { return config::name_of(v); }
 const char* to_string(OptimizerKind v) { return config::name_of(v); }
 const char* to_string(Schedule v) { return config::name_of(v); }
+const char* to_string(ResumeSchedule v) { return config::name_of(v); }
 const char* to_string(LossKind v) { return config::name_of(v); }
 const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }

@@ -163,6 +163,7 @@ class CheckpointWriter : public Hook {
     p.window_loss = s.window_loss;
     p.window_steps = s.window_steps;
     p.last_loss = s.last_loss;
+    p.schedule_start = s.schedule_start;
     st.world = s.world;
     st.global_batch = s.config->train.global_batch;
     st.config = config_values(*s.config);

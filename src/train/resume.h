@@ -2,6 +2,7 @@
 // loading it into the step context. Every rank calls resume() (it agrees over the control plane).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,7 @@ struct ResumePoint {
   std::string path;  // the checkpoint's folder
   LoopPosition position;
   int saved_world = 0;
+  std::map<std::string, std::string> saved_config;  // key -> value, as the checkpoint holds them
 };
 
 // auto: the newest complete checkpoint in checkpoint.folder() if there is one; none: a fresh

@@ -196,6 +196,7 @@ struct Trainer::Impl::Fit {
   detail::MicroBatch micro;
   detail::StepPlan plan;
   detail::LoopCursor at;
+  const detail::ResumedSchedule resumed_lr;  // where the schedule starts, and what the resume says of it
   const detail::LrSchedule lr;
   detail::LossWindow window;
   detail::EagerStep eager;
@@ -263,7 +264,8 @@ Trainer::Impl::Fit::Fit(Impl& impl)
       plan(planned()),
       at(impl.cfg, from ? &from->position : nullptr, plan.steps_per_epoch, plan.total_steps,
          /*saves=*/!impl.cfg.checkpoint.folder(impl.cfg.run).empty()),
-      lr(t, plan.total_steps),
+      resumed_lr(detail::resumed_schedule(impl.cfg, plan.total_steps, from ? &*from : nullptr)),
+      lr(t, plan.total_steps, resumed_lr.start),
       window(impl.ctx, at.step()),
       eager(impl.ctx, micro, window),
       graph(impl.ctx, eager, micro, t.cuda_graph, impl.cfg.resolved.rank_batch),
@@ -281,6 +283,7 @@ Trainer::Impl::Fit::Fit(Impl& impl)
                     "new run another run.name",
                       from->path, /*first_rank=*/0);
   if (rank == 0) warn_about_limits(m.cfg, plan);
+  if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);
   if (from) {
     summary.samples = from->position.samples;
@@ -385,6 +388,7 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   st.window_loss = window.total();  // also: no checkpoint of a diverged model
   st.window_steps = window.steps();
   st.last_loss = summary.last_loss;
+  st.schedule_start = resumed_lr.start;
   st.model = m.model.get();
   st.optimizer = m.ctx.optimizer.get();
   st.scaler = m.ctx.scaler.get();

@@ -4,7 +4,8 @@
 # (the ranks agree; no MPI abort banner) naming the checkpoint, the step and the fix, and every
 # file of the run directory byte for byte as it was. With more to train (a higher train.epochs)
 # it resumes and appends, and its report charts the whole run while counting this process's
-# samples and rates.
+# samples and rates; after a cosine run, it says the learning rate before and after, and
+# train.resume_schedule stretch and restart give the formulas' rates.
 # Env as in the other e2e scripts (DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS).
 set -euo pipefail
 
@@ -58,4 +59,40 @@ assert summary["steady_from_step"] == 41 and summary["steady_samples_per_s"] > 0
 print("report.html charts steps", steps)
 PY
 echo "ok: the resumed run's report charts steps 8-48 and counts the 2048 samples this process trained"
+
+# Training on after a cosine run's end says what the schedule does: stretch (the default) takes
+# the schedule of a 48-step run at step 33; restart begins a new cosine over the 16 added steps.
+# The learning rates of metrics.jsonl's steps 33-48 are those formulas' (lr 0.01).
+one=("$bin" "$cfg" run.dir="$tmp/runs" data.synthetic_size=2048 train.global_batch=128 train.eval=false
+     train.schedule=cosine run.log_every=1)
+run 120 cos "${one[@]}" run.name=cos train.epochs=2
+[[ $rc == 0 ]] || { show cos; fail "the cosine run: exit $rc"; }
+cp -r "$tmp/runs/cos" "$tmp/runs/cos_restart"
+run 120 cos_stretch "${one[@]}" run.name=cos train.epochs=3
+run 120 cos_restart "${one[@]}" run.name=cos_restart train.epochs=3 train.resume_schedule=restart
+for name in cos_stretch cos_restart; do
+  [[ $rc == 0 ]] || { show $name; fail "$name: exit $rc"; }
+done
+"$py" - "$tmp/runs" "$tmp/cos_stretch.out" "$tmp/cos_restart.out" <<'PY' || fail "the resume's learning rates are not the schedule's"
+import json, math, sys
+runs, stretch_out, restart_out = sys.argv[1:4]
+lr = 0.01
+cos = lambda t, n: lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t / n)))
+before = cos(31, 32)  # step 32, the last of the 32-step run (index 31)
+expect = {"cos": lambda s: cos(s - 1, 48), "cos_restart": lambda s: cos(s - 33, 16)}
+lines = {"cos": open(stretch_out).read(), "cos_restart": open(restart_out).read()}
+says = {"cos": "learning rate at the resume: %.3g after step 32 -> %.3g at step 33: the cosine schedule of a 48-step run "
+               "(train.resume_schedule stretch; restart would start a new schedule over the 16 added steps)" % (before, cos(32, 48)),
+        "cos_restart": "learning rate at the resume: %.3g after step 32 -> %.3g at step 33: train.resume_schedule restart: "
+                       "a new cosine schedule over the 16 added steps" % (before, lr)}
+for run, f in expect.items():
+    assert says[run] in lines[run], (run, says[run])
+    recs = [json.loads(l) for l in open(f"{runs}/{run}/metrics.jsonl")]
+    got = {r["step"]: r["lr"] for r in recs if r["type"] == "train" and r["step"] > 32}
+    assert sorted(got) == list(range(33, 49)), sorted(got)
+    for s, v in got.items():
+        assert abs(v - f(s)) <= 1e-12 + 1e-9 * f(s), (run, s, v, f(s))
+    print(run, "steps 33-48: lr", round(got[33], 6), "...", round(got[48], 9), "as the formula")
+PY
+echo "ok: training on after the end: $(grep -o 'learning rate at the resume.*' "$tmp/cos_restart.out")"
 echo "PASS"

@@ -168,6 +168,7 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   s.position.window_loss = 1.25;
   s.position.window_steps = 3;
   s.position.last_loss = 0.5;
+  s.position.schedule_start = 36;
   s.world = 2;
   s.global_batch = 32;
   s.config = {{"train.lr", "0.01"}, {"model.name", "mlp"}};
@@ -184,6 +185,7 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   EXPECT_EQ(back.position.micro_batch, 8);
   EXPECT_EQ(back.position.window_loss, 1.25);
   EXPECT_EQ(back.position.window_steps, 3);
+  EXPECT_EQ(back.position.schedule_start, 36);
   EXPECT_EQ(back.world, 2);
   EXPECT_EQ(back.config, s.config);
   ASSERT_EQ(back.model.size(), 2u);

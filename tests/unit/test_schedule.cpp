@@ -4,6 +4,7 @@
 // during warmup, lr * (t + 1) / warmup (LambdaLR of that factor). Every step of a run compared.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,10 +12,13 @@
 #include "dtrain/config.h"
 #include "test_support.h"
 #include "train/schedule.h"
+#include "util/format.h"
 
 namespace dtrain {
 namespace {
 
+using detail::config_values;
+using detail::format;
 using test::message_of;
 using test::python_failure;
 using test::run_python;
@@ -81,6 +85,54 @@ TEST(Schedule, EveryKindMatchesTorchsLrScheduler) {
   expect_like_torch(Schedule::kLinear, 4, 30);
   expect_like_torch(Schedule::kStep, 0, 35, 10, 0.5);
   expect_like_torch(Schedule::kStep, 3, 35, 7, 0.1);
+}
+
+// A schedule started at step `start` is the schedule of a run of total - start steps from there:
+// cosine, lr/2 (1 + cos(pi t / n)) with t the steps since `start`.
+TEST(Schedule, AScheduleStartedLaterIsThatOfTheStepsFromThere) {
+  TrainConfig t;
+  t.lr = 0.2;
+  t.schedule = Schedule::kCosine;
+  const detail::LrSchedule s(t, 48, 32);
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_NEAR(s.at(32 + i), 0.1 * (1 + std::cos(M_PI * static_cast<double>(i) / 16.0)), 1e-15) << "step " << 32 + i;
+}
+
+// Which schedule a resumed run follows: training on from a finished run's end restarts it with
+// train.resume_schedule restart (and the start is kept after a later preemption); stretch, and
+// a resume before the run's end, keep the checkpoint's start. The line gives the rates.
+TEST(Schedule, AResumeKeepsOrRestartsTheScheduleAndSaysTheRates) {
+  auto config = [](const std::vector<std::string>& overrides) {
+    Config c = Config::from_string("train: {lr: 0.2, schedule: cosine}\n", "x.yaml", overrides);
+    c.resolve(1);
+    return c;
+  };
+  detail::ResumePoint end;  // the end of a 2-epoch run of 16 steps per epoch
+  end.position.step = 32;
+  end.position.steps_per_epoch = 16;
+  end.saved_config = config_values(config({"train.epochs=2"}));
+  const double before = 0.1 * (1 + std::cos(M_PI * 31.0 / 32.0));
+
+  const auto stretch = detail::resumed_schedule(config({"train.epochs=3"}), 48, &end);
+  EXPECT_EQ(stretch.start, 0);
+  EXPECT_EQ(stretch.line, format("learning rate at the resume: %.3g after step 32 -> %.3g at step 33: the cosine "
+                                 "schedule of a 48-step run (train.resume_schedule stretch; restart would start a "
+                                 "new schedule over the 16 added steps)",
+                                 before, 0.1 * (1 + std::cos(M_PI * 32.0 / 48.0))));
+  const auto restart = detail::resumed_schedule(config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &end);
+  EXPECT_EQ(restart.start, 32);
+  EXPECT_EQ(restart.line, format("learning rate at the resume: %.3g after step 32 -> 0.2 at step 33: "
+                                 "train.resume_schedule restart: a new cosine schedule over the 16 added steps",
+                                 before));
+
+  detail::ResumePoint later = end;  // the restarted run, preempted at step 40
+  later.position.step = 40;
+  later.position.schedule_start = 32;
+  later.saved_config = config_values(config({"train.epochs=3", "train.resume_schedule=restart"}));
+  const auto again = detail::resumed_schedule(config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &later);
+  EXPECT_EQ(again.start, 32);
+  EXPECT_EQ(again.line, "");
+  EXPECT_EQ(detail::resumed_schedule(config({"train.epochs=3"}), 48, nullptr).start, 0);
 }
 
 TEST(Schedule, StepNeedsAStepSize) {
