@@ -35,7 +35,8 @@ struct Session {
 // version, the world and one line on the config (`origin` names where it came from: the batch
 // arithmetic, where the whole config is written), and on rank 0 a warning for each key the run
 // will not use (session/unused_keys.h). Then, unless `config_only`, seeds LibTorch with
-// run.seed, builds the datasets and the model (from the registry, by model.name), loads
+// run.seed, refuses a run that has finished (its directory's model.pt and a checkpoint at the end
+// of training: the loop's AgreedError, before any data is read), builds the datasets and the model (from the registry, by model.name), loads
 // model.init_weights on rank 0 (these agreed too), and builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
 // The same with the datasets made by `make_data` (called on every rank with the resolved config

@@ -199,7 +199,7 @@ int env_main(int argc, char** argv, const std::map<std::string, std::string>& en
   std::string config_path;
   std::vector<std::string> overrides;
   bool as_json = false;
-  app.add_option("config", config_path, "a config whose run.device and run.threads to check");
+  app.add_option("config", config_path, "a config whose run.device, run.threads and data.path to check");
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   app.add_flag("--json", as_json, "print the facts as one JSON object");
   try {
@@ -209,10 +209,12 @@ int env_main(int argc, char** argv, const std::map<std::string, std::string>& en
   }
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     log::configure(rt.rank(), true);
-    RunConfig run;
-    if (!config_path.empty()) run = Config::from_file(config_path, overrides).run;
+    Config cfg;
+    if (!config_path.empty()) cfg = Config::from_file(config_path, overrides);
+    const RunConfig& run = cfg.run;
     const MachineFacts m = machine_facts(env);
-    const RankFacts r = rank_facts(rt, env, run, m.cuda_devices);
+    RankFacts r = rank_facts(rt, env, run, m.cuda_devices);
+    if (!config_path.empty()) r.data_problem = data_problem(cfg.data);
     json hints = json::array();
     for (const Hint& h : env_hints(m, r, run.device)) hints.push_back({{"stops", h.stops}, {"text", h.text}});
     const json mine = {{"rank", to_json(r)}, {"machine", to_json(m)}, {"hints", hints}};

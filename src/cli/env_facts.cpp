@@ -16,6 +16,7 @@
 #include "runtime/threads.h"
 #include "telemetry/nvml.h"
 #include "util/torch_compat.h"
+#include "util/dir.h"
 #include "util/versions.h"
 
 namespace dtrain::cli {
@@ -169,6 +170,14 @@ json to_json(const MachineFacts& m) {
   };
 }
 
+std::string data_problem(const DataConfig& data) {
+  if (data.format == DataFormat::kSynthetic) return "";
+  const std::string dir = data.path.empty() ? "." : data.path;
+  if (detail::is_dir(dir)) return "";
+  return "data.path: no such folder: " + dir + " (data.format " + to_string(data.format) +
+         " reads its files there; set data.path to the folder that holds them)";
+}
+
 json to_json(const RankFacts& r) {
   return {{"rank", r.rank},
           {"world", r.world},
@@ -181,7 +190,8 @@ json to_json(const RankFacts& r) {
           {"cpus", r.cpus},
           {"cpu_count", r.cpu_count},
           {"threads", r.threads},
-          {"threads_reason", r.threads_reason}};
+          {"threads_reason", r.threads_reason},
+          {"data_problem", text_or_null(r.data_problem)}};
 }
 
 }  // namespace dtrain::cli

@@ -56,7 +56,13 @@ struct RankFacts {
   int node_cpus_used = 0;    // CPUs in the union of the masks of this host's ranks (0: unknown)
   int threads = 1;           // intra-op threads run.threads gives this rank
   std::string threads_reason;
+  std::string data_problem;  // data_problem() of the config's data on this rank's host ("" when none)
 };
+
+// What stops the config's data from being read on this host, before any of it is read: "data.path:
+// no such folder: DIR (...)" when the format reads files and data.path is not a folder here; ""
+// otherwise (synthetic data, no config, a folder that is there).
+std::string data_problem(const DataConfig& data);
 
 // `env` holds the variables the program read (launcher_variables() and env_variables()).
 MachineFacts machine_facts(const std::map<std::string, std::string>& env);

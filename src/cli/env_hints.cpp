@@ -27,6 +27,7 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
   // The launcher's numbers against MPI's (runtime/launch_check.h).
   if (!r.launch_error.empty()) stop(r.launch_error);
   if (!r.launch_advice.empty()) advise(r.launch_advice);
+  if (!r.data_problem.empty()) stop(r.data_problem);
 
   const size_t nvml_gpus = m.nvml_ok ? m.gpus.size() : 0;
   if (device == DeviceKind::kCuda && m.cuda_devices == 0) {

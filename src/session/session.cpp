@@ -24,6 +24,7 @@
 #include "runtime/signals.h"
 #include "util/live_line.h"
 #include "telemetry/nvml.h"
+#include "train/resume.h"
 #include "util/torch_compat.h"
 #include "util/format.h"
 #include "util/host_memory.h"
@@ -69,7 +70,9 @@ std::string version_text() {
 
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
   if (config_only) return build_session(rt, std::move(cfg), origin, nullptr);
-  return build_session(rt, std::move(cfg), origin, MakeData([](const Config& c, const at::Device& device) {
+  // A finished run is refused before its data is read (minutes on a large set).
+  return build_session(rt, std::move(cfg), origin, MakeData([&rt](const Config& c, const at::Device& device) {
+                         detail::refuse_finished_run(c, rt.cpu_comm());
                          return make_datasets(c.data, c.run.seed, device);
                        }));
 }

@@ -26,28 +26,37 @@ bool must_match(const std::string& key) {
   return f && f->on_resume == config::OnResume::kMustMatch;
 }
 
+// The checkpoint checkpoint.resume names ("" for a fresh start), logged when `say`; an Error
+// when it names none that exists.
+std::string pick(const Config& cfg, bool say) {
+  const std::string& mode = cfg.checkpoint.resume;
+  std::string path;
+  if (mode == "auto") {
+    const std::string folder = cfg.checkpoint.folder(cfg.run);
+    if (!folder.empty()) path = CheckpointFolder(folder).newest_complete();
+    if (say)
+      log::info(path.empty() ? "checkpoint.resume auto: no complete checkpoint in " +
+                                   (folder.empty() ? std::string("(no folder: the run writes no files)") : folder) +
+                                   ", starting fresh"
+                             : "checkpoint.resume auto: resuming from " + path);
+  } else if (mode != "none") {
+    path = mode;
+    if (!is_dir(path)) throw Error("no such checkpoint", "checkpoint.resume=" + mode);
+    if (!has_marker(path)) {  // a folder of checkpoints?
+      const std::string newest = CheckpointFolder(path).newest_complete();
+      if (!newest.empty()) path = newest;
+    }
+    if (say) log::info("resuming from " + path);
+  }
+  return path;
+}
+
 // Rank 0 picks the checkpoint; every rank gets its path ("" for a fresh start) or its error.
 std::string choose(const Config& cfg, Communicator& control) {
-  const std::string& mode = cfg.checkpoint.resume;
   std::string path, failure;
   if (control.rank() == 0) {
     try {
-      if (mode == "auto") {
-        const std::string folder = cfg.checkpoint.folder(cfg.run);
-        if (!folder.empty()) path = CheckpointFolder(folder).newest_complete();
-        log::info(path.empty() ? "checkpoint.resume auto: no complete checkpoint in " +
-                                     (folder.empty() ? std::string("(no folder: the run writes no files)") : folder) +
-                                     ", starting fresh"
-                               : "checkpoint.resume auto: resuming from " + path);
-      } else if (mode != "none") {
-        path = mode;
-        if (!is_dir(path)) throw Error("no such checkpoint", "checkpoint.resume=" + mode);
-        if (!has_marker(path)) {  // a folder of checkpoints?
-          const std::string newest = CheckpointFolder(path).newest_complete();
-          if (!newest.empty()) path = newest;
-        }
-        log::info("resuming from " + path);
-      }
+      path = pick(cfg, /*say=*/true);
       if (!path.empty()) checked(path);  // every file against the marker
     } catch (const std::exception& e) {
       failure = first_line(e.what());
@@ -110,6 +119,37 @@ void set_generator_state(at::Generator gen, const at::Tensor& state) {
 }
 
 }  // namespace
+
+std::string finished_run_error(int64_t step, const TrainConfig& t) {
+  return "this run has finished: its checkpoint is at step " + std::to_string(step) +
+         ", the end of training (train.epochs " + std::to_string(t.epochs) +
+         (t.max_steps > 0 ? ", train.max_steps " + std::to_string(t.max_steps) : "") +
+         "), so there is nothing to train and nothing was written. To train on, raise train.epochs or "
+         "train.max_steps; to train again from the start, give the new run another run.name";
+}
+
+void refuse_finished_run(const Config& cfg, Communicator& control) {
+  std::string failure;
+  if (control.rank() == 0 && !cfg.run.run_dir().empty() && path_exists(join_path(cfg.run.run_dir(), "model.pt"))) {
+    try {
+      const std::string path = pick(cfg, /*say=*/false);
+      if (!path.empty()) {
+        const std::string file = join_path(path, "state.pt");
+        const LoopPosition p = decode_shared(read_file(file), file).position;
+        const TrainConfig& t = cfg.train;
+        int64_t total = p.steps_per_epoch * t.epochs;
+        if (t.max_steps > 0) total = std::min(total, t.max_steps);
+        if (p.step >= total && p.epoch_end_done) failure = path + "\n" + finished_run_error(p.step, t);
+      }
+    } catch (const std::exception&) {
+      // A checkpoint that cannot be read here is the resume's to report, after start-up.
+    }
+  }
+  const std::string said = gather_strings(control, failure)[0];
+  if (said.empty()) return;
+  const size_t cut = said.find('\n');
+  throw AgreedError(said.substr(cut + 1), said.substr(0, cut), /*first_rank=*/0);
+}
 
 std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communicator& control) {
   const std::string path = choose(cfg, control);

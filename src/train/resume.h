@@ -31,4 +31,15 @@ struct ResumePoint {
 // Returns nullopt for a fresh start; the log says which it is.
 std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communicator& control);
 
+// "this run has finished: its checkpoint is at step N, the end of training (train.epochs E), so
+// there is nothing to train ... To train on, raise train.epochs or train.max_steps; ...".
+std::string finished_run_error(int64_t step, const TrainConfig& t);
+
+// Before the data is read (build_session): when the run directory holds model.pt (a run that
+// ended) and the checkpoint checkpoint.resume would continue from is at the end of training
+// under `cfg` (its steps per epoch x train.epochs, or train.max_steps), every rank throws the
+// AgreedError the loop would throw, naming the checkpoint. The loop's own check stays for the
+// rest (no model.pt, a checkpoint this cannot read).
+void refuse_finished_run(const Config& cfg, Communicator& control);
+
 }  // namespace dtrain::detail

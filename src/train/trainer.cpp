@@ -275,13 +275,7 @@ Trainer::Impl::Fit::Fit(Impl& impl)
   // holds the same agreed resume point (resume.cpp), so every rank throws here together and the
   // error is printed once, by rank 0, without an abort.
   if (at.finished())
-    throw AgreedError("this run has finished: its checkpoint is at step " + std::to_string(at.step()) +
-                    ", the end of training (train.epochs " + std::to_string(t.epochs) +
-                    (t.max_steps > 0 ? ", train.max_steps " + std::to_string(t.max_steps) : "") +
-                    "), so there is nothing to train and nothing was written. To train on, raise "
-                    "train.epochs or train.max_steps; to train again from the start, give the "
-                    "new run another run.name",
-                      from->path, /*first_rank=*/0);
+    throw AgreedError(detail::finished_run_error(at.step(), t), from->path, /*first_rank=*/0);
   if (rank == 0) warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);

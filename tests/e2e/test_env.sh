@@ -2,7 +2,8 @@
 # e2e: `dtrain env`, alone and under mpirun: the versions (LibTorch, MPI), the GPUs or "no GPU",
 # CUDA_VISIBLE_DEVICES, the launcher and every rank's binding, as text and as JSON (parsed by
 # Python, checked against what Python and mpirun say); the hints and the exit code: 1 for what
-# would stop training (srun's task numbers against MPI's, run.device cuda without a GPU), 0 for
+# would stop training (srun's task numbers against MPI's, run.device cuda without a GPU, a config
+# whose data.path is not a folder), 0 for
 # advice. On a CPU build, the stand-in NVML (tests/fake_nvml, found through LD_LIBRARY_PATH as
 # the driver's libnvidia-ml.so.1) plays a machine with two GPUs.
 # Env (set by ctest): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC, DTRAIN_MPI_FLAGS,
@@ -139,6 +140,10 @@ if [[ $gpus_here == 0 ]]; then
   expect_rc wantcpu 0
   echo "ok: run.device cuda without a GPU: exit 1"
 fi
+run 60 nodata "${clean[@]}" "$bin" env "$src/configs/fashion_mnist.yaml" data.path="$tmp/no-data"
+expect_rc nodata 1
+has nodata "error: data.path: no such folder: $tmp/no-data"
+echo "ok: a config whose data.path is missing: exit 1, naming data.path"
 run 60 badkey "${clean[@]}" "$bin" env "$cfg" run.device=gpu
 [[ $rc != 0 ]] || { show badkey; fail "a bad run.device: exit 0"; }
 grep -qF "run.device" "$tmp/badkey.err" || { show badkey; fail "the error does not name run.device"; }

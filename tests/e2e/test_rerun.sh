@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e: a rerun never destroys. The same command run again on a finished run, or run again with a
-# changed training key (train.lr), is refused before anything is written: exit 1, one error line
+# changed training key (train.lr), is refused before its data is loaded and anything is written: exit 1, one error line
 # (the ranks agree; no MPI abort banner) naming the checkpoint, the step and the fix, and every
 # file of the run directory byte for byte as it was. With more to train (a higher train.epochs)
 # it resumes and appends, and its report charts the whole run while counting this process's
@@ -33,6 +33,7 @@ for change in "" "train.lr=0.003"; do
   done
   [[ $(grep -c "error: " "$tmp/$name.err") == 1 ]] || { show "$name"; fail "$name: the error is not printed once"; }
   ! grep -q "MPI_ABORT" "$tmp/$name.err" "$tmp/$name.out" || { show "$name"; fail "$name: the refusal aborted MPI"; }
+  ! grep -q "^data: " "$tmp/$name.out" || { show "$name"; fail "$name: the data was loaded before the refusal"; }
   [[ $(files) == "$before" ]] || { diff <(echo "$before") <(files) >&2 || true; fail "$name: the run's files changed"; }
   echo "ok: run again${change:+ with $change}: refused, nothing rewritten ($(grep -m1 -o 'error: .*' "$tmp/$name.err" | cut -c1-90)...)"
 done

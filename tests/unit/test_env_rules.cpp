@@ -145,6 +145,28 @@ TEST(EnvHints, TheLaunchersNumbersAgainstMpis) {
   EXPECT_EQ(h[1].text, r.launch_advice);
 }
 
+// The config's data.path must be a folder on the rank's host for a format that reads files: else
+// an error naming data.path, which stops training; synthetic data reads none.
+TEST(EnvHints, AMissingDataFolderStopsNamingDataPath) {
+  DataConfig data;
+  data.format = DataFormat::kIdx;
+  data.path = "/no/such/dtrain/data";
+  const std::string problem = data_problem(data);
+  EXPECT_EQ(problem.rfind("data.path: no such folder: /no/such/dtrain/data", 0), 0u) << problem;
+  data.path = "/";
+  EXPECT_EQ(data_problem(data), "");
+  data.format = DataFormat::kSynthetic;
+  data.path = "/no/such/dtrain/data";
+  EXPECT_EQ(data_problem(data), "");
+
+  RankFacts r = rank("cpu");
+  r.data_problem = problem;
+  auto h = env_hints(cpu_machine(), r, DeviceKind::kAuto);
+  ASSERT_EQ(h.size(), 1u) << all(h);
+  EXPECT_TRUE(h[0].stops);
+  EXPECT_EQ(h[0].text, problem);
+}
+
 TEST(EnvHints, NoNvmlOnAGpuRankIsAdvice) {
   MachineFacts m = gpu_machine(1);
   m.nvml_ok = false;
