@@ -69,7 +69,9 @@ struct DeviceMemory {
 struct StepRecord {
   int64_t step = 0;         // optimizer steps done, this one included (1 after the first)
   int64_t epoch = 0;        // 1-based epoch of this step
-  int64_t epochs = 0;       // train.epochs
+  // The epochs the run reaches: train.epochs, fewer when train.max_steps ends it sooner (its
+  // last one then partial: total_steps says where it ends).
+  int64_t epochs = 0;
   int64_t total_steps = 0;  // steps the run will make unless stopped
   int64_t samples = 0;      // global samples trained on so far
   double lr = 0;            // learning rate of this step
@@ -103,7 +105,10 @@ struct StepRecord {
 struct EvalRecord {
   int64_t step = 0;
   int64_t epoch = 0;  // 1-based
-  int64_t epochs = 0;
+  int64_t epochs = 0;  // as StepRecord's
+  // An evaluation inside an epoch (train.eval_every_steps, or the end of train.max_steps) is at a
+  // step that is not a multiple of steps_per_epoch.
+  int64_t steps_per_epoch = 0, total_steps = 0;
   double train_loss = 0;     // mean training loss of the last window read (just before)
   double epoch_seconds = 0;  // the epoch so far, its evaluations included
   EvalResult result;

@@ -101,9 +101,11 @@ class Progress : public Hook {
   }
 
   void on_eval(const EvalRecord& r, LoopControl&) override {
-    std::string line = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs) +
-                       "  train loss " + format("%.4f", r.train_loss) + "  test loss " +
-                       format("%.4f", r.result.loss);
+    // Inside an epoch (train.eval_every_steps, the end of train.max_steps) the line says the step.
+    std::string line = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs);
+    if (r.steps_per_epoch > 0 && r.step % r.steps_per_epoch != 0)
+      line += " step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps);
+    line += "  train loss " + format("%.4f", r.train_loss) + "  test loss " + format("%.4f", r.result.loss);
     if (classify_) line += "  test accuracy " + format("%.2f%%", 100.0 * r.result.accuracy);
     if (r.result.top5) line += "  top-5 " + format("%.2f%%", 100.0 * *r.result.top5);
     line += "  (" + format("%.1f", r.epoch_seconds) + " s)";

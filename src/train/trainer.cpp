@@ -176,6 +176,10 @@ struct Trainer::Impl::Fit {
   explicit Fit(Impl& impl);
 
   std::optional<Batch> next_batch();
+  // The epochs the run reaches: train.epochs, fewer when train.max_steps ends it sooner.
+  int64_t epochs_reached() const {
+    return std::min(t.epochs, (plan.total_steps + plan.steps_per_epoch - 1) / plan.steps_per_epoch);
+  }
   StepRecord step_record(double lr) const;
   // Reads the loss window into `rec` (every rank: a collective), with what goes with it.
   void read_loss(StepRecord& rec);
@@ -246,7 +250,11 @@ TrainSummary Trainer::fit() {
     if (f.summary.stopped) break;  // at a step boundary: this epoch's end has not come
     at.epoch_ended();
     if (f.t.eval && m.test) f.evaluate();
-    if (at.epoch_save_due()) f.save(-1, "end of epoch " + std::to_string(at.epoch() + 1));
+    if (at.epoch_save_due())
+      f.save(-1, at.step() % f.plan.steps_per_epoch == 0
+                     ? "end of epoch " + std::to_string(at.epoch() + 1)
+                     : "end of training at step " + std::to_string(at.step()) + " (train.max_steps), within epoch " +
+                           std::to_string(at.epoch() + 1));
     f.telemetry.restart_rate();
     if (at.last_step()) break;
   }
@@ -345,7 +353,7 @@ std::optional<Batch> Trainer::Impl::Fit::next_batch() {
 StepRecord Trainer::Impl::Fit::step_record(double step_lr) const {
   StepRecord rec;
   rec.step = at.step();
-  rec.epoch = at.epoch() + 1, rec.epochs = t.epochs;
+  rec.epoch = at.epoch() + 1, rec.epochs = epochs_reached();
   rec.total_steps = plan.total_steps;
   rec.samples = summary.samples;
   rec.lr = step_lr;
@@ -421,7 +429,8 @@ bool Trainer::Impl::Fit::evaluate() {
   m.phases.eval += seconds_since(t0);
   EvalRecord rec;
   rec.step = at.step();
-  rec.epoch = at.epoch() + 1, rec.epochs = t.epochs;
+  rec.epoch = at.epoch() + 1, rec.epochs = epochs_reached();
+  rec.steps_per_epoch = plan.steps_per_epoch, rec.total_steps = plan.total_steps;
   rec.train_loss = summary.last_loss;
   rec.epoch_seconds = telemetry.epoch_seconds();
   rec.result = summary.eval;

@@ -3,7 +3,9 @@
 # redraws one live line in place ("\r" ... clear to the end of the line) with the ETA, and ends
 # it with a newline before the next log line; with stdout in a file it prints plain lines that
 # start with an ISO-8601 timestamp and hold no "\r"; under mpirun -np 2 only rank 0 prints
-# progress (also with run.progress=live); run.progress=off and run.quiet print none.
+# progress (also with run.progress=live); run.progress=off and run.quiet print none; with
+# train.max_steps inside the first epoch the lines count one epoch, the evaluations inside it say
+# their step, and its save is not called the end of an epoch.
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON.
 set -euo pipefail
@@ -78,4 +80,21 @@ for off in run.progress=off run.quiet=true; do
 done
 grep -q "epoch 2/2  train loss" "$tmp/run_progress_off.out" || fail "run.progress=off hid the evaluation lines"
 echo "ok: run.progress=off and run.quiet print no progress"
+
+# train.max_steps 20 of 2 epochs of 32 steps, evaluating every 8 steps and saving each epoch: the
+# lines count one epoch (not 1/2), evaluations inside it say their step, and the save at step 20
+# is not called the end of epoch 1.
+run 300 max "$bin" "$tmp/p.yaml" "${train[@]}" run.name=max train.max_steps=20 train.eval_every_steps=8 \
+  checkpoint.every_epoch=true
+expect_ok max
+grep -qE "^$ts epoch 1/1 step 20/20  loss .* ETA 0s$" "$tmp/max.out" || { show max; fail "max: no 'epoch 1/1 step 20/20' line"; }
+if grep -q "epoch [0-9]/2" "$tmp/max.out"; then show max; fail "max: the lines count epochs the run does not reach"; fi
+for s in 8 16 20; do
+  grep -qE "^$ts epoch 1/1 step $s/20  train loss [0-9.]+  test loss" "$tmp/max.out" ||
+    { show max; fail "max: the evaluation at step $s does not say its step"; }
+done
+if grep -q "end of epoch" "$tmp/max.out"; then show max; fail "max: step 20 of 32 called the end of an epoch"; fi
+grep -qF "step-000000020 (step 20, " "$tmp/max.out" && grep -qF "end of training at step 20 (train.max_steps), within epoch 1)" "$tmp/max.out" ||
+  { show max; fail "max: the save at step 20 does not say why"; }
+echo "ok: train.max_steps inside an epoch: $(grep -m1 -oE 'epoch 1/1 step 8/20  train loss.*' "$tmp/max.out")"
 echo "PASS"

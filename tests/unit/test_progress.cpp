@@ -116,6 +116,24 @@ TEST(Progress, LinesAreTimestampedAtEachLossRead) {
   EXPECT_TRUE(std::regex_search(out, eval)) << out;
 }
 
+// An evaluation inside an epoch (train.eval_every_steps, the end of train.max_steps) says its
+// step; one at an epoch's end does not.
+TEST(Progress, AnEvaluationInsideAnEpochSaysItsStep) {
+  Fixture run(dtrain::ProgressMode::kLive);
+  testing::internal::CaptureStdout();
+  run.hook->on_start(run.info, run.control);
+  dtrain::EvalRecord e;
+  e.epoch = 2, e.epochs = 3, e.steps_per_epoch = 468, e.total_steps = 1404;
+  e.train_loss = 1.5, e.result.loss = 1.25;
+  e.step = 600;
+  run.hook->on_eval(e, run.control);
+  e.step = 936;
+  run.hook->on_eval(e, run.control);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("epoch 2/3 step 600/1404  train loss 1.5000  test loss 1.2500"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 2/3  train loss 1.5000  test loss 1.2500"), std::string::npos) << out;
+}
+
 TEST(Progress, OffQuietAndOtherRanksShowNoProgress) {
   {
     Fixture run(dtrain::ProgressMode::kOff);
