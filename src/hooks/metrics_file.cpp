@@ -20,8 +20,12 @@
 //            their gradients), optimizer_state_bytes and optimizer_shards (rank 0's optimizer
 //            state, its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
 //            checkpoint.
-// A failed write, fsync or close is an Error naming the file and the OS reason; the file is
-// closed (and its close checked) at the end of the run.
+// Beside it, metrics.csv holds the train and eval records' main numbers, one row each, for
+// spreadsheets and pandas.read_csv (as Lightning's CSVLogger): the columns kCsvColumns, a cell
+// empty where the record has no such number (a train row has no test_loss, an eval row no lr);
+// a resumed run appends rows (the header only in a new file).
+// A failed write, fsync or close is an Error naming the file and the OS reason; the files are
+// closed (and their close checked) at the end of the run.
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,6 +37,8 @@
 #include "hooks/figures.h"
 #include "hooks/standard.h"
 #include "util/clock.h"
+#include "util/dir.h"
+#include "util/format.h"
 #include "util/fs.h"
 
 namespace dtrain::detail {
@@ -57,6 +63,26 @@ void put_gpu(nlohmann::json& j, const GpuStats& g) {
   j["mem_clock_mhz"] = g.memory_clock_mhz;
 }
 
+constexpr const char* kCsvColumns =
+    "type,step,epoch,time,train_loss,lr,samples_per_s,test_loss,test_accuracy,test_top5_accuracy,test_count";
+
+// A CSV cell: the number as JSON writes it (the shortest text that reads back the same double);
+// empty when absent.
+std::string cell(const nlohmann::json& record, const char* key) {
+  const auto it = record.find(key);
+  return it == record.end() || it->is_null() ? std::string() : it->dump();
+}
+
+// The row of a train or eval record of metrics.jsonl (train's "loss" is the column train_loss).
+std::string csv_row(const nlohmann::json& r) {
+  const bool train = r.at("type") == "train";
+  std::string row = r.at("type").get<std::string>();
+  for (const char* key : {"step", "epoch", "time", train ? "loss" : "", "lr", "samples_per_s", "test_loss",
+                          "test_accuracy", "test_top5_accuracy", "test_count"})
+    row += "," + cell(r, key);
+  return row + "\n";
+}
+
 class MetricsFile : public Hook {
  public:
   std::string name() const override { return "metrics"; }
@@ -69,6 +95,10 @@ class MetricsFile : public Hook {
     // A resumed run appends after a record saying so (the run directory rules:
     // train/run_directory.h); records past the checkpoint's step come again, the same values.
     out_ = std::make_unique<OutputFile>(run.run_dir + "/metrics.jsonl", !run.resumed_from.empty());
+    const std::string csv = run.run_dir + "/metrics.csv";
+    const bool header = run.resumed_from.empty() || !path_exists(csv) || read_file(csv).empty();
+    csv_ = std::make_unique<OutputFile>(csv, !run.resumed_from.empty());
+    if (header) csv_->write(std::string(kCsvColumns) + "\n");
     if (!run.resumed_from.empty())
       write({{"type", "resume"}, {"time", unix_now()}, {"step", run.resumed_step},
              {"checkpoint", run.resumed_from}, {"world", run.world}});
@@ -99,6 +129,7 @@ class MetricsFile : public Hook {
     }
     if (r.gpu) put_gpu(j, *r.gpu);
     write(j);
+    csv_->write(csv_row(j));
   }
 
   void on_eval(const EvalRecord& r, LoopControl&) override {
@@ -110,6 +141,7 @@ class MetricsFile : public Hook {
                         {"epoch_s", r.epoch_seconds}};
     put(j, "test_top5_accuracy", r.result.top5);
     write(j);
+    csv_->write(csv_row(j));
   }
 
   void on_end(TrainSummary& s) override {
@@ -155,13 +187,14 @@ class MetricsFile : public Hook {
     }
     write(j);
     out_->close();
+    csv_->close();
   }
 
  private:
   void write(const nlohmann::json& record) { out_->write(record.dump() + "\n"); }
 
   RunInfo run_;
-  std::unique_ptr<OutputFile> out_;
+  std::unique_ptr<OutputFile> out_, csv_;
 };
 
 }  // namespace

@@ -60,6 +60,29 @@ assert summary["steady_from_step"] == 41 and summary["steady_samples_per_s"] > 0
 print("report.html charts steps", steps)
 PY
 echo "ok: the resumed run's report charts steps 8-48 and counts the 2048 samples this process trained"
+# metrics.csv: one header, then a row per train and eval record of metrics.jsonl, the resumed
+# run's appended, each number the same double.
+"$py" - "$tmp/runs/r/metrics.csv" "$tmp/runs/r/metrics.jsonl" <<'PY' || fail "metrics.csv does not hold metrics.jsonl's records"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+recs = [r for r in map(json.loads, open(sys.argv[2])) if r["type"] in ("train", "eval")]
+assert len(rows) == len(recs) and len(recs) >= 6, (len(rows), len(recs))
+names = {"train_loss": "loss"}
+for row, rec in zip(rows, recs):
+    assert row["type"] == rec["type"], (row, rec)
+    for col, cell in row.items():
+        if col == "type":
+            continue
+        key = names.get(col, col) if rec["type"] == "train" else col
+        if key == "loss" and rec["type"] != "train":
+            key = None
+        want = rec.get(key) if key else None
+        assert (cell == "") == (want is None), (col, cell, want)
+        if want is not None:
+            assert float(cell) == float(want), (col, cell, want)
+print("metrics.csv:", len(rows), "rows, the steps", [int(r["step"]) for r in rows if r["type"] == "train"])
+PY
+echo "ok: metrics.csv holds metrics.jsonl's train and eval records, the resumed run's appended"
 
 # Training on after a cosine run's end says what the schedule does: stretch (the default) takes
 # the schedule of a 48-step run at step 33; restart begins a new cosine over the 16 added steps.
