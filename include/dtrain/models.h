@@ -66,6 +66,18 @@ class Model : public torch::nn::Module {
   // recompute restores the generators' states so that it draws the same ones, which a CUDA graph
   // capture cannot do, so such a step is not captured (train.cuda_graph). False by default.
   virtual bool recompute_draws_random_numbers() const { return false; }
+  // How forward may take standardized uint8 pixels (Note [uint8 pixels]) while a training step
+  // runs under autocast (train.precision bf16 or fp16). in_autocast_dtype: already in the
+  // autocast dtype, for a model whose first operation autocast runs in it anyway (a
+  // convolution): the values are those autocast would make, and no fp32 copy of the batch stays
+  // alive through the forward pass. layout: the memory format forward wants them in. The default
+  // (fp32, contiguous) suits any model; dtrain's ResNets answer the autocast dtype and their
+  // layout (model.channels_last).
+  struct PixelInputs {
+    bool in_autocast_dtype = false;
+    at::MemoryFormat layout = at::MemoryFormat::Contiguous;
+  };
+  virtual PixelInputs pixel_inputs() const { return {}; }
 };
 
 using ModelFactory =

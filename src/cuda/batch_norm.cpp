@@ -6,6 +6,7 @@
 
 #include <array>
 #include <mutex>
+#include <utility>
 
 #include "cuda/batch_norm_args.h"
 #include "cuda/check.h"
@@ -49,18 +50,24 @@ unsigned* counters(const at::Tensor& like) {
   return reinterpret_cast<unsigned*>(made[d]->data_ptr<int>());
 }
 
+// A gradient as the kernels read it: x's dtype, channels-last; undefined stays undefined.
+at::Tensor as_activation(const at::Tensor& grad, const at::Tensor& x) {
+  if (!grad.defined()) return grad;
+  return grad.to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+}
+
 at::Tensor workspace(const at::Tensor& x, int sms) {
   return at::empty({cuda::batch_norm_partial_rows(sms), 2, x.size(1)}, x.options().dtype(at::kFloat));
 }
 
-// (x, weight, bias, residual, running_mean, running_var, num_batches_tracked) -> y; residual
-// empty where there is none.
+// (x, weight, bias, residual, running_mean, running_var, num_batches_tracked) -> y, or y and an
+// alias of it when forked (fused_batch_norm_forked); residual empty where there is none.
 struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, const at::Tensor& residual,
-                            const at::Tensor& running_mean, const at::Tensor& running_var,
-                            const at::Tensor& batches, double eps, double momentum, bool training,
-                            bool relu) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias, const at::Tensor& residual,
+                               const at::Tensor& running_mean, const at::Tensor& running_var,
+                               const at::Tensor& batches, double eps, double momentum,
+                               bool training, bool relu, bool forked) {
     const int64_t c = x.size(1);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -94,12 +101,31 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
       a.part = part.data_ptr<float>();
       a.counters = counters(x);
     }
+    // Where the backward finds the ReLU's zeros without reading y: recomputed from x where there
+    // is no shortcut, else one bit an element written now; y itself where neither can be.
+    int mask = cuda::kMaskNone;
+    at::Tensor bits;
+    if (relu && !with_residual) {
+      mask = cuda::kMaskFromX;
+    } else if (relu) {
+      const int per_byte = cuda::batch_norm_mask_channels(a);
+      mask = per_byte > 0 ? cuda::kMaskFromBits : cuda::kMaskFromY;
+      if (per_byte > 0) {
+        bits = at::empty({a.rows * c / per_byte}, x.options().dtype(at::kByte));
+        a.bits = bits.data_ptr<uint8_t>();
+      }
+    }
     DTRAIN_CUDA_CHECK(cuda::batch_norm_forward(a, stream_of(x)));
-    ctx->save_for_backward({x, relu ? y : at::Tensor(), weight, mean, invstd});
+    ctx->save_for_backward({x, mask == cuda::kMaskFromY ? y : at::Tensor(), weight, mean, invstd,
+                            scale, shift, bits});
+    ctx->saved_data["mask"] = static_cast<int64_t>(mask);
     ctx->saved_data["training"] = training;
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = with_residual;
-    return y;
+    // Gradients that reach one output only come as undefined tensors, not as zeros to read.
+    ctx->set_materialize_grads(false);
+    if (!forked) return {y};
+    return {y, y.alias()};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -109,8 +135,11 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
     const at::Tensor& weight = saved[2];
     const bool relu = ctx->saved_data["relu"].toBool();
     const bool residual = ctx->saved_data["residual"].toBool();
-    if (!grads[0].defined()) return variable_list(11);
-    const at::Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+    // The two uses' gradients of a forked output are read together, not summed first.
+    at::Tensor dy = as_activation(grads[0], x);
+    at::Tensor dy2 = grads.size() > 1 ? as_activation(grads[1], x) : at::Tensor();
+    if (!dy.defined()) std::swap(dy, dy2);
+    if (!dy.defined()) return variable_list(12);
     const int64_t c = x.size(1);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -121,7 +150,12 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
     cuda::BnBackwardArgs a;
     a.dtype = dtype_code(x.scalar_type());
     a.dy = dy.data_ptr();
-    a.y = relu ? y.data_ptr() : nullptr;
+    a.dy2 = dy2.defined() ? dy2.data_ptr() : nullptr;
+    a.mask = static_cast<int>(ctx->saved_data["mask"].toInt());
+    a.y = a.mask == cuda::kMaskFromY ? y.data_ptr() : nullptr;
+    a.scale = saved[5].data_ptr<float>();
+    a.shift = saved[6].data_ptr<float>();
+    a.bits = saved[7].defined() ? saved[7].data_ptr<uint8_t>() : nullptr;
     a.x = x.data_ptr();
     a.g = g.defined() ? g.data_ptr() : nullptr;
     a.dx = dx.data_ptr();
@@ -143,7 +177,7 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
     a.counters = counters(x);
     DTRAIN_CUDA_CHECK(cuda::batch_norm_backward(a, stream_of(x)));
     return {dx, dweight, dbias, g, at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -181,7 +215,19 @@ at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, con
   // Autograd's functions take defined tensors only: no shortcut is an empty one.
   const at::Tensor r = residual.defined() ? residual : at::empty({0}, x.options());
   return FusedBatchNorm::apply(x, bn.weight, bn.bias, r, bn.running_mean, bn.running_var,
-                               bn.num_batches_tracked, bn.eps, bn.momentum, bn.training, relu);
+                               bn.num_batches_tracked, bn.eps, bn.momentum, bn.training, relu,
+                               false)[0];
+}
+
+std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor& x, const at::Tensor& residual,
+                                                  const BatchNormState& bn, bool relu) {
+  if (!fused_batch_norm_applies(x, residual, bn))
+    throw Error("the fused BatchNorm does not take these tensors (fused_batch_norm_applies)");
+  const at::Tensor r = residual.defined() ? residual : at::empty({0}, x.options());
+  const variable_list y = FusedBatchNorm::apply(x, bn.weight, bn.bias, r, bn.running_mean,
+                                                bn.running_var, bn.num_batches_tracked, bn.eps,
+                                                bn.momentum, bn.training, relu, true);
+  return {y[0], y[1]};
 }
 
 }  // namespace dtrain::detail

@@ -5,13 +5,15 @@
 //   bn_stats        sums of (x - x[0]) and its square per channel  -> block partials; the last
 //                   block: mean, 1/std, scale, shift, running statistics, num_batches_tracked
 //   bn_apply        y = relu(x * scale + shift + r)
-//   bn_bwd_reduce   g = dy (0 where y = 0 under ReLU; written out as the shortcut's gradient),
+//   bn_bwd_reduce   g = dy [+ dy2, a forked output's second use] (0 where y = 0 under ReLU;
+//                   written out as the shortcut's gradient),
 //                   sums of g and g * (x - mean) -> partials; the last block: dweight, dbias and
 //                   k1, kx, kb of dx = k1 g + kx (x - mean) + kb
 //   bn_bwd_dx       dx
+// The backward finds the ReLU's zeros in y, in one bit per element the forward wrote (with a
+// shortcut), or from x * scale + shift recomputed (without one): the last two spare reading y.
 // Partials are summed in a fixed order (within a block by row, across blocks in double by block
-// index): the same inputs give the same bits. The last block of a column tile is found with a
-// ticket counter that it resets to 0 for the next launch, so a captured graph replays correctly.
+// index: column_partials.cuh): the same inputs give the same bits.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -20,118 +22,20 @@
 #include <type_traits>
 
 #include "cuda/batch_norm_args.h"
+#include "cuda/column_partials.cuh"
 #include "cuda/element_types.cuh"
+#include "cuda/packs.cuh"
 
 namespace dtrain::cuda {
 namespace {
 
-constexpr int kReduceThreads = 512;
+constexpr int kReduceThreads = kColumnThreads;
 constexpr int kApplyThreads = 256;
-constexpr int kMaxTileX = 8;    // threads across a column tile: 64 bf16 channels at most
-constexpr int kMaxVec = 8;      // 16 bytes of fp16/bf16
-constexpr int kUnroll = 4;      // rows loaded before any is summed
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load(const T* p, float (&f)[V]) {
-  const Pack<T, V> k = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) f[i] = to_float(k.v[i]);
-}
-
-// A pack loaded now and converted when used: loads in flight hold V/2 (fp16, bf16) registers.
-template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> fetch(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <typename T, int V>
-__device__ __forceinline__ float value(const Pack<T, V>& k, int i) {
-  return to_float(k.v[i]);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store(T* p, const float (&f)[V]) {
-  Pack<T, V> k;
-#pragma unroll
-  for (int i = 0; i < V; ++i) k.v[i] = from_float<T>(f[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = k;
-}
+constexpr int kMaxTileX = kColumnMaxVectors;  // threads across a column tile
+constexpr int kUnroll = 4;                    // rows loaded before any is summed
 
 // ReLU as torch.relu: NaN stays NaN.
 __device__ __forceinline__ float relu(float v) { return v <= 0.f ? 0.f : v; }
-
-// The block's per-channel sums of two quantities (a, b: V values of each thread) over its rows,
-// written to part[(blockIdx.y * 2 + q) * c + channel]; then whether this block is the column
-// tile's last to finish (every other block's partials visible to it).
-template <int V>
-__device__ bool block_partials(const float (&a)[V], const float (&b)[V], float* part, int c,
-                               unsigned* counters) {
-  __shared__ float red[2 * kReduceThreads * kMaxVec];
-  __shared__ bool last;
-  const int tile = blockDim.x * V, col0 = blockIdx.x * tile;
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  const int nthreads = blockDim.x * blockDim.y;
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    red[(0 * blockDim.y + threadIdx.y) * tile + threadIdx.x * V + i] = a[i];
-    red[(1 * blockDim.y + threadIdx.y) * tile + threadIdx.x * V + i] = b[i];
-  }
-  __syncthreads();
-  for (int e = tid; e < 2 * tile; e += nthreads) {
-    const int q = e / tile, j = e % tile;
-    float s = 0.f;
-    for (int r = 0; r < static_cast<int>(blockDim.y); ++r) s += red[(q * blockDim.y + r) * tile + j];
-    if (col0 + j < c) part[(static_cast<int64_t>(blockIdx.y) * 2 + q) * c + col0 + j] = s;
-  }
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (last) __threadfence();
-  return last;
-}
-
-// In the last block of a column tile: the sums over every block's partials, in double and in
-// block order, of channel col0 + tid into (sa, sb) for the threads tid < tile that hold a channel
-// (the return value); resets the tile's ticket counter.
-template <int V>
-__device__ bool fold(const float* part, int c, unsigned* counters, double& sa, double& sb) {
-  __shared__ double sums[kReduceThreads];
-  const int tile = blockDim.x * V, col0 = blockIdx.x * tile;
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  const int nthreads = blockDim.x * blockDim.y;
-  const int entries = 2 * tile;                 // <= 2 * kMaxTileX * kMaxVec = 128 <= nthreads
-  const int lanes = nthreads / entries;
-  const int e = tid % entries, lane = tid / entries;
-  const int q = e / tile, j = e % tile;
-  if (lane < lanes) {
-    double acc[4] = {0, 0, 0, 0};
-    if (col0 + j < c) {
-      const float* p = part + static_cast<int64_t>(q) * c + col0 + j;
-      const int64_t stride = 2 * static_cast<int64_t>(c);
-      int g = lane;
-      for (; g + 3 * lanes < static_cast<int>(gridDim.y); g += 4 * lanes) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] += __ldcg(p + (g + k * lanes) * stride);
-      }
-      for (; g < static_cast<int>(gridDim.y); g += lanes) acc[0] += __ldcg(p + g * stride);
-    }
-    sums[lane * entries + e] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  }
-  __syncthreads();
-  if (tid == 0) counters[blockIdx.x] = 0;  // the next launch's tickets start again
-  if (tid >= tile || col0 + tid >= c) return false;
-  sa = 0, sb = 0;
-  for (int l = 0; l < lanes; ++l) {
-    sa += sums[l * entries + tid];
-    sb += sums[l * entries + tile + tid];
-  }
-  return true;
-}
 
 template <typename T, int V>
 __global__ void __launch_bounds__(kReduceThreads, 2)
@@ -204,10 +108,22 @@ __global__ void bn_eval_coefficients(BnForwardArgs a) {
   a.shift[ch] = a.bias[ch] - mean * scale;
 }
 
-template <typename T, int V, bool Residual, bool Relu>
+// Channels a byte of the ReLU mask covers: one 16-byte vector of T.
+template <typename T>
+constexpr int kMaskChannels = 16 / static_cast<int>(sizeof(T));
+
+// Whether the stored value is above 0: the ReLU mask as the y it is written into says it.
+template <typename T>
+__device__ __forceinline__ bool positive(float v) {
+  return to_float(from_float<T>(v)) > 0.f;
+}
+
+template <typename T, int V, bool Residual, bool Relu, bool Bits>
 __global__ void __launch_bounds__(kApplyThreads)
     bn_apply(const T* __restrict__ x, const T* __restrict__ res, T* __restrict__ y,
-             const float* __restrict__ scale, const float* __restrict__ shift, int64_t rows, int c) {
+             uint8_t* __restrict__ bits, const float* __restrict__ scale,
+             const float* __restrict__ shift, int64_t rows, int c) {
+  static_assert(!Bits || V == kMaskChannels<T>, "a thread writes whole bytes of the mask");
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (col >= c) return;
   float sc[V], sh[V];
@@ -226,20 +142,62 @@ __global__ void __launch_bounds__(kApplyThreads)
       v[i] = Relu ? relu(o) : o;
     }
     store<T, V>(y + at, v);
+    if (Bits) {
+      unsigned byte = 0;
+#pragma unroll
+      for (int i = 0; i < V; ++i) byte |= positive<T>(v[i]) ? 1u << i : 0u;
+      bits[r * (c / V) + col / V] = static_cast<uint8_t>(byte);
+    }
   }
 }
 
-template <typename T, int V, bool Mask, bool WriteG>
+// Where the backward finds the ReLU's mask (BnMask in batch_norm_args.h): 0 none (no ReLU or
+// dy masked already), 1 y > 0, 2 the forward's bits, 3 x * scale + shift > 0 recomputed (no
+// shortcut). Each gives the zeros of y exactly.
+template <typename T, int V, int M>
+struct MaskReader {
+  float sc[V], sh[V];
+  __device__ void init(const BnBackwardArgs& a, int col) {
+    if (M == 3) {
+      load<float, V>(a.scale + col, sc);
+      load<float, V>(a.shift + col, sh);
+    }
+  }
+  // Zeroes g[i] where y is 0, for the row `r` at element offset `at`; xv: x's values there.
+  __device__ void apply(const BnBackwardArgs& a, const T* y, int64_t r, int64_t at, int col,
+                        const float (&xv)[V], float (&g)[V]) const {
+    if (M == 1) {
+      const Pack<T, V> py = fetch<T, V>(y + at);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (!(value(py, i) > 0.f)) g[i] = 0.f;
+    } else if (M == 2) {
+      constexpr int kB = kMaskChannels<T>;
+      const unsigned byte = a.bits[r * (a.c / kB) + col / kB] >> (col % kB);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (!((byte >> i) & 1u)) g[i] = 0.f;
+    } else if (M == 3) {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (!positive<T>(relu(fmaf(xv[i], sc[i], sh[i])))) g[i] = 0.f;
+    }
+  }
+};
+
+template <typename T, int V, int M, bool WriteG, bool Two>
 __global__ void __launch_bounds__(kReduceThreads, 2)
-    bn_bwd_reduce(const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
-                  T* __restrict__ g_out, BnBackwardArgs a) {
+    bn_bwd_reduce(const T* __restrict__ dy, const T* __restrict__ dy2, const T* __restrict__ y,
+                  const T* __restrict__ x, T* __restrict__ g_out, BnBackwardArgs a) {
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   const int c = a.c;
   float mean[V], sg[V], sgx[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) mean[i] = sg[i] = sgx[i] = 0.f;
+  MaskReader<T, V, M> mask;
   if (col < c) {
     load<float, V>(a.mean + col, mean);
+    mask.init(a, col);
     const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
     int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
     // One row an iteration: its two or three loads are in flight together, and 1,024 threads
@@ -247,20 +205,22 @@ __global__ void __launch_bounds__(kReduceThreads, 2)
     for (; r < a.rows; r += step) {
       const int64_t at = r * c + col;
       const Pack<T, V> pg = fetch<T, V>(dy + at);
-      Pack<T, V> py;
-      if (Mask) py = fetch<T, V>(y + at);
+      Pack<T, V> pg2;
+      if (Two) pg2 = fetch<T, V>(dy2 + at);
       const Pack<T, V> px = fetch<T, V>(x + at);
-      float g[V];
+      float g[V], xv[V];
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         g[i] = value(pg, i);
-        if (Mask && !(value(py, i) > 0.f)) g[i] = 0.f;
+        if (Two) g[i] += value(pg2, i);
+        xv[i] = value(px, i);
       }
+      mask.apply(a, y, r, at, col, xv, g);
       if (WriteG) store<T, V>(g_out + at, g);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         sg[i] += g[i];
-        sgx[i] = fmaf(g[i], value(px, i) - mean[i], sgx[i]);
+        sgx[i] = fmaf(g[i], xv[i] - mean[i], sgx[i]);
       }
     }
   }
@@ -279,14 +239,17 @@ __global__ void __launch_bounds__(kReduceThreads, 2)
   a.kb[ch] = a.training ? static_cast<float>(-k1 * sum_g / n) : 0.f;
 }
 
-template <typename T, int V, bool Mask>
+template <typename T, int V, int M, bool Two>
 __global__ void __launch_bounds__(kApplyThreads)
-    bn_bwd_dx(const T* __restrict__ g_in, const T* __restrict__ y, const T* __restrict__ x,
+    bn_bwd_dx(BnBackwardArgs a, const T* __restrict__ g_in, const T* __restrict__ g2,
+              const T* __restrict__ y, const T* __restrict__ x,
               T* __restrict__ dx, const float* __restrict__ mean, const float* __restrict__ k1,
               const float* __restrict__ kx, const float* __restrict__ kb, int64_t rows, int c) {
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (col >= c) return;
   float m[V], a1[V], ax[V], ab[V];
+  MaskReader<T, V, M> mask;
+  mask.init(a, col);
   load<float, V>(mean + col, m);
   load<float, V>(k1 + col, a1);
   load<float, V>(kx + col, ax);
@@ -296,13 +259,14 @@ __global__ void __launch_bounds__(kApplyThreads)
     const int64_t at = r * c + col;
     float g[V], xv[V];
     load<T, V>(g_in + at, g);
-    if (Mask) {
-      float yv[V];
-      load<T, V>(y + at, yv);
+    if (Two) {
+      float h[V];
+      load<T, V>(g2 + at, h);
 #pragma unroll
-      for (int i = 0; i < V; ++i) g[i] = yv[i] > 0.f ? g[i] : 0.f;
+      for (int i = 0; i < V; ++i) g[i] += h[i];
     }
     load<T, V>(x + at, xv);
+    mask.apply(a, y, r, at, col, xv, g);
 #pragma unroll
     for (int i = 0; i < V; ++i) g[i] = fmaf(a1[i], g[i], fmaf(ax[i], xv[i] - m[i], ab[i]));
     store<T, V>(dx + at, g);
@@ -364,6 +328,18 @@ cudaError_t with_bool(bool b, F&& f) {
   return b ? with_bool_impl<true>(f) : with_bool_impl<false>(f);
 }
 
+template <int M, typename F>
+cudaError_t with_mask_impl(F&& f) { return f(std::integral_constant<int, M>{}); }
+template <typename F>
+cudaError_t with_mask(int m, F&& f) {
+  switch (m) {
+    case kMaskFromY: return with_mask_impl<kMaskFromY>(f);
+    case kMaskFromBits: return with_mask_impl<kMaskFromBits>(f);
+    case kMaskFromX: return with_mask_impl<kMaskFromX>(f);
+    default: return with_mask_impl<kMaskNone>(f);
+  }
+}
+
 template <typename T>
 struct Forward {
   template <int V>
@@ -380,8 +356,19 @@ struct Forward {
     const Shape s = apply_shape(a.rows, a.c, V);
     return with_bool(a.residual != nullptr, [&](auto res) {
       return with_bool(a.relu, [&](auto rl) {
-        bn_apply<T, V, decltype(res)::value, decltype(rl)::value><<<s.grid, s.block, 0, stream>>>(
-            x, static_cast<const T*>(a.residual), static_cast<T*>(a.y), a.scale, a.shift, a.rows, a.c);
+        if constexpr (V == kMaskChannels<T>) {
+          if (a.bits != nullptr) {
+            bn_apply<T, V, decltype(res)::value, decltype(rl)::value, true>
+                <<<s.grid, s.block, 0, stream>>>(x, static_cast<const T*>(a.residual),
+                                                 static_cast<T*>(a.y), a.bits, a.scale, a.shift,
+                                                 a.rows, a.c);
+            return cudaGetLastError();
+          }
+        }
+        bn_apply<T, V, decltype(res)::value, decltype(rl)::value, false>
+            <<<s.grid, s.block, 0, stream>>>(x, static_cast<const T*>(a.residual),
+                                             static_cast<T*>(a.y), nullptr, a.scale, a.shift,
+                                             a.rows, a.c);
         return cudaGetLastError();
       });
     });
@@ -393,25 +380,31 @@ struct Backward {
   template <int V>
   static cudaError_t run(const BnBackwardArgs& a, cudaStream_t stream) {
     const T* dy = static_cast<const T*>(a.dy);
+    const T* dy2 = static_cast<const T*>(a.dy2);
     const T* y = static_cast<const T*>(a.y);
     const T* x = static_cast<const T*>(a.x);
     T* g = static_cast<T*>(a.g);
     const Shape rs = reduce_shape(a.rows, a.c, V, a.sms);
-    cudaError_t e = with_bool(a.relu, [&](auto mask) {
+    cudaError_t e = with_mask(a.relu ? a.mask : kMaskNone, [&](auto mask) {
       return with_bool(g != nullptr, [&](auto write) {
-        bn_bwd_reduce<T, V, decltype(mask)::value, decltype(write)::value>
-            <<<rs.grid, rs.block, 0, stream>>>(dy, y, x, g, a);
-        return cudaGetLastError();
+        return with_bool(dy2 != nullptr, [&](auto two) {
+          bn_bwd_reduce<T, V, decltype(mask)::value, decltype(write)::value, decltype(two)::value>
+              <<<rs.grid, rs.block, 0, stream>>>(dy, dy2, y, x, g, a);
+          return cudaGetLastError();
+        });
       });
     });
     if (e != cudaSuccess) return e;
-    // With the shortcut's gradient written, dx starts from it (already masked).
-    const T* g_in = g != nullptr ? g : dy;
+    // With the shortcut's gradient written, dx starts from it (summed and masked already).
+    const bool written = g != nullptr;
+    const T* g_in = written ? g : dy;
     const Shape s = apply_shape(a.rows, a.c, V);
-    return with_bool(a.relu && g == nullptr, [&](auto mask) {
-      bn_bwd_dx<T, V, decltype(mask)::value><<<s.grid, s.block, 0, stream>>>(
-          g_in, y, x, static_cast<T*>(a.dx), a.mean, a.k1, a.kx, a.kb, a.rows, a.c);
-      return cudaGetLastError();
+    return with_mask(a.relu && !written ? a.mask : kMaskNone, [&](auto mask) {
+      return with_bool(dy2 != nullptr && !written, [&](auto two) {
+        bn_bwd_dx<T, V, decltype(mask)::value, decltype(two)::value><<<s.grid, s.block, 0, stream>>>(
+            a, g_in, dy2, y, x, static_cast<T*>(a.dx), a.mean, a.k1, a.kx, a.kb, a.rows, a.c);
+        return cudaGetLastError();
+      });
     });
   }
 };
@@ -431,6 +424,12 @@ cudaError_t dispatch(const Args& a, bool aligned, cudaStream_t stream) {
 
 int batch_norm_partial_rows(int sms) { return 2 * sms; }
 
+int batch_norm_mask_channels(const BnForwardArgs& a) {
+  const int per_byte = a.dtype == 0 ? 4 : 8;  // kMaskChannels: one 16-byte vector
+  const bool aligned = aligned16(a.x) && aligned16(a.y) && (!a.residual || aligned16(a.residual));
+  return aligned && a.c % per_byte == 0 ? per_byte : 0;
+}
+
 cudaError_t batch_norm_forward(const BnForwardArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   const bool aligned = aligned16(a.x) && aligned16(a.y) && (!a.residual || aligned16(a.residual));
@@ -440,7 +439,9 @@ cudaError_t batch_norm_forward(const BnForwardArgs& a, cudaStream_t stream) {
 cudaError_t batch_norm_backward(const BnBackwardArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   const bool aligned = aligned16(a.dy) && aligned16(a.x) && aligned16(a.dx) &&
-                       (!a.relu || aligned16(a.y)) && (!a.g || aligned16(a.g));
+                       (!a.dy2 || aligned16(a.dy2)) &&
+                       (!a.relu || a.mask != kMaskFromY || aligned16(a.y)) &&
+                       (!a.g || aligned16(a.g));
   return dispatch<Backward>(a, aligned, stream);
 }
 

@@ -9,6 +9,10 @@
 
 namespace dtrain::cuda {
 
+// Where the backward finds the ReLU's zeros: nowhere (no ReLU), in y, in the forward's bits, or
+// recomputed from x, scale and shift (only without a shortcut).
+enum BnMask { kMaskNone = 0, kMaskFromY = 1, kMaskFromBits = 2, kMaskFromX = 3 };
+
 struct BnForwardArgs {
   int dtype = 0;
   const void* x = nullptr;
@@ -32,22 +36,30 @@ struct BnForwardArgs {
   float* part = nullptr;          // training: batch_norm_partial_rows(sms) * 2 * c floats
   unsigned* counters = nullptr;   // kBatchNormCounters zeros, left zero
   int sms = 1;                    // the device's multiprocessors
+  // Optional out (needs batch_norm_mask_channels(args) = k > 0): rows * c / k bytes, bit i of
+  // byte (row, j) set where y's channel j * k + i is above 0.
+  uint8_t* bits = nullptr;
 };
 
 struct BnBackwardArgs {
   int dtype = 0;
   const void* dy = nullptr;
+  const void* dy2 = nullptr;      // optional: a second use's gradient, added to dy
   const void* y = nullptr;        // the forward's output: its zeros mask dy under ReLU
   const void* x = nullptr;
-  void* g = nullptr;              // optional out: dy after the ReLU mask (the shortcut's gradient)
+  void* g = nullptr;              // optional out: dy [+ dy2] after the ReLU mask (the shortcut's gradient)
   void* dx = nullptr;
   int64_t rows = 0;
   int c = 0;
   const float* weight = nullptr;
   const float* mean = nullptr;    // the forward's mean and invstd
   const float* invstd = nullptr;
+  const float* scale = nullptr;   // the forward's scale and shift (kMaskFromX)
+  const float* shift = nullptr;
+  const uint8_t* bits = nullptr;  // the forward's bits (kMaskFromBits)
   bool training = true;           // false: the statistics were constants (eval)
   bool relu = false;
+  int mask = kMaskFromY;          // BnMask, under ReLU
   float* dweight = nullptr;       // out (c)
   float* dbias = nullptr;         // out (c)
   float* k1 = nullptr;            // scratch (c) each
@@ -63,6 +75,9 @@ constexpr int kBatchNormCounters = 4096;
 
 // The most blocks a reduction splits the rows into (its partials' rows).
 int batch_norm_partial_rows(int sms);
+// The channels one byte of BnForwardArgs::bits covers for these tensors (4 fp32, 8 fp16/bf16), or
+// 0 where the forward cannot write bits (C not a multiple, or pointers not 16-byte aligned).
+int batch_norm_mask_channels(const BnForwardArgs& a);
 cudaError_t batch_norm_forward(const BnForwardArgs& a, cudaStream_t stream);
 cudaError_t batch_norm_backward(const BnBackwardArgs& a, cudaStream_t stream);
 

@@ -14,6 +14,11 @@
 //             (writing g as the shortcut's gradient where there is a shortcut), whose last block
 //             gives dweight, dbias and the coefficients of dx = k1 g + kx (x - mean) + kb; a second
 //             pass writes dx.
+//   junctions: a block's output feeds two paths of the next block (its first convolution and its
+//             shortcut), whose gradients autograd would add in a pass of its own before this
+//             backward reads the sum. fused_batch_norm_forked returns y twice over one storage,
+//             so that each use's gradient comes to the backward apart, and its reduction reads
+//             both and adds them as it goes (the sum is rounded once, in fp32).
 // y and the gradients are in x's dtype (fp32, fp16 or bf16, as LibTorch's BatchNorm under
 // autocast), the arithmetic in fp32, the statistics and parameter gradients summed in fp32 per
 // thread and in double across blocks. The kernels allocate nothing beyond the caching allocator's
@@ -22,6 +27,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+
+#include <array>
 
 namespace dtrain::detail {
 
@@ -47,5 +54,12 @@ bool fused_batch_norm_applies(const at::Tensor& x, const at::Tensor& residual,
 // Differentiable in x, residual, weight and bias.
 at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, const BatchNormState& bn,
                             bool relu);
+
+// fused_batch_norm's y twice, over one storage, for two uses (Note [fused BatchNorm]: a block's
+// output feeds the next block's convolution and its shortcut): the backward reads the two uses'
+// gradients together where autograd would sum them first in a pass of its own. Either may go
+// unused.
+std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor& x, const at::Tensor& residual,
+                                                  const BatchNormState& bn, bool relu);
 
 }  // namespace dtrain::detail

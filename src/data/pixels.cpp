@@ -60,16 +60,36 @@ PixelNormalizer::PixelNormalizer(const DataSpec& spec, const at::Device& device)
   shift_ = shift.to(device);
 }
 
+namespace {
+
+// (1, C, 1, ...): a per-channel vector broadcast over the batch and the spatial dimensions.
+at::Tensor per_channel(const at::Tensor& v, const at::Tensor& inputs) {
+  if (inputs.dim() < 2 || inputs.size(1) != v.size(0))
+    throw Error("uint8 inputs of shape " + shape_str(inputs.sizes().vec()) + " do not have the " +
+                std::to_string(v.size(0)) + " channels (dimension 1) their pixel statistics describe");
+  std::vector<int64_t> view(static_cast<size_t>(inputs.dim()), 1);
+  view[1] = v.size(0);
+  return v.view(view);
+}
+
+}  // namespace
+
 at::Tensor PixelNormalizer::operator()(const at::Tensor& inputs) const {
   if (!active() || inputs.scalar_type() != at::kByte) return inputs;
-  if (inputs.dim() < 2 || inputs.size(1) != scale_.size(0))
-    throw Error("uint8 inputs of shape " + shape_str(inputs.sizes().vec()) + " do not have the " +
-                std::to_string(scale_.size(0)) + " channels (dimension 1) their pixel statistics describe");
-  // (1, C, 1, ...): broadcast over the batch and the spatial dimensions.
-  std::vector<int64_t> view(static_cast<size_t>(inputs.dim()), 1);
-  view[1] = scale_.size(0);
   const at::Tensor x = inputs.to(at::kFloat);  // keeps channels-last strides
-  return at::addcmul(shift_.view(view), x, scale_.view(view));
+  return at::addcmul(per_channel(shift_, inputs), x, per_channel(scale_, inputs));
+}
+
+at::Tensor PixelNormalizer::operator()(const at::Tensor& inputs, at::ScalarType dtype,
+                                       at::MemoryFormat layout) const {
+  if (!active() || inputs.scalar_type() != at::kByte) return inputs;
+  if (dtype == at::kFloat && layout == at::MemoryFormat::Contiguous) return (*this)(inputs);
+  // On CUDA one kernel: the uint8 values promoted to float, shift + x * scale in float as above,
+  // the result cast to `dtype` as it is written. ATen's CPU kernel casts no operand on the fly.
+  if (!inputs.is_cuda()) return (*this)(inputs).to(dtype).contiguous(layout);
+  at::Tensor out = at::empty(inputs.sizes(), inputs.options().dtype(dtype).memory_format(layout));
+  at::addcmul_out(out, per_channel(shift_, inputs), inputs, per_channel(scale_, inputs));
+  return out;
 }
 
 }  // namespace dtrain::detail

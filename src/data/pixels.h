@@ -26,6 +26,9 @@ class PixelNormalizer {
   // uint8 (N, C, ...) -> float (N, C, ...), x * (1 / (255 std[c])) - mean[c] / std[c], keeping
   // the memory format; any other dtype is returned as it is.
   at::Tensor operator()(const at::Tensor& inputs) const;
+  // The same written in one pass into `dtype` (float, bf16 or fp16: the float values rounded
+  // once) and `layout`.
+  at::Tensor operator()(const at::Tensor& inputs, at::ScalarType dtype, at::MemoryFormat layout) const;
 
  private:
   at::Tensor scale_, shift_;  // (C,) float on the device

@@ -8,7 +8,9 @@
 // for the data's image size (forward, and backward's two products per layer); batch norm,
 // ReLU, pooling and the residual adds are not counted.
 // On CUDA with model.fused_kernels (channels-last), each BatchNorm with the ReLU and the shortcut
-// add after it is one fused op (Note [fused BatchNorm]); elsewhere LibTorch's modules and ops.
+// add after it is one fused op whose output reaches the next block as two uses (Note [fused
+// BatchNorm]), and the stem's max-pool is dtrain's kernel (Note [max-pool kernels]); elsewhere
+// LibTorch's modules and ops.
 #include <torch/nn/init.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -20,6 +22,7 @@
 #include "dtrain/error.h"
 #include "dtrain/models.h"
 #include "cuda/fused_batch_norm.h"
+#include "cuda/max_pool.h"
 #include "models/activation_checkpoint.h"
 
 namespace dtrain {
@@ -67,6 +70,30 @@ at::Tensor norm(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor
   return relu ? y.relu_() : y;
 }
 
+// A block's output as the next block takes it: `main` for its convolutions, `shortcut` for its
+// identity or downsample path. Where the block's last BatchNorm is fused and forked, the two are
+// one storage whose uses' gradients its backward reads apart (Note [fused BatchNorm]); otherwise
+// the same tensor twice.
+struct Activation {
+  at::Tensor main, shortcut;
+};
+
+// norm(), returned as two uses when `fork` and the fused op applies.
+Activation norm_forked(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual,
+                       bool relu, bool fused, bool fork) {
+  if (fork && fused && bn->options.momentum().has_value()) {
+    detail::BatchNormState s{bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                             bn->num_batches_tracked, bn->options.eps(),
+                             *bn->options.momentum(), bn->is_training()};
+    if (detail::fused_batch_norm_applies(x, residual, s)) {
+      const auto y = detail::fused_batch_norm_forked(x, residual, s, relu);
+      return {y[0], y[1]};
+    }
+  }
+  const at::Tensor y = norm(bn, x, residual, relu, fused);
+  return {y, y};
+}
+
 // 1x1 conv (stride) + BN on the shortcut when the shape changes; null otherwise.
 torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return torch::nn::Sequential(nullptr);
@@ -75,7 +102,8 @@ torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
 
 class Block : public torch::nn::Module {
  public:
-  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // The block on x (its two uses); the output forked for the next block when `fork`.
+  virtual Activation forward(const Activation& x, bool fork) = 0;
   // Multiply-adds on one h×w input; h and w become the output's.
   virtual double macs(int64_t& h, int64_t& w) const = 0;
 };
@@ -105,9 +133,10 @@ class BasicBlock : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  at::Tensor forward(const at::Tensor& x) override {
-    const at::Tensor out = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
-    return norm(bn2_, conv2_->forward(out), shortcut(downsample_, x, fused_), true, fused_);
+  Activation forward(const Activation& x, bool fork) override {
+    const at::Tensor out = norm(bn1_, conv1_->forward(x.main), at::Tensor(), true, fused_);
+    return norm_forked(bn2_, conv2_->forward(out), shortcut(downsample_, x.shortcut, fused_), true,
+                       fused_, fork);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -136,10 +165,11 @@ class Bottleneck : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
+  Activation forward(const Activation& x, bool fork) override {
+    at::Tensor out = norm(bn1_, conv1_->forward(x.main), at::Tensor(), true, fused_);
     out = norm(bn2_, conv2_->forward(out), at::Tensor(), true, fused_);
-    return norm(bn3_, conv3_->forward(out), shortcut(downsample_, x, fused_), true, fused_);
+    return norm_forked(bn3_, conv3_->forward(out), shortcut(downsample_, x.shortcut, fused_), true,
+                       fused_, fork);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -188,24 +218,33 @@ class ResNet : public Model {
     }
     at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
     x = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
-    x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
-    for (auto& block : blocks_) {
+    x = fused_ && detail::max_pool_applies(x, 3, 2, 1) ? detail::max_pool(x, 3, 2, 1)
+                                                       : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    Activation a{x, x};
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      Block* b = blocks_[i].get();
       if (!checkpoint_) {
-        x = block->forward(x);
+        a = b->forward(a, /*fork=*/i + 1 < blocks_.size());
         continue;
       }
       // Only the block's input is kept; it runs again in backward, its BatchNorms' running
       // statistics left as this forward pass set them (Note [activation checkpointing]).
-      Block* b = block.get();
-      x = detail::checkpointed(
-          [b](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{b->forward(in[0])}; },
-          {x}, {/*random=*/false, b->buffers()})[0];
+      const at::Tensor y = detail::checkpointed(
+          [b](const std::vector<at::Tensor>& in) {
+            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false).main};
+          },
+          {a.main}, {/*random=*/false, b->buffers()})[0];
+      a = {y, y};
     }
-    x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (N, features)
+    x = at::adaptive_avg_pool2d(a.main, {1, 1}).flatten(1);  // (N, features)
     return fc_->forward(x);                              // (N, classes)
   }
 
   double train_flops_per_sample() const override { return 3 * 2 * forward_macs(); }
+  // The stem is a convolution: under autocast it takes its input in the autocast dtype anyway.
+  PixelInputs pixel_inputs() const override {
+    return {true, channels_last_ ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous};
+  }
   // Each residual block (BasicBlock, Bottleneck) keeps its input: one activation per block.
   bool set_activation_checkpointing(ActivationCheckpointing mode) override {
     checkpoint_ = mode == ActivationCheckpointing::kBlocks;

@@ -10,13 +10,23 @@
 #include "optim/clip.h"
 #include "train/loss.h"
 #include "train/memory_ladder.h"
-#include "util/format.h"
 #include "util/clock.h"
+#include "util/format.h"
+#include "util/torch_compat.h"
 
 namespace dtrain::detail {
 
 EagerStep::EagerStep(StepContext& ctx, MicroBatch& micro, LossWindow& window)
     : ctx_(ctx), micro_(micro), window_(window) {}
+
+at::Tensor EagerStep::model_inputs(const at::Tensor& inputs) const {
+  const Model::PixelInputs form = ctx_.model->pixel_inputs();
+  const c10::DeviceType device = inputs.device().type();
+  const at::ScalarType dtype = form.in_autocast_dtype && compat::autocast_enabled(device)
+                                   ? compat::autocast_dtype(device)
+                                   : at::kFloat;
+  return ctx_.pixels(inputs, dtype, form.layout);
+}
 
 void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   clear_gradients(ctx_);
@@ -75,7 +85,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
       at::Tensor loss;
       {
         AutocastGuard autocast(ctx_.device, ctx_.precision);
-        loss = training_loss(ctx_.loss, *ctx_.model, ctx_.pixels(inputs), targets);
+        loss = training_loss(ctx_.loss, *ctx_.model, model_inputs(inputs), targets);
         // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
         // accumulated gradient is the mean over the rank's share of the global batch.
         loss = loss * (static_cast<double>(len) / n);

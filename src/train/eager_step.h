@@ -40,6 +40,10 @@ class EagerStep {
   int64_t skipped_steps() const { return skipped_; }
 
  private:
+  // The batch's inputs as the model takes them (inside the step's autocast guard): uint8 pixels
+  // standardized in the form the model asks for (Model::pixel_inputs), other inputs as they are.
+  at::Tensor model_inputs(const at::Tensor& inputs) const;
+
   StepContext& ctx_;
   MicroBatch& micro_;
   LossWindow& window_;

@@ -2,7 +2,7 @@
 // batch_norm, add and relu in double on the GPU: the output, the gradients of x, the shortcut,
 // the weight and the bias, and the running statistics, in fp32, bf16 and fp16, channel counts and
 // N·H·W that are multiples of no block size, in training and eval; deterministic; and the same
-// forward and backward captured in a CUDA graph and replayed twice.
+// forward and backward captured in a CUDA graph and replayed twice; a forked output's two uses.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -158,6 +158,47 @@ TEST(FusedBatchNorm, AppliesOnlyWhereItCan) {
   BatchNormState no_stats = s;
   no_stats.running_mean = at::Tensor();
   EXPECT_FALSE(fused_batch_norm_applies(cl, at::Tensor(), no_stats));
+}
+
+// A forked output (fused_batch_norm_forked): the backward takes each use's gradient apart and adds
+// them as it reads; the result is ATen's for the summed gradient, with either use alone too.
+TEST(FusedBatchNorm, ForkedOutputTakesBothUsesGradients) {
+  for (const auto& shape : {kShapes[0], kShapes[2], kShapes[6]})
+    for (auto dtype : {at::kFloat, at::kBFloat16})
+      for (bool residual : {false, true})
+        for (int uses : {3, 1, 2}) {  // bit 0: the first output's gradient, bit 1: the second's
+          const Case k{shape, dtype, residual, true, true};
+          SCOPED_TRACE(name(k) + " uses " + std::to_string(uses));
+          at::manual_seed(5);
+          Inputs in = draw(k);
+          const at::Tensor gy1 = in.gy, gy2 = at::randn_like(in.gy, in.gy.options().dtype(at::kFloat))
+                                                  .to(dtype).contiguous(at::MemoryFormat::ChannelsLast);
+          poison_free_memory();
+          at::Tensor x = in.x.clone().requires_grad_(true);
+          at::Tensor res = residual ? in.res.clone().requires_grad_(true) : at::Tensor();
+          at::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+          BatchNormState s{w, b, in.rm.clone(), in.rv.clone(),
+                           at::zeros({}, in.w.options().dtype(at::kLong)), 1e-5, 0.1, true};
+          const auto y = fused_batch_norm_forked(x, res, s, true);
+          EXPECT_EQ(y[0].data_ptr(), y[1].data_ptr());
+          std::vector<at::Tensor> outs, grads;
+          if (uses & 1) outs.push_back(y[0]), grads.push_back(gy1);
+          if (uses & 2) outs.push_back(y[1]), grads.push_back(gy2);
+          std::vector<at::Tensor> wrt = {x, w, b};
+          if (residual) wrt.push_back(res);
+          const auto got = torch::autograd::grad(outs, wrt, grads);
+          // ATen in double with the uses' gradients summed.
+          in.gy = at::zeros_like(gy1, gy1.options().dtype(at::kFloat));
+          if (uses & 1) in.gy = in.gy + gy1.to(at::kFloat);
+          if (uses & 2) in.gy = in.gy + gy2.to(at::kFloat);
+          const Result want = reference(k, in);
+          const double tol = dtype == at::kFloat ? 1e-4 : 1e-2;
+          EXPECT_LT(max_rel(y[0].detach(), want.y), tol) << "y";
+          EXPECT_LT(max_rel(got[0], want.dx), tol) << "dx";
+          EXPECT_LT(max_rel(got[1], want.dw), 1e-4) << "dweight";
+          EXPECT_LT(max_rel(got[2], want.db), 1e-4) << "dbias";
+          if (residual) EXPECT_LT(max_rel(got[3], want.dres), tol) << "dresidual";
+        }
 }
 
 // Forward and backward captured once and replayed twice give the eager calls' outputs and

@@ -1,7 +1,9 @@
 // The gpu tier: training on one GPU matches the CPU and plain PyTorch rules: CUDA against CPU,
 // the fused optimizers against the multi-tensor ones, bf16 and fp16 (loss scaling and its CUDA
 // kernels), out-of-memory recovery with the caching allocator capped so that the GPU behaves
-// like a small card, micro_batch: auto, GPT through the fused LayerNorm, pinned batches.
+// like a small card, micro_batch: auto, GPT through the fused LayerNorm, pinned batches, uint8
+// pixels standardized into bf16.
+#include "data/pixels.h"
 #include "gpu_support.h"
 
 namespace dtrain::test {
@@ -150,6 +152,22 @@ TEST(Gpu, PinnedGatherEqualsGather) {
   EXPECT_TRUE(b.targets.is_pinned());
   EXPECT_TRUE(at::equal(a.inputs, b.inputs));
   EXPECT_TRUE(at::equal(a.targets, b.targets));
+}
+
+// ---- uint8 pixels straight into bf16 channels-last (a ResNet's inputs under autocast) ----------
+TEST(Gpu, PixelsIntoBf16ChannelsLastAreTheFloatValuesRoundedOnce) {
+  DataSpec spec{{3, 9, 7}, 10, 0, at::kFloat};
+  spec.pixel_mean = {0.49, 0.48, 0.45};
+  spec.pixel_std = {0.25, 0.24, 0.26};
+  const detail::PixelNormalizer pixels(spec, kGpu);
+  const at::Tensor u8 = at::randint(0, 256, {5, 3, 9, 7}, at::TensorOptions().dtype(at::kByte)).to(kGpu);
+  const at::Tensor f = pixels(u8);
+  const at::Tensor b = pixels(u8, at::kBFloat16, at::MemoryFormat::ChannelsLast);
+  EXPECT_EQ(f.scalar_type(), at::kFloat);
+  EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(b.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(b.equal(f.to(at::kBFloat16)));
+  EXPECT_TRUE(pixels(u8, at::kFloat, at::MemoryFormat::ChannelsLast).equal(f));
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ double rel(const at::Tensor& a, const at::Tensor& b) {
          std::max(1e-12, b.to(at::kDouble).norm().item<double>());
 }
 
-// The fused BatchNorm nodes in the autograd graph of one training forward pass.
-int fused_nodes(const std::string& arch, bool fused) {
+// The nodes named `kind` (dtrain's fused BatchNorm or max-pool) in the autograd graph of one
+// training forward pass.
+int fused_nodes(const std::string& arch, bool fused, const std::string& kind = "FusedBatchNorm") {
   const at::Tensor out = resnet(arch, fused)->forward(at::randn({4, 3, 32, 32}, at::TensorOptions().device(kGpu)));
   std::set<torch::autograd::Node*> seen;
   std::vector<torch::autograd::Node*> todo = {out.grad_fn().get()};
@@ -54,7 +55,7 @@ int fused_nodes(const std::string& arch, bool fused) {
     torch::autograd::Node* n = todo.back();
     todo.pop_back();
     if (n == nullptr || !seen.insert(n).second) continue;
-    if (n->name().find("FusedBatchNorm") != std::string::npos) ++count;
+    if (n->name().find(kind) != std::string::npos) ++count;
     for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
   }
   return count;
@@ -65,6 +66,9 @@ TEST(ResnetFused, EveryBatchNormIsFusedOnCudaAndNoneWithoutTheKey) {
   EXPECT_EQ(fused_nodes("resnet18", true), 20);
   EXPECT_EQ(fused_nodes("resnet50", true), 53);
   EXPECT_EQ(fused_nodes("resnet18", false), 0);
+  // The stem's max-pool is dtrain's kernel (Note [max-pool kernels]) with the key only.
+  EXPECT_EQ(fused_nodes("resnet50", true, "MaxPool>"), 1);  // CppNode<...MaxPool>
+  EXPECT_EQ(fused_nodes("resnet50", false, "MaxPool>"), 0);  // not MaxPool2DWithIndicesBackward0
 }
 
 // One training forward and backward of each ResNet from the same weights and input, in fp32
@@ -111,6 +115,36 @@ TEST(ResnetFused, Fp32GradientsAndRunningStatisticsAsCloseToDoubleAsLibTorchs) {
     EXPECT_LE(fused_err, 2 * plain_err + 1e-6);
   }
   at::globalContext().setAllowTF32CuBLAS(true);
+  at::globalContext().setAllowTF32CuDNN(true);
+}
+
+// Activation checkpointing runs each block again in backward, unforked (one output, the next
+// block's two uses summed by autograd): the gradients and running statistics are those of the
+// forked run without it, up to the order of that sum.
+TEST(ResnetFused, ActivationCheckpointingGivesTheForkedRunsGradients) {
+  at::globalContext().setAllowTF32CuDNN(false);
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    SCOPED_TRACE(arch);
+    at::manual_seed(6);
+    const auto gpu = at::TensorOptions().device(kGpu);
+    const at::Tensor images = at::randn({8, 3, 32, 32}, gpu);
+    const at::Tensor labels = at::randint(0, 10, {8}, gpu.dtype(at::kLong));
+    std::vector<std::vector<at::Tensor>> runs;
+    for (bool checkpoint : {false, true}) {
+      auto model = resnet(arch, true);
+      ASSERT_TRUE(model->set_activation_checkpointing(
+          checkpoint ? ActivationCheckpointing::kBlocks : ActivationCheckpointing::kOff));
+      at::cross_entropy_loss(model->forward(images), labels).backward();
+      std::vector<at::Tensor> out;
+      for (const auto& t : model->parameters()) out.push_back(t.grad().clone());
+      for (const auto& t : model->buffers()) out.push_back(t.to(at::kDouble));
+      runs.push_back(out);
+    }
+    ASSERT_EQ(runs[0].size(), runs[1].size());
+    double worst = 0;
+    for (size_t i = 0; i < runs[0].size(); ++i) worst = std::max(worst, rel(runs[1][i], runs[0][i]));
+    EXPECT_LT(worst, 1e-4);
+  }
   at::globalContext().setAllowTF32CuDNN(true);
 }
 

@@ -2,8 +2,8 @@
 // from a formula: record i of a file has label(s) from i and pixel (c, y, x) = (7 i + 50 c + 3 y
 // + x + salt) mod 256. Shapes, labels and every pixel against the formula; the per-channel
 // statistics against the formula's own mean and std (computed here in double); the uint8 path
-// (PixelNormalizer) against (x / 255 - mean) / std; and each malformed file an Error naming the
-// file and the record or byte offset.
+// (PixelNormalizer) against (x / 255 - mean) / std, and into bf16 channels-last; and each
+// malformed file an Error naming the file and the record or byte offset.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -151,6 +151,13 @@ TEST(CifarData, StandardizedPerChannelWithTheTrainStatistics) {
             (pixel(k + 1, c, y, x, 9) / 255.0 - spec.pixel_mean[static_cast<size_t>(c)]) / spec.pixel_std[static_cast<size_t>(c)];
         EXPECT_NEAR(z[k][c][y][x].item<double>(), want, 1e-5) << k << " " << c << " " << yx;
       }
+  // Straight into bf16 and channels-last (a ResNet under autocast): the fp32 values rounded
+  // once, as autocast would round them.
+  const at::Tensor b = detail::PixelNormalizer(spec, at::kCPU)(t.inputs, at::kBFloat16,
+                                                               at::MemoryFormat::ChannelsLast);
+  EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(b.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(b.equal(z.to(at::kBFloat16)));
 }
 
 TEST(CifarData, Cifar100FineByDefaultCoarseOnRequest) {

@@ -41,7 +41,9 @@ struct DataSpec {
   // Note [uint8 pixels]: non-empty, the batches' inputs are uint8 pixels 0..255 of shape
   // (N, C, ...) with one entry per channel C, and the step engines standardize them on the device,
   // (x / 255 - pixel_mean[c]) / pixel_std[c], into input_dtype before the model sees them
-  // (PixelNormalizer). The loader thus gathers and copies a quarter of the bytes of float images.
+  // (PixelNormalizer); a training step under autocast writes them straight into the autocast
+  // dtype for a model that asks (Model::pixel_inputs). The loader thus gathers and copies a
+  // quarter of the bytes of float images.
   std::vector<double> pixel_mean, pixel_std;
   InputRecipe recipe;
 };

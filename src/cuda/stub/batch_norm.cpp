@@ -10,5 +10,9 @@ bool fused_batch_norm_applies(const at::Tensor&, const at::Tensor&, const BatchN
 at::Tensor fused_batch_norm(const at::Tensor&, const at::Tensor&, const BatchNormState&, bool) {
   throw Error("the fused BatchNorm needs a CUDA build of dtrain");
 }
+std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor&, const at::Tensor&,
+                                                  const BatchNormState&, bool) {
+  throw Error("the fused BatchNorm needs a CUDA build of dtrain");
+}
 
 }  // namespace dtrain::detail
