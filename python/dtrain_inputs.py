@@ -2,10 +2,9 @@
 from raw data as the run made them, read from the preprocess.json that dtrain writes beside
 model.pt (docs/OBSERVABILITY.md lists its fields).
 
-    import torch, dtrain_models, dtrain_inputs
+    import dtrain_models, dtrain_inputs                       # PYTHONPATH=/path/to/dtrain/python
     pre = dtrain_inputs.load("runs/x")                       # or "runs/x/preprocess.json"
-    model = dtrain_models.resnet18(classes=pre["num_classes"])
-    model.load_state_dict(torch.load("runs/x/model.pt")); model.eval()
+    model = dtrain_models.from_run("runs/x")                 # the twin, model.pt loaded, eval mode
     probs = model(dtrain_inputs.image_files(["cat.jpg"], pre)).softmax(1)
     names = [pre["class_names"][i] for i in probs.argmax(1).tolist()]
 

@@ -1,6 +1,14 @@
 """The PyTorch twins of dtrain's built-in models: the same layers, the same forward pass, and the
 same state_dict names as the model.pt files that dtrain writes (and model.init_weights reads).
 
+    import dtrain_models
+    model = dtrain_models.from_run("runs/fashion_mnist")   # the twin, model.pt loaded, eval mode
+
+from_run() builds the twin from the run folder's config.yaml (model.*) and preprocess.json (the
+input shape, the classes or regression targets) and loads its model.pt (weights=False: the
+twin's own initialization; weights="path": another file, e.g. a checkpoint's model.pt). By
+hand, with the run's values:
+
     import torch, dtrain_models
     model = dtrain_models.Cnn(in_shape=(1, 28, 28), channels=(16, 32), fc=128, classes=10)
     model.load_state_dict(torch.load("runs/fashion_mnist/model.pt"))
@@ -9,8 +17,9 @@ and the other way:
 
     torch.save(model.state_dict(), "start.pt")   # then: dtrain x.yaml model.init_weights=start.pt
 
-Each class takes the model.* keys of dtrain's config (and the data's shape and classes); build
-the twin with the values of the run (its config.yaml). Only torch is needed (no torchvision).
+Each class takes the model.* keys of dtrain's config (and the data's shape and classes). Only
+torch is needed (no torchvision). Python finds this file with PYTHONPATH naming the folder:
+`PYTHONPATH=/path/to/dtrain/python python3 my_script.py`.
 
   dtrain model   twin                                    state_dict names
   linear         Linear(in_features, out)                fc
@@ -24,7 +33,9 @@ the twin with the values of the run (its config.yaml). Only torch is needed (no 
 Inputs: linear and mlp flatten (N, ...) samples; cnn and resnet take (N, C, H, W) images; gpt
 takes (B, T) int64 token ids and returns (B, T, vocab) logits (all positions).
 """
+import json
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -226,3 +237,58 @@ def resnet18(in_channels=3, classes=1000):
 
 def resnet50(in_channels=3, classes=1000):
     return ResNet(Bottleneck, (3, 4, 6, 3), in_channels, classes)
+
+
+# ---- a run folder's twin ----------------------------------------------------------------------
+
+def _model_keys(config_yaml):
+    """The model section of a run's config.yaml (as dtrain writes it: "key: value" lines, flow
+    lists, JSON-like scalars) as a dict."""
+    keys, inside = {}, False
+    with open(config_yaml) as f:
+        for line in f:
+            if not line.startswith(" "):
+                inside = line.strip() == "model:"
+                continue
+            if inside and ":" in line:
+                key, value = line.strip().split(":", 1)
+                value = value.strip()
+                try:
+                    keys[key] = json.loads(value)
+                except ValueError:
+                    keys[key] = {"true": True, "false": False}.get(value, value)
+    if not keys:
+        raise ValueError(f"{config_yaml}: no model section (not a dtrain run's config.yaml?)")
+    return keys
+
+
+def from_run(run_dir, weights=True):
+    """The twin of the model a dtrain run trained, built from run_dir's config.yaml and
+    preprocess.json; with weights=True its model.pt loaded (a path: that file; False: none),
+    in eval mode."""
+    m = _model_keys(os.path.join(run_dir, "config.yaml"))
+    with open(os.path.join(run_dir, "preprocess.json")) as f:
+        pre = json.load(f)
+    shape = pre["input_shape"]
+    out = pre.get("num_classes") or pre.get("target_dim")
+    name, dropout = m["name"], m.get("dropout", 0.0)
+    if name == "linear":
+        model = Linear(math.prod(shape), out)
+    elif name == "mlp":
+        model = Mlp(math.prod(shape), m["hidden"], out, dropout)
+    elif name == "cnn":
+        model = Cnn(tuple(shape), m["channels"], m["fc"], out, dropout)
+    elif name == "gpt":
+        model = GPT(m["vocab_size"], m["seq_len"], m["n_layer"], m["n_head"], m["n_embd"], dropout)
+    elif name in ("resnet18", "resnet50"):
+        model = (resnet18 if name == "resnet18" else resnet50)(shape[0], out)
+    elif name == "torchscript":
+        model = torch.jit.load(m["path"])
+    else:
+        raise ValueError(f"{run_dir}: model.name {name!r} has no twin here (a model registered in C++: "
+                         "build its PyTorch module yourself)")
+    if weights:
+        path = os.path.join(run_dir, "model.pt") if weights is True else weights
+        model.load_state_dict(torch.load(path))
+    return model.eval()
+

@@ -70,9 +70,8 @@ for j, c in enumerate(names):  # population mean and std of the train rows (read
     assert abs(pre["features"]["std"][j] - s) <= 1e-9 * s, (c, pre["features"]["std"][j], s)
 x, y = table("test")
 inputs = dtrain_inputs.csv_rows(x, pre)
-model = dtrain_models.Mlp(4, (16,), pre["num_classes"])
-model.load_state_dict(torch.load(f"{rundir}/model.pt"))
-model.eval()
+model = dtrain_models.from_run(rundir)  # config.yaml's model.hidden [16], 4 features, 3 classes
+assert isinstance(model, dtrain_models.Mlp) and [l.out_features for l in model.layers] == [16], model
 with torch.no_grad():
     out = model(inputs)
 acc, _ = reference.expect_final_evaluation(rundir, out, torch.tensor(y), rel=1e-5)

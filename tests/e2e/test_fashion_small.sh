@@ -79,11 +79,12 @@ fi
 # PyTorch alone reproduces the final evaluation from the raw IDX test files: the pixels
 # standardized as preprocess.json says (python/dtrain_inputs.py), the twin Cnn loaded from model.pt.
 e2e_torch_python
-"$py" - "$src/python" "$data" "$run_dir" <<'PY' || fail "preprocess.json and model.pt do not reproduce the run's evaluation"
+# The twin comes from the run folder (dtrain_models.from_run: config.yaml's model.channels and
+# model.fc, preprocess.json's shape and classes), imported through PYTHONPATH as the docs say.
+PYTHONPATH="$src/python:$src/tests/e2e" "$py" - "$data" "$run_dir" <<'PY' || fail "preprocess.json and model.pt do not reproduce the run's evaluation"
 import gzip, os, sys
-sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "..", "tests", "e2e")]
 import torch, dtrain_inputs, dtrain_models, reference
-data, rundir = sys.argv[2], sys.argv[3]
+data, rundir = sys.argv[1], sys.argv[2]
 pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "idx" and pre["input_shape"] == [1, 28, 28] and len(pre["pixels"]["mean"]) == 1, pre
 def idx(name, header):
@@ -92,14 +93,14 @@ def idx(name, header):
     return torch.frombuffer(bytearray(raw[header:]), dtype=torch.uint8)
 x = idx("t10k-images-idx3-ubyte", 16).view(-1, 1, 28, 28)
 y = idx("t10k-labels-idx1-ubyte", 8).long()
-model = dtrain_models.Cnn((1, 28, 28), (8, 16), 64, pre["num_classes"])
-model.load_state_dict(torch.load(f"{rundir}/model.pt"))
-model.eval()
+model = dtrain_models.from_run(rundir)
+assert isinstance(model, dtrain_models.Cnn) and [c.out_channels for c in model.convs] == [8, 16], model
+assert model.fc.out_features == 64 and not model.training, model
 with torch.no_grad():
     out = model(dtrain_inputs.pixels(x, pre))
 reference.expect_final_evaluation(rundir, out, y)
 PY
-echo "ok: PyTorch alone (dtrain_inputs.pixels, the twin Cnn) gives the run's final test accuracy and loss"
+echo "ok: PyTorch alone (dtrain_inputs.pixels, dtrain_models.from_run's Cnn) gives the run's final test accuracy and loss"
 
 # dtrain eval on one rank (two intra-op threads) accepts the model the 2 ranks (one thread each)
 # trained: the train images' statistics are exact, not summed in float by however many threads.

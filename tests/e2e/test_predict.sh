@@ -127,9 +127,8 @@ def check(name, records, probs, top_k):
 # Images: torchvision's Resize + CenterCrop with PIL (dtrain_inputs), the twin Cnn.
 pre = dtrain_inputs.load(f"{tmp}/runs/img")
 files = sorted(os.path.join(d, f) for d, _, fs in os.walk(f"{tmp}/new") for f in fs if f.endswith(".png"))
-model = dtrain_models.Cnn(pre["input_shape"], (4,), 16, pre["num_classes"])
-model.load_state_dict(torch.load(f"{tmp}/runs/img/model.pt"))
-model.eval()
+model = dtrain_models.from_run(f"{tmp}/runs/img")  # the Cnn of config.yaml: channels [4], fc 16
+assert [c.out_channels for c in model.convs] == [4] and model.fc.out_features == 16, model
 with torch.no_grad():
     probs = model(dtrain_inputs.image_files(files, pre)).softmax(1)
 records = [json.loads(l) for l in open(f"{tmp}/img.1.jsonl")]
@@ -157,9 +156,9 @@ assert [r["input"] for r in records] == [f"{tmp}/rows.csv:{i + 2}" for i in rang
 check("CSV rows", records, probs, 3)
 
 # GPT: the first greedy byte after the prompt.
-model = dtrain_models.GPT(256, 32, 1, 2, 32)
-model.load_state_dict(torch.load(f"{tmp}/runs/gpt/model.pt"))
-model.eval()
+model = dtrain_models.from_run(f"{tmp}/runs/gpt")  # config.yaml's model.*: GPT(256, 32, 1, 2, 32)
+assert isinstance(model, dtrain_models.GPT) and len(model.transformer.h) == 1, model
+assert model.lm_head.weight.shape == (256, 32) and model.transformer.wpe.weight.shape == (32, 32), model
 prompt = open(f"{tmp}/prompt.txt", "rb").read()
 with torch.no_grad():
     first = model(torch.tensor([list(prompt)]))[0, -1].argmax().item()
