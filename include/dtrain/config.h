@@ -28,6 +28,7 @@ enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  //
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
 enum class ResumeSchedule { kStretch, kRestart };                   // train.resume_schedule
+enum class Monitor { kOff, kTestLoss, kTestAccuracy, kTestTop5 };   // train.monitor
 enum class LossKind { kCrossEntropy, kMse };                        // train.loss
 enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
@@ -47,6 +48,7 @@ const char* to_string(SyntheticTask v);
 const char* to_string(OptimizerKind v);
 const char* to_string(Schedule v);
 const char* to_string(ResumeSchedule v);
+const char* to_string(Monitor v);
 const char* to_string(LossKind v);
 const char* to_string(Precision v);
 const char* to_string(GraphMode v);
@@ -209,6 +211,10 @@ struct TrainConfig {
   // of a run planned to the new length, at the step reached; restart = a new schedule (warmup,
   // then the decay) over the added steps alone.
   ResumeSchedule resume_schedule = ResumeSchedule::kStretch;
+  // The evaluation metric that says which model is best (lower test_loss, higher accuracy), for
+  // checkpoint.keep_best and early stopping; off = none.
+  Monitor monitor = Monitor::kOff;
+  int64_t early_stop_patience = 0;  // stop after this many evaluations without a better monitor; 0 = never
   LossKind loss = LossKind::kCrossEntropy;
   double clip_grad_norm = 0.0;  // 0 = off
   Precision precision = Precision::kFp32;
@@ -226,6 +232,7 @@ struct CheckpointConfig {
   int64_t every_steps = 0;   // save every this many optimizer steps; 0 = off
   bool every_epoch = true;   // save at the end of every epoch
   int64_t keep = 3;          // complete checkpoints kept (the oldest beyond this are removed)
+  bool keep_best = false;    // train.monitor: the best evaluation's weights in <run dir>/best/
   std::string dir;           // "" = <run dir>/checkpoints
   std::string resume = "auto";  // auto | none | a checkpoint's path
   // The folder checkpoints go to: dir, else <run dir>/checkpoints; "" when the run writes none.

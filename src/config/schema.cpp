@@ -39,6 +39,8 @@ DTRAIN_CHOICE_NAMES(OptimizerKind, {{"sgd", OptimizerKind::kSgd}, {"adam", Optim
 DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Schedule::kCosine},
                                {"linear", Schedule::kLinear}, {"step", Schedule::kStep}})
 DTRAIN_CHOICE_NAMES(ResumeSchedule, {{"stretch", ResumeSchedule::kStretch}, {"restart", ResumeSchedule::kRestart}})
+DTRAIN_CHOICE_NAMES(Monitor, {{"off", Monitor::kOff}, {"test_loss", Monitor::kTestLoss}, {"test_accuracy", Monitor::kTestAccuracy},
+                              {"test_top5_accuracy", Monitor::kTestTop5}})
 DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
 DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
@@ -138,6 +140,7 @@ std::string adam_only(const Config& c) {
   return c.train.optimizer != OptimizerKind::kSgd ? "" : "train.optimizer is sgd";
 }
 std::string with_weight_decay(const Config& c) { return c.train.weight_decay > 0 ? "" : "train.weight_decay is 0"; }
+std::string monitored(const Config& c) { return c.train.monitor != Monitor::kOff ? "" : "train.monitor is off"; }
 std::string step_schedule(const Config& c) {
   return c.train.schedule == Schedule::kStep ? "" : std::string("train.schedule is ") + name_of(c.train.schedule);
 }
@@ -261,6 +264,8 @@ const std::vector<Field>& schema() {
     s.push_back(field("train.eps", &C::train, &TrainConfig::eps, "adam/adamw: epsilon", positive()).when(adam_only).may_change());
     s.push_back(choice("train.schedule", &C::train, &TrainConfig::schedule, "learning-rate schedule after warmup: constant, cosine (to zero at the last step), linear (to zero at the last step, torch's LinearLR), step (times train.lr_gamma every train.lr_step_size steps, StepLR)").always().may_change());
     s.push_back(choice("train.resume_schedule", &C::train, &TrainConfig::resume_schedule, "training on from the checkpoint at a finished run's last step (with more train.epochs or train.max_steps): stretch = the schedule of a run planned to the new length, at the step reached (a decayed cosine or linear rate rises to that run's value there); restart = a new schedule over the added steps alone: train.warmup_steps of warmup, then the decay from train.lr to the new end (a warm restart); the log says the rate before and after; a run resumed before its end continues its schedule either way").always().may_change());
+    s.push_back(choice("train.monitor", &C::train, &TrainConfig::monitor, "the evaluation metric that says which model is best, for checkpoint.keep_best and train.early_stop_patience: test_loss (lower is better), test_accuracy or test_top5_accuracy (higher); off = none").always().may_change());
+    s.push_back(field("train.early_stop_patience", &C::train, &TrainConfig::early_stop_patience, "stop training (exit 0, model.pt written) after this many evaluations in a row without a better train.monitor than the best so far; 0 = never", at_least(0)).when(monitored).may_change());
     s.push_back(field("train.warmup_steps", &C::train, &TrainConfig::warmup_steps, "linear warmup steps", at_least(0)).always().may_change());
     s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)).when(step_schedule).may_change());
     s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)).when(step_schedule).may_change());
@@ -286,6 +291,7 @@ const std::vector<Field>& schema() {
     // checkpoint
     s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)).always().may_change());
     s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch").always().may_change());
+    s.push_back(field("checkpoint.keep_best", &C::checkpoint, &CheckpointConfig::keep_best, "after each evaluation with a better train.monitor than before, the model's weights in <run dir>/best/ (model.pt, preprocess.json, best.json with the metric, its value and the step): dtrain eval --weights runs/x/best/model.pt").when(monitored).may_change());
     s.push_back(field("checkpoint.keep", &C::checkpoint, &CheckpointConfig::keep, "complete checkpoints kept; older ones are removed once a newer one is complete", at_least(1)).always().may_change());
     s.push_back(field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "folder of the checkpoints, shared by all ranks; empty = <run dir>/checkpoints").always().may_change());
     s.push_back(field("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto = continue from the newest complete checkpoint in the folder if there is one; none = start fresh; or the path of a checkpoint to continue from").always().may_change());
@@ -313,6 +319,7 @@ const char* to_string(SyntheticTask v) { return config::name_of(v); }
 const char* to_string(OptimizerKind v) { return config::name_of(v); }
 const char* to_string(Schedule v) { return config::name_of(v); }
 const char* to_string(ResumeSchedule v) { return config::name_of(v); }
+const char* to_string(Monitor v) { return config::name_of(v); }
 const char* to_string(LossKind v) { return config::name_of(v); }
 const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }

@@ -14,6 +14,7 @@ std::vector<std::shared_ptr<Hook>> standard_hooks(const Config& cfg, Model& mode
   if (cfg.run.timeline) hooks.push_back(make_timeline());
   hooks.push_back(make_report());
   hooks.push_back(make_model_file(model));
+  if (cfg.train.monitor != Monitor::kOff) hooks.push_back(make_best_model(model));
   return hooks;
 }
 

@@ -34,5 +34,8 @@ std::shared_ptr<Hook> make_bucket_timeline();
 std::shared_ptr<Hook> make_timeline();
 std::shared_ptr<Hook> make_report();
 std::shared_ptr<Hook> make_model_file(Model& model);
+// train.monitor: the best evaluation so far; its weights in <run dir>/best/ (checkpoint.keep_best)
+// and a stop after train.early_stop_patience evaluations without a better one (best_model.cpp).
+std::shared_ptr<Hook> make_best_model(Model& model);
 
 }  // namespace dtrain::detail

@@ -8,7 +8,8 @@
 # and from the last checkpoint (which holds a copy of preprocess.json) alike, and leaves every
 # file of the run as it was. A config whose
 # preprocessing differs, a run without model.pt and a missing checkpoint are errors naming the
-# key or the file, exit 1.
+# key or the file, exit 1. With train.monitor, checkpoint.keep_best and train.early_stop_patience
+# the run keeps its best evaluation's weights in best/ and stops when it no longer improves.
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON.
 set -euo pipefail
@@ -131,4 +132,41 @@ expect_error columns "data.feature_columns"
 run 120 unscaled "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" data.normalize=false
 expect_error unscaled "data.normalize"
 [[ $(snapshot) == "$before" ]] || fail "a failed dtrain eval changed files of the run directory"
+
+# 5. train.monitor: the best evaluation's weights in best/ (checkpoint.keep_best) and early
+#    stopping after train.early_stop_patience evaluations without a better test_accuracy. Which
+#    evaluation is best, and where the run must stop, follow from metrics.jsonl's own records;
+#    dtrain eval of best/model.pt gives that evaluation's numbers bit for bit (2 ranks).
+run 300 best "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml" run.name=best train.epochs=40 \
+  train.monitor=test_accuracy checkpoint.keep_best=true train.early_stop_patience=3
+[[ $rc == 0 ]] || { show best; fail "training with train.monitor: exit $rc"; }
+run 300 evalbest "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" run.name=best --json \
+  --weights "$tmp/runs/best/best/model.pt"
+[[ $rc == 0 ]] || { show evalbest; fail "dtrain eval of best/model.pt: exit $rc"; }
+"$py" - "$tmp/runs/best" "$tmp/best.out" "$tmp/evalbest.out" <<'PY' || { show best; fail "best/ and the early stop do not follow the evaluations"; }
+import json, sys
+rundir, log, evaljson = sys.argv[1:4]
+recs = [json.loads(l) for l in open(f"{rundir}/metrics.jsonl")]
+evals = [r for r in recs if r["type"] == "eval"]
+best, best_i, stop_at = None, None, None
+for i, e in enumerate(evals):
+    if best is None or e["test_accuracy"] > best["test_accuracy"]:
+        best, best_i = e, i
+    elif i - best_i >= 3:
+        stop_at = i
+        break
+assert stop_at is not None, "the accuracy kept improving: no early stop to check"
+assert len(evals) == stop_at + 1, (len(evals), stop_at)   # no evaluation after the stop
+summary = recs[-1]
+assert summary["type"] == "summary" and summary["stopped"] and summary["steps"] < 40 * 10, summary
+saved = json.load(open(f"{rundir}/best/best.json"))
+assert saved == {"metric": "test_accuracy", "value": best["test_accuracy"], "step": best["step"], "epoch": best["epoch"]}, (saved, best)
+got = json.loads(open(evaljson).read())
+for k in ("test_loss", "test_accuracy", "test_count"):
+    assert got[k] == best[k], (k, got[k], best[k])
+line = "early stop: test_accuracy has not improved for 3 evaluation(s) (best %.6g at step %d)" % (best["test_accuracy"], best["step"])
+assert line in open(log).read(), line
+print(f"best test_accuracy {best['test_accuracy']} at step {best['step']}; stopped after evaluation {stop_at + 1} of {len(evals)}")
+PY
+echo "ok: train.monitor: best/ holds the best evaluation's weights (dtrain eval gives its numbers), the run stopped 3 evaluations after it"
 echo "PASS"

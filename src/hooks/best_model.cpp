@@ -1,0 +1,94 @@
+// train.monitor on rank 0: after each evaluation, whether the monitored metric (test_loss:
+// lower is better; test_accuracy, test_top5_accuracy: higher) beats the best so far. With
+// checkpoint.keep_best a better one writes <run dir>/best/: model.pt (the weights for Python, as
+// the run's own), preprocess.json beside it (so `dtrain eval --weights runs/x/best/model.pt`
+// checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch"},
+// each atomically. With train.early_stop_patience N, N evaluations in a row without a better
+// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). A resumed run
+// takes the best value from best/best.json; its count of evaluations without one starts at 0.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "checkpoint/weights.h"
+#include "data/preprocess.h"
+#include "dtrain/log.h"
+#include "hooks/standard.h"
+#include "util/dir.h"
+#include "util/format.h"
+#include "util/fs.h"
+
+namespace dtrain::detail {
+namespace {
+
+class BestModel : public Hook {
+ public:
+  explicit BestModel(Model& model) : model_(model) {}
+  std::string name() const override { return "best_model"; }
+
+  void on_start(const RunInfo& run, LoopControl&) override {
+    if (run.rank != 0) return;
+    active_ = true;
+    const TrainConfig& t = run.config->train;
+    metric_ = t.monitor;
+    patience_ = t.early_stop_patience;
+    if (run.config->checkpoint.keep_best && !run.run_dir.empty()) {
+      dir_ = join_path(run.run_dir, "best");
+      preprocess_ = preprocess_json(run.data, run.config->data);
+      const std::string saved = join_path(dir_, "best.json");
+      if (!run.resumed_from.empty() && path_exists(saved)) {
+        const auto j = nlohmann::json::parse(read_file(saved), nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.value("metric", "") == to_string(metric_) && j.contains("value"))
+          best_ = j["value"].get<double>(), best_step_ = j.value("step", int64_t{0});
+      }
+    }
+  }
+
+  void on_eval(const EvalRecord& r, LoopControl& control) override {
+    if (!active_) return;
+    std::optional<double> value;
+    switch (metric_) {
+      case Monitor::kTestLoss: value = r.result.loss; break;
+      case Monitor::kTestAccuracy: value = r.result.accuracy; break;
+      case Monitor::kTestTop5: value = r.result.top5; break;
+      case Monitor::kOff: return;
+    }
+    if (!value) return;  // no top-5 with 5 classes or fewer
+    const bool lower = metric_ == Monitor::kTestLoss;
+    if (!best_ || (lower ? *value < *best_ : *value > *best_)) {
+      best_ = *value, best_step_ = r.step, since_best_ = 0;
+      if (!dir_.empty()) write(r);
+      return;
+    }
+    ++since_best_;
+    if (patience_ > 0 && since_best_ >= patience_)
+      control.request_stop(format("early stop: %s has not improved for %lld evaluation(s) (best %.6g at step %lld)",
+                                  to_string(metric_), static_cast<long long>(since_best_), *best_,
+                                  static_cast<long long>(best_step_)));
+  }
+
+ private:
+  void write(const EvalRecord& r) {
+    make_dirs(dir_);
+    save_weights(model_, join_path(dir_, "model.pt"));
+    write_file_atomic(join_path(dir_, "preprocess.json"), preprocess_);
+    const nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
+    write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
+    log::detail(format("best %s so far: %.6g at step %lld: %s", to_string(metric_), *best_,
+                       static_cast<long long>(r.step), join_path(dir_, "model.pt").c_str()));
+  }
+
+  Model& model_;
+  bool active_ = false;  // rank 0
+  Monitor metric_ = Monitor::kOff;
+  int64_t patience_ = 0, since_best_ = 0, best_step_ = 0;
+  std::optional<double> best_;
+  std::string dir_, preprocess_;
+};
+
+}  // namespace
+
+std::shared_ptr<Hook> make_best_model(Model& model) { return std::make_shared<BestModel>(model); }
+
+}  // namespace dtrain::detail
