@@ -74,8 +74,9 @@ struct TrainState {
   double last_loss = 0;
   int64_t schedule_start = 0;  // the step the learning-rate schedule counts from
   Model* model = nullptr;
-  // With dist.shard_optimizer on several ranks: this rank's shard, whose state() numbers its
-  // entries as the model's parameters (the checkpoint writer gathers the whole state).
+  // With dist.shard_optimizer on several ranks: this rank's shard, an optimizer over flat pieces
+  // of the parameters numbered by the shard plan (the checkpoint writer gathers the whole state
+  // from every rank's pieces, Note [sharded optimizer]).
   const Optimizer* optimizer = nullptr;
   const GradScaler* scaler = nullptr;  // fp16 or train.skip_nonfinite only
   const Config* config = nullptr;

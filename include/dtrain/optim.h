@@ -45,10 +45,12 @@ class Optimizer {
   // params: the tensors to update in place (leaf parameters; their .grad() is read at each step).
   // numbers: the number state() gives each parameter's entries (the <i> of "exp_avg.<i>"), one per
   // parameter, all different; empty: 0, 1, 2, ... An optimizer over a shard of a model's
-  // parameters (dist.shard_optimizer) numbers them as the model does, so the shards' states
-  // together are the state of one optimizer over all of them.
+  // parameters (dist.shard_optimizer: flat pieces of them) numbers its pieces as the shard plan
+  // does, so that the shards' states can be put together into one optimizer's over all of them.
+  // decays: per parameter, whether weight decay applies; empty: by no_decay_norm_bias on each
+  // parameter's dimensions (a piece takes its whole parameter's rule).
   Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
-            std::vector<size_t> numbers = {});
+            std::vector<size_t> numbers = {}, std::vector<bool> decays = {});
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
   Optimizer(Optimizer&&) = default;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "dtrain/error.h"
@@ -15,9 +16,45 @@ namespace {
 
 constexpr const char* kKey = "dist.shard_optimizer";
 
-std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vector<size_t>& idx) {
-  std::vector<at::Tensor> out;
-  for (size_t i : idx) out.push_back(all[i]);
+// A tensor's values in memory order as one flat tensor over its storage (dense tensors only:
+// their values fill one block of memory from the storage offset on).
+at::Tensor flat_values(const at::Tensor& t) {
+  return t.detach().as_strided({t.numel()}, {1}, t.storage_offset());
+}
+
+// The kind of a state entry ("exp_avg_sq.12": "exp_avg_sq"); empty when it has no number.
+std::string kind_of(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+std::vector<int64_t> numels_of(const std::vector<at::Tensor>& params) {
+  std::vector<int64_t> out;
+  for (const auto& p : params) out.push_back(p.numel());
+  return out;
+}
+
+// The plan's pieces in one list, rank after rank: a piece's place in it is its state number.
+struct NumberedPiece {
+  int rank;
+  ShardPiece piece;
+};
+std::vector<NumberedPiece> numbered(const ShardPlan& plan) {
+  std::vector<NumberedPiece> out;
+  for (size_t r = 0; r < plan.pieces.size(); ++r)
+    for (const ShardPiece& p : plan.pieces[r]) out.push_back({static_cast<int>(r), p});
+  return out;
+}
+
+// A state tensor for parameter `p` with p's shape and strides (so that its memory order is p's),
+// holding `t`'s values (any layout or device) on the CPU; an Error naming the entry when the
+// shapes differ.
+at::Tensor like_parameter(const at::Tensor& t, const at::Tensor& p, const std::string& name) {
+  if (t.sizes() != p.sizes())
+    throw Error("optimizer state entry '" + name + "' has shape " + shape_str(t.sizes().vec()) +
+                ", its parameter " + shape_str(p.sizes().vec()));
+  at::Tensor out = at::empty_strided(p.sizes(), p.strides(), t.options().device(at::kCPU));
+  out.copy_(t);
   return out;
 }
 
@@ -80,13 +117,7 @@ OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector
                                Communicator& comm)
     : params_(std::move(params)), comm_(comm), rank_(comm.rank()) {
   const int world = comm.world();
-  if (static_cast<int64_t>(params_.size()) < world)
-    throw Error("cannot shard the optimizer state over " + std::to_string(world) + " ranks: the model has " +
-                    std::to_string(params_.size()) + " trainable parameter tensor(s), and a shard holds "
-                    "whole tensors, so a rank would hold none (use at most " +
-                    std::to_string(params_.size()) + " ranks, or dist.shard_optimizer=false)",
-                kKey);
-  for (size_t i = 1; i < params_.size(); ++i) {
+  for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& a = params_[0];
     const at::Tensor& b = params_[i];
     if (a.scalar_type() != b.scalar_type() || a.device() != b.device())
@@ -95,43 +126,81 @@ OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector
                       ") and '" + names[i] + "' (" + at::toString(b.scalar_type()) + ", " +
                       b.device().str() + ") differ, and a shard's parameters travel as one buffer",
                   kKey);
+    if (!b.is_non_overlapping_and_dense() || b.numel() == 0)
+      throw Error("cannot shard the optimizer state: parameter '" + names[i] + "' " +
+                      (b.numel() == 0 ? "has no values" : "is not one dense block of memory") +
+                      ", and a shard holds flat pieces of the parameters' values",
+                  kKey);
   }
-  std::vector<int64_t> numels;
-  for (const auto& p : params_) numels.push_back(p.numel());
-  plan_ = plan_shards(numels, world);
+  plan_ = plan_shards(numels_of(params_), world);
+  if (plan_.total < world)
+    throw Error("cannot shard the optimizer state over " + std::to_string(world) + " ranks: the model has " +
+                    std::to_string(plan_.total) + " trainable values, so a rank would hold none (use at most " +
+                    std::to_string(plan_.total) + " ranks, or dist.shard_optimizer=false)",
+                kKey);
+  at::NoGradGuard no_grad;
+  views_.resize(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r)
+    for (const ShardPiece& p : plan_.pieces[static_cast<size_t>(r)])
+      views_[static_cast<size_t>(r)].push_back(flat_values(params_[p.param]).narrow(0, p.offset, p.length));
+  mine_ = views_[static_cast<size_t>(rank_)];
   buffer_ = at::zeros({plan_.largest()}, params_[0].options());
 }
 
-std::vector<at::Tensor> OptimizerShard::my_params() const { return pick(params_, mine()); }
+std::unique_ptr<Optimizer> OptimizerShard::make_optimizer(const OptimizerOptions& options) const {
+  size_t first = 0;  // the number of this rank's first piece
+  for (int r = 0; r < rank_; ++r) first += plan_.pieces[static_cast<size_t>(r)].size();
+  std::vector<size_t> numbers;
+  std::vector<bool> decays;
+  for (const ShardPiece& p : plan_.pieces[static_cast<size_t>(rank_)]) {
+    numbers.push_back(first + numbers.size());
+    decays.push_back(!(options.no_decay_norm_bias && params_[p.param].dim() < 2));
+  }
+  return std::make_unique<Optimizer>(mine_, options, numbers, decays);
+}
+
+void OptimizerShard::attach_gradients() {
+  at::NoGradGuard no_grad;
+  const std::vector<ShardPiece>& pieces = plan_.pieces[static_cast<size_t>(rank_)];
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const at::Tensor& p = params_[pieces[k].param];
+    at::Tensor g = p.grad();
+    // A gradient laid out otherwise than its parameter (autograd lays them out alike for dense
+    // parameters) is copied into the parameter's layout, so that its memory order is the same.
+    if (g.defined() && g.strides() != p.strides())
+      g = at::empty_strided(p.sizes(), p.strides(), g.options()).copy_(g);
+    mine_[k].mutable_grad() =
+        g.defined() ? flat_values(g).narrow(0, pieces[k].offset, pieces[k].length) : at::Tensor();
+  }
+}
 
 void OptimizerShard::gather_parameters() {
   at::NoGradGuard no_grad;
   for (int r = 0; r < comm_.world(); ++r) {
     const size_t k = static_cast<size_t>(r);
-    at::Tensor flat = buffer_.narrow(0, 0, plan_.elements[k]);
-    const std::vector<at::Tensor> params = pick(params_, plan_.shards[k]);
-    if (r == rank_) {
-      std::vector<at::Tensor> pieces;  // in logical order, as the other ranks read them
-      for (const auto& p : params) pieces.push_back(p.is_contiguous() ? p.view(-1) : p.contiguous().view(-1));
-      compat::copy_into_flat(flat, pieces);
-    }
+    const int64_t n = plan_.elements(r);
+    if (n == 0) continue;
+    at::Tensor flat = buffer_.narrow(0, 0, n);
+    if (r == rank_) compat::copy_into_flat(flat, views_[k]);
     comm_.broadcast(flat, r);
-    if (r != rank_) compat::copy_from_flat(flat, params);
+    if (r != rank_) compat::copy_from_flat(flat, views_[k]);
   }
 }
 
 std::string OptimizerShard::describe(const Optimizer& shard) const {
-  int64_t total = 0;
-  for (int64_t n : plan_.elements) total += n;
+  const int64_t lo = rank_ * plan_.shard, n = plan_.elements(rank_);
+  const size_t pieces = plan_.pieces[static_cast<size_t>(rank_)].size();
   return "optimizer state sharded over " + std::to_string(comm_.world()) + " ranks: rank " +
-         std::to_string(rank_) + " holds " + std::to_string(mine().size()) + " of " +
-         std::to_string(params_.size()) + " parameters (" +
-         std::to_string(plan_.elements[static_cast<size_t>(rank_)]) + " of " + std::to_string(total) +
-         " values, " + format("%.1f", static_cast<double>(shard.state_bytes()) / (1 << 20)) +
+         std::to_string(rank_) + " holds values " + std::to_string(lo) + "-" +
+         std::to_string(lo + n - 1) + " of " + std::to_string(plan_.total) + " (" +
+         (pieces == 1 ? std::string("a piece of 1 parameter")
+                      : "pieces of " + std::to_string(pieces) + " parameters") +
+         ", " + format("%.1f", static_cast<double>(shard.state_bytes()) / (1 << 20)) +
          " MiB of state)";
 }
 
-OptimizerState gather_optimizer_state(const Optimizer& shard, Communicator& control) {
+OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<at::Tensor>& params,
+                                      Communicator& control) {
   const OptimizerState mine = shard.state();
   const std::vector<std::string> shapes = gather_strings(control, describe_entries(mine));
   // Each rank's entries as their bytes, one after another (their own dtypes: exact), to rank 0
@@ -149,7 +218,9 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, Communicator& cont
   const std::vector<at::Tensor> all = control.gather(packed, 0);
   OptimizerState whole;
   if (control.rank() != 0) return whole;
-  for (const auto& [name, t] : mine) whole.emplace_back(name, t.detach().to(at::kCPU).clone());
+  // The pieces' entries by name, from every rank.
+  std::map<std::string, at::Tensor> pieces;
+  for (const auto& [name, t] : mine) pieces[name] = t.detach().to(at::kCPU).clone();
   for (int r = 1; r < control.world(); ++r) {
     const at::Tensor& from = all[static_cast<size_t>(r)];
     int64_t offset = 0;
@@ -159,22 +230,68 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, Communicator& cont
       if (offset + n > from.numel())
         throw Error("rank " + std::to_string(r) + "'s optimizer state is shorter than its entries say (internal error)");
       std::memcpy(t.data_ptr(), static_cast<const uint8_t*>(from.data_ptr()) + offset, static_cast<size_t>(n));
-      whole.emplace_back(e.name, std::move(t));
+      pieces[e.name] = std::move(t);
       offset += n;
     }
   }
-  std::stable_sort(whole.begin(), whole.end(), [](const auto& a, const auto& b) {
-    return number_of(a.first) < number_of(b.first);
-  });
+  // Put each parameter's entries together from its pieces, in the order one optimizer over every
+  // parameter lists them (Optimizer::state()).
+  const ShardPlan plan = plan_shards(numels_of(params), control.world());
+  const std::vector<NumberedPiece> all_pieces = numbered(plan);
+  std::vector<std::vector<size_t>> of_param(params.size());  // piece numbers, in flat order
+  for (size_t n = 0; n < all_pieces.size(); ++n) of_param[all_pieces[n].piece.param].push_back(n);
+  auto has = [&](const std::string& kind) { return pieces.count(kind + ".0") > 0; };
+  auto assemble = [&](const std::string& kind, size_t i) {
+    const std::string first = kind + "." + std::to_string(of_param[i].front());
+    if (kind == "step") return pieces.at(first);  // alike in every piece of a parameter
+    at::Tensor out = at::empty_strided(params[i].sizes(), params[i].strides(),
+                                       pieces.at(first).options());
+    const at::Tensor flat = flat_values(out);
+    for (size_t n : of_param[i]) {
+      const ShardPiece& p = all_pieces[n].piece;
+      flat.narrow(0, p.offset, p.length).copy_(pieces.at(kind + "." + std::to_string(n)));
+    }
+    return out;
+  };
+  auto add_all = [&](const std::vector<std::string>& kinds) {
+    for (size_t i = 0; i < params.size(); ++i)
+      for (const auto& kind : kinds) whole.emplace_back(kind + "." + std::to_string(i), assemble(kind, i));
+  };
+  if (has("momentum")) add_all({"momentum"});
+  if (has("exp_avg")) {
+    add_all({"exp_avg", "exp_avg_sq", "step"});
+  } else if (has("step")) {
+    add_all({"step"});
+  }
   return whole;
 }
 
-OptimizerState state_of_shard(const OptimizerState& whole, const ShardPlan& plan, int rank) {
+OptimizerState state_of_shard(const OptimizerState& whole, const std::vector<at::Tensor>& params,
+                              const ShardPlan& plan, int rank) {
+  size_t first = 0;  // the number of `rank`'s first piece
+  for (int r = 0; r < rank; ++r) first += plan.pieces[static_cast<size_t>(r)].size();
+  const std::vector<ShardPiece>& pieces = plan.pieces[static_cast<size_t>(rank)];
   OptimizerState out;
-  for (const auto& kv : whole) {
-    const int64_t n = number_of(kv.first);
-    const bool planned = n >= 0 && n < static_cast<int64_t>(plan.owner.size());
-    if (!planned || plan.owner[static_cast<size_t>(n)] == rank) out.push_back(kv);
+  for (const auto& [name, t] : whole) {
+    const int64_t i = number_of(name);
+    const std::string kind = kind_of(name);
+    const bool known = kind == "momentum" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "step";
+    if (!known || i < 0 || i >= static_cast<int64_t>(params.size())) {
+      out.emplace_back(name, t);  // load_state() refuses it by name
+      continue;
+    }
+    const at::Tensor& p = params[static_cast<size_t>(i)];
+    at::Tensor flat;  // the entry's values in its parameter's memory order, made once
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (pieces[k].param != static_cast<size_t>(i)) continue;
+      const std::string piece_name = kind + "." + std::to_string(first + k);
+      if (kind == "step") {
+        out.emplace_back(piece_name, t);
+        continue;
+      }
+      if (!flat.defined()) flat = flat_values(like_parameter(t, p, name));
+      out.emplace_back(piece_name, flat.narrow(0, pieces[k].offset, pieces[k].length));
+    }
   }
   return out;
 }

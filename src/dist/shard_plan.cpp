@@ -1,37 +1,42 @@
 #include "dist/shard_plan.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "dtrain/error.h"
 
 namespace dtrain {
 
-int64_t ShardPlan::largest() const {
-  return elements.empty() ? 0 : *std::max_element(elements.begin(), elements.end());
+int64_t ShardPlan::elements(int rank) const {
+  int64_t n = 0;
+  for (const ShardPiece& p : pieces[static_cast<size_t>(rank)]) n += p.length;
+  return n;
 }
+
+int64_t ShardPlan::largest() const { return std::min(shard, total); }
 
 ShardPlan plan_shards(const std::vector<int64_t>& numels, int world) {
   if (world < 1) throw Error("plan_shards: world must be at least 1, got " + std::to_string(world));
-  for (int64_t n : numels)
-    if (n < 0) throw Error("plan_shards: a parameter has a negative size");
-  std::vector<size_t> order(numels.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return numels[a] > numels[b]; });
   ShardPlan plan;
-  plan.owner.assign(numels.size(), 0);
-  plan.shards.resize(static_cast<size_t>(world));
-  plan.elements.assign(static_cast<size_t>(world), 0);
-  for (size_t i : order) {
-    const auto least = std::min_element(plan.elements.begin(), plan.elements.end());
-    const int rank = static_cast<int>(least - plan.elements.begin());
-    plan.owner[i] = rank;
-    *least += numels[i];
+  for (int64_t n : numels) {
+    if (n < 0) throw Error("plan_shards: a parameter has a negative size");
+    plan.total += n;
   }
-  for (size_t i = 0; i < numels.size(); ++i)
-    plan.shards[static_cast<size_t>(plan.owner[i])].push_back(i);
+  plan.shard = (plan.total + world - 1) / world;
+  plan.pieces.resize(static_cast<size_t>(world));
+  // Walk the flat sequence once: parameter i spans [start, start + numels[i]); each rank's range
+  // [r * shard, (r + 1) * shard) takes the overlapping part of every parameter it crosses.
+  int64_t start = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t end = start + numels[i];
+    for (int64_t at = start; at < end;) {
+      const int64_t rank = at / plan.shard;
+      const int64_t stop = std::min(end, (rank + 1) * plan.shard);
+      plan.pieces[static_cast<size_t>(rank)].push_back({i, at - start, stop - at});
+      at = stop;
+    }
+    start = end;
+  }
   return plan;
 }
 

@@ -1,27 +1,41 @@
-// The shard plan of a sharded optimizer (dist.shard_optimizer, ZeRO-1): which rank holds the
-// optimizer state of which parameter, as a pure function of the parameters' sizes and the world
-// size (like the bucket plan, it is made alike on every rank and never exchanged).
-// Invariants (tests/unit/test_shard_plan.cpp): every parameter has one owner; whole tensors, never
-// pieces; the same inputs give the same plan; the rule is greedy by size, as PyTorch's
-// ZeroRedundancyOptimizer's: parameters from the largest to the smallest (equal sizes in index
-// order), each to the rank holding the fewest elements so far (the lowest such rank).
+// The shard plan of a sharded optimizer (dist.shard_optimizer, ZeRO-1, Note [sharded optimizer]):
+// which rank holds the optimizer state of which values, as a pure function of the parameters'
+// sizes and the world size (like the bucket plan, made alike on every rank and never exchanged).
+// The values of the parameters, one parameter after another in the model's order and each in its
+// memory order, are one flat sequence of `total` values, cut into `world` contiguous shards of
+// `shard` = ceil(total / world) values (the last shards end at `total`: shorter, or empty). So
+// every rank holds 1/N of the state whatever the tensors' sizes, as DeepSpeed's ZeRO, FSDP's
+// flat parameters and llm.c's -z 1 partition it; a shard holds pieces of the tensors it crosses.
+// Invariants (tests/unit/test_shard_plan.cpp): the ranks' pieces cover every value once, in
+// order; a piece lies within one parameter and is not empty; the same inputs give the same plan.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace dtrain {
 
-struct ShardPlan {
-  std::vector<int> owner;                   // per parameter: the rank that holds its state
-  std::vector<std::vector<size_t>> shards;  // per rank: its parameters, in increasing index
-  std::vector<int64_t> elements;            // per rank: its parameters' elements in all
-  int64_t largest() const;                  // the most elements any rank holds
+// Values [offset, offset + length) of parameter `param`, in its memory order.
+struct ShardPiece {
+  size_t param = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+  bool operator==(const ShardPiece& o) const {
+    return param == o.param && offset == o.offset && length == o.length;
+  }
 };
 
-// `numels[i]`: the elements of parameter i. A rank may get no parameter when there are fewer
-// parameters than ranks (the caller decides whether that is allowed). Throws dtrain::Error when
-// world < 1 or a size is negative.
+struct ShardPlan {
+  int64_t total = 0;                            // every parameter's values
+  int64_t shard = 0;                            // values of a full shard: ceil(total / world)
+  std::vector<std::vector<ShardPiece>> pieces;  // per rank, in flat order
+  int64_t elements(int rank) const;             // the values `rank` holds
+  int64_t largest() const;                      // the most values any rank holds
+};
+
+// `numels[i]`: the values of parameter i. Throws dtrain::Error when world < 1 or a size is
+// negative. A rank holds nothing when total <= rank * shard (fewer values than ranks).
 ShardPlan plan_shards(const std::vector<int64_t>& numels, int world);
 
 }  // namespace dtrain

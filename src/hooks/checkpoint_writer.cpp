@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/folder.h"
 #include "checkpoint/state.h"
@@ -57,6 +58,15 @@ at::Tensor generator_state(at::Generator gen) {
   return gen.get_state();
 }
 
+// The trainable parameters in the model's order: what the step context hands the optimizer and
+// what a sharded optimizer's plan was made from (Note [sharded optimizer]).
+std::vector<at::Tensor> trainable(Model& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.named_parameters())
+    if (p.value().requires_grad()) out.push_back(p.value());
+  return out;
+}
+
 NamedTensors model_tensors(Model& model) {
   NamedTensors out;
   for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
@@ -94,7 +104,7 @@ class CheckpointWriter : public Hook {
     // shard, gathered by every rank before the agreed write (Note [sharded optimizer]).
     NamedTensors optimizer_state;
     if (shards_optimizer(*s.config, s.world))
-      optimizer_state = gather_optimizer_state(*s.optimizer, control);
+      optimizer_state = gather_optimizer_state(*s.optimizer, trainable(*s.model), control);
     else if (s.rank == 0)
       optimizer_state = s.optimizer->state();
     std::vector<MarkedFile> written;  // this rank's files: sizes and hashes taken as written

@@ -30,8 +30,9 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
 }  // namespace
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
-                     std::vector<size_t> numbers)
-    : options_(std::move(options)), params_(std::move(params)), numbers_(std::move(numbers)) {
+                     std::vector<size_t> numbers, std::vector<bool> decays)
+    : options_(std::move(options)), params_(std::move(params)), numbers_(std::move(numbers)),
+      decays_(std::move(decays)) {
   const OptimizerOptions& o = options_;
   kind_ = o.kind;
   // The ranges are the schema's (one definition for configs and for C++ callers).
@@ -88,8 +89,15 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
   capturable_ = fused_ && (kind_ == OptimizerKind::kSgd ? compat::kFusedSgdTakesTensorLr
                                                 : compat::kFusedAdamTakesTensorLr);
 
-  // The no-decay rule (train.no_decay_norm_bias): parameters of fewer than 2 dimensions.
-  for (const auto& p : params_) decays_.push_back(!(o.no_decay_norm_bias && p.dim() < 2));
+  // The no-decay rule (train.no_decay_norm_bias): parameters of fewer than 2 dimensions, unless
+  // the caller said it per parameter.
+  if (decays_.empty()) {
+    for (const auto& p : params_) decays_.push_back(!(o.no_decay_norm_bias && p.dim() < 2));
+  } else if (decays_.size() != params_.size()) {
+    throw Error("the optimizer got " + std::to_string(decays_.size()) + " weight-decay flags for " +
+                    std::to_string(params_.size()) + " parameters",
+                "train.optimizer");
+  }
 
   at::NoGradGuard no_grad;
   const size_t n = params_.size();

@@ -131,6 +131,7 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
   }
   if (!skip) {
     if (ctx_.clip_grad_norm > 0) clip_gradients(ctx_.params, ctx_.clip_grad_norm);
+    if (ctx_.shard) ctx_.shard->attach_gradients();
     ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
     if (ctx_.shard) {
       // Every shard's new values to every rank (Note [sharded optimizer]).

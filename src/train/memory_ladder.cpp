@@ -11,14 +11,14 @@ namespace {
 
 std::string percent(double share) { return format("%.0f%%", 100.0 * share); }
 
-// The most values one of `world` ranks would keep with dist.shard_optimizer (whole tensors, as
-// plan_shards() deals them), as a share of all of them; none where a rank would hold no tensor
-// (sharding refuses it). With as many ranks as tensors: the largest tensor's share.
+// The most values one of `world` ranks would keep with dist.shard_optimizer (a flat shard, as
+// plan_shards() cuts them: 1/world of the values, rounded up), as a share of all of them; none
+// where a rank would hold no value (sharding refuses it).
 std::optional<double> kept_share(const std::vector<at::Tensor>& params, size_t world) {
   std::vector<int64_t> numels;
   int64_t total = 0;
   for (const at::Tensor& p : params) numels.push_back(p.numel()), total += p.numel();
-  if (total == 0 || world < 1 || numels.size() < world) return std::nullopt;
+  if (total == 0 || world < 1 || total < static_cast<int64_t>(world)) return std::nullopt;
   return static_cast<double>(plan_shards(numels, static_cast<int>(world)).largest()) / total;
 }
 
@@ -78,13 +78,13 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
     const auto state = static_cast<double>(k.optimizer_state);
     if (ctx.world > 1) {
       if (const auto kept = kept_share(ctx.params, static_cast<size_t>(ctx.world)))
-        rungs.push_back("dist.shard_optimizer=true (frees at least " + gib(static_cast<int64_t>(state * (1 - *kept))) +
+        rungs.push_back("dist.shard_optimizer=true (frees " + gib(static_cast<int64_t>(state * (1 - *kept))) +
                         " of the " + gib(k.optimizer_state) + " of optimizer state on each of the " +
                         std::to_string(ctx.world) + " ranks, " + percent(1 - *kept) +
-                        ": a shard holds whole tensors, and the largest keeps " + percent(*kept) + " of the values)");
-    } else if (const auto largest = kept_share(ctx.params, ctx.params.size())) {
-      rungs.push_back("dist.shard_optimizer=true on N ranks (each keeps about 1/N of the " + gib(k.optimizer_state) +
-                      " of optimizer state, and at least the largest tensor's share, " + percent(*largest) + ")");
+                        ": each keeps the state of " + percent(*kept) + " of the values)");
+    } else {
+      rungs.push_back("dist.shard_optimizer=true on N ranks (each keeps 1/N of the " +
+                      gib(k.optimizer_state) + " of optimizer state)");
     }
   }
   if (ctx.device.is_cuda() && ctx.precision == Precision::kFp32)

@@ -37,10 +37,9 @@ std::string describe(const MemoryKinds& k);
 //   - train.activation_checkpointing=blocks (models with blocks: GPT, ResNet): a block keeps only
 //     its inputs, at the cost of one more forward pass; `micro_batch: auto` measures one sample's
 //     peak with it (`checkpointed_peak`), so the advice says whether it fits;
-//   - dist.shard_optimizer=true: each of N ranks keeps about 1/N of the optimizer state; shards
-//     hold whole tensors (dist/shard_plan.h), so the advice plans them as the run would and names
-//     what the fullest shard keeps (GPT-2 124M's embedding alone is 31% of its values: at 8 ranks
-//     one rank keeps 31%, not 12.5%); with one rank, what N ranks would keep at least;
+//   - dist.shard_optimizer=true: each of N ranks keeps the state of 1/N of the values (flat
+//     shards, dist/shard_plan.h), and the advice says what that frees on each rank; with one
+//     rank, that N ranks would keep 1/N each; not offered where a rank would hold no value;
 //   - train.precision=bf16 where a CUDA run computes in fp32: activations take about half;
 // and past them a smaller model (model.*) or sequence (data.seq_len). The run's diagnosis reports
 // the same kinds at the peak (report.txt, "memory by kind").

@@ -160,8 +160,8 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
   load_model(*ctx.model, saved.model, state_file);
   try {
     // A checkpoint holds the whole state (Note [sharded optimizer]); a shard loads its entries.
-    ctx.optimizer->load_state(ctx.shard ? state_of_shard(saved.optimizer, ctx.shard->plan(),
-                                                         ctx.shard->rank())
+    ctx.optimizer->load_state(ctx.shard ? state_of_shard(saved.optimizer, ctx.params,
+                                                         ctx.shard->plan(), ctx.shard->rank())
                                         : saved.optimizer);
     if (ctx.scaler && !saved.scaler.empty()) ctx.scaler->load_state(saved.scaler);
   } catch (const Error& e) {

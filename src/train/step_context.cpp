@@ -72,7 +72,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
       failure = e.cause();
     }
     agree_no_failure(control, failure, "sharding the optimizer state", "dist.shard_optimizer");
-    ctx.optimizer = std::make_unique<Optimizer>(ctx.shard->my_params(), oo, ctx.shard->mine());
+    ctx.optimizer = ctx.shard->make_optimizer(oo);
   } else {
     if (cfg.dist.shard_optimizer)
       log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
