@@ -62,6 +62,9 @@ class Model : public torch::nn::Module {
   virtual bool set_activation_checkpointing(ActivationCheckpointing mode) {
     return mode == ActivationCheckpointing::kOff;
   }
+  // Whether the model has such blocks: what set_activation_checkpointing(kBlocks) would answer,
+  // asked without setting anything (the memory ladder's advice). False by default.
+  virtual bool has_blocks() const { return false; }
   // Whether a block that backward runs again draws random numbers (dropout while training): the
   // recompute restores the generators' states so that it draws the same ones, which a CUDA graph
   // capture cannot do, so such a step is not captured (train.cuda_graph). False by default.

@@ -87,4 +87,10 @@ class Runtime {
 // Number of CUDA devices visible (0 in a CPU build).
 int cuda_device_count();
 
+// Makes SIGTERM, SIGUSR1 (Slurm's --signal) and SIGINT (Ctrl-C) ask every rank to stop at one
+// step boundary (the next one with one rank; with several, the one after, once the ranks agreed:
+// Note [hook requests]), write a checkpoint and end with exit_code() (dtrain/session.h); a second
+// SIGINT ends the process at once. The dtrain command calls it; a C++ program may.
+void install_stop_signals();
+
 }  // namespace dtrain

@@ -56,12 +56,6 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
 constexpr int kExitPreempted = 75;
 int exit_code(const TrainSummary& summary);
 
-// Makes SIGTERM, SIGUSR1 (Slurm's --signal) and SIGINT (Ctrl-C) ask every rank to stop at one
-// step boundary (the next one with one rank; with several, the one after, once the ranks agreed:
-// Note [hook requests]), write a checkpoint and end with exit_code(); a second SIGINT ends the
-// process at once. The dtrain command calls it; a C++ program may.
-void install_stop_signals();
-
 // "dtrain 0.1.0 (LibTorch 2.11, CUDA 12.8 + NCCL 2.27.3, driver 570.124.06, built 2026-12-02)"
 // (the CUDA runtime loaded, NCCL, the NVIDIA driver when NVML is there); a CPU build:
 // "dtrain 0.1.0 (LibTorch 1.13, CPU only, MPI, built 2026-12-02)".

@@ -1,4 +1,4 @@
-// Stop signals (install_stop_signals, dtrain/session.h): at each step boundary and after each
+// Stop signals (install_stop_signals, dtrain/runtime.h): at each step boundary and after each
 // evaluation, a signal this rank received becomes a request to save and stop; the loop agrees on
 // it with every rank (Note [hook requests]), so all ranks write the same checkpoint and end.
 #include <memory>

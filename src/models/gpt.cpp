@@ -205,6 +205,7 @@ class Gpt : public Model {
   // The logits come from the tied head's matmul, which saved its inputs, not its output.
   bool loss_can_reuse_outputs() const override { return true; }
   // Each transformer block keeps its (x, ln_1(x)) pair: 2·B·T·C values per block.
+  bool has_blocks() const override { return true; }
   bool set_activation_checkpointing(ActivationCheckpointing mode) override {
     checkpoint_ = mode == ActivationCheckpointing::kBlocks;
     return true;

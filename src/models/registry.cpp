@@ -24,15 +24,24 @@ std::map<std::string, Entry>& registry() {
   static std::map<std::string, Entry> r;
   return r;
 }
+// Whether this thread is registering the built-in models (their register_model calls must not
+// wait for themselves).
+thread_local bool registering_builtins = false;
 void ensure_builtins() {
   static std::once_flag once;
-  std::call_once(once, [] { detail::register_builtin_models(); });
+  std::call_once(once, [] {
+    registering_builtins = true;
+    detail::register_builtin_models();
+    registering_builtins = false;
+  });
 }
 }  // namespace
 
 void register_model(const std::string& name, ModelFactory factory, std::string description,
                     std::optional<std::vector<std::string>> reads) {
   if (name.empty() || !factory) throw Error("register_model: empty name or factory");
+  // The built-ins first, so that a program's model of a built-in's name replaces it for good.
+  if (!registering_builtins) ensure_builtins();
   if (reads)
     for (const auto& key : *reads)
       if (key.rfind("model.", 0) != 0)

@@ -246,6 +246,7 @@ class ResNet : public Model {
     return {true, channels_last_ ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous};
   }
   // Each residual block (BasicBlock, Bottleneck) keeps its input: one activation per block.
+  bool has_blocks() const override { return true; }
   bool set_activation_checkpointing(ActivationCheckpointing mode) override {
     checkpoint_ = mode == ActivationCheckpointing::kBlocks;
     return true;

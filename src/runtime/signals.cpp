@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "dtrain/session.h"
+#include "dtrain/runtime.h"
 
 namespace dtrain {
 namespace {

@@ -1,4 +1,4 @@
-// Stop signals: what install_stop_signals() (dtrain/session.h) records. The handler only stores
+// Stop signals: what install_stop_signals() (dtrain/runtime.h) records. The handler only stores
 // the first SIGTERM, SIGUSR1 or SIGINT (a lock-free atomic, async-signal-safe); a second SIGINT
 // ends the process at once. The signal hook (hooks/signal_stop.cpp) reads it after every step and
 // every evaluation and asks to save and stop; the loop agrees on that with every rank (Note [hook

@@ -59,9 +59,7 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
            (k.total() < device_usable ? gib(device_usable - k.total()) + " left for one sample's activations"
                                       : std::string("nothing left for activations")) + ")";
   std::vector<std::string> rungs;
-  if (ctx.checkpointing == ActivationCheckpointing::kOff &&
-      ctx.model->set_activation_checkpointing(ActivationCheckpointing::kBlocks)) {
-    ctx.model->set_activation_checkpointing(ActivationCheckpointing::kOff);
+  if (ctx.checkpointing == ActivationCheckpointing::kOff && ctx.model->has_blocks()) {
     std::string r = "train.activation_checkpointing=blocks (each block keeps only its inputs, for "
                     "one more forward pass";
     if (!checkpointed_peak)

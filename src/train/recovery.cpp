@@ -114,8 +114,8 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
     // One sample does not fit: the next rungs of the ladder (Note [memory ladder]), activation
     // checkpointing measured where the model has blocks.
     std::optional<int64_t> checkpointed;
-    if (ctx.checkpointing == ActivationCheckpointing::kOff &&
-        ctx.model->set_activation_checkpointing(ActivationCheckpointing::kBlocks)) {
+    if (ctx.checkpointing == ActivationCheckpointing::kOff && ctx.model->has_blocks()) {
+      ctx.model->set_activation_checkpointing(ActivationCheckpointing::kBlocks);
       checkpointed = probe(1);
       ctx.model->set_activation_checkpointing(ActivationCheckpointing::kOff);
     }

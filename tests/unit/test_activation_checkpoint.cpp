@@ -208,6 +208,22 @@ TEST(ActivationCheckpoint, GptWithDropoutRecomputesTheSameMasks) {
   EXPECT_GT(gradient_difference(*q.with, *q.without), 1e-3);
 }
 
+// has_blocks() answers what set_activation_checkpointing(kBlocks) would, for every built-in model
+// kind, and asking sets nothing.
+TEST(ActivationCheckpoint, HasBlocksIsWhatCheckpointingBlocksAnswers) {
+  const std::vector<std::pair<std::string, DataSpec>> models = {
+      {"gpt", test::token_spec(8, 32)}, {"resnet18", test::image_spec({3, 16, 16}, 5)},
+      {"cnn", test::image_spec({1, 28, 28}, 10)}, {"mlp", test::image_spec({1, 28, 28}, 10)}};
+  for (const auto& [name, spec] : models) {
+    ModelConfig c = name == "gpt" ? small_gpt() : ModelConfig{};
+    c.name = name;
+    auto m = make_model(name, c, spec);
+    const bool has = m->has_blocks();
+    EXPECT_EQ(has, name == "gpt" || name == "resnet18") << name;
+    EXPECT_EQ(m->set_activation_checkpointing(ActivationCheckpointing::kBlocks), has) << name;
+  }
+}
+
 TEST(ActivationCheckpoint, GptMicroBatchesAccumulateTheSameGradients) {
   Pair p = make_pair("gpt", small_gpt(0.1), test::token_spec(8, 32));
   at::manual_seed(4);

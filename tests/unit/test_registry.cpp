@@ -13,6 +13,9 @@
 #include "test_support.h"
 
 namespace dtrain {
+namespace detail {
+void register_builtin_models();  // models/builtin.cpp
+}
 namespace {
 
 std::vector<std::string> names() {
@@ -56,6 +59,27 @@ TEST(Registry, AUserModelIsBuiltByName) {
   EXPECT_TRUE(has(names(), "test_tiny"));
   auto m = make_model("test_tiny", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
   EXPECT_EQ(m->forward(at::zeros({3, 5})).sizes().vec(), (std::vector<int64_t>{3, 2}));
+}
+
+// A program that registers a model under a built-in's name before anything looked a model up
+// keeps it: the built-ins, registered on first use, do not overwrite it. (ctest runs each test in
+// a process of its own, so nothing has been looked up before.)
+TEST(Registry, AModelRegisteredFirstUnderABuiltInsNameIsNotOverwritten) {
+  struct Tiny : Model {
+    Tiny() : fc(register_module("fc", torch::nn::Linear(5, 2))) {}
+    at::Tensor forward(const at::Tensor& x) override { return fc->forward(x); }
+    torch::nn::Linear fc;
+  };
+  register_model("mlp", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> {
+    return std::make_shared<Tiny>();
+  }, "test: mine, not the built-in mlp");
+  const auto models = registered_models();
+  for (const auto& [name, description] : models)
+    if (name == "mlp") EXPECT_EQ(description, "test: mine, not the built-in mlp");
+  EXPECT_TRUE(has(names(), "cnn"));  // the other built-ins are there
+  auto m = make_model("mlp", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
+  EXPECT_NE(dynamic_cast<Tiny*>(m.get()), nullptr);
+  detail::register_builtin_models();  // the built-in mlp again, for later tests in this process
 }
 
 TEST(Registry, TheSameConfigBuildsTheSameArchitecture) {
