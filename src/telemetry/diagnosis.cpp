@@ -24,6 +24,13 @@ std::string mb(double v) { return format("%g", v); }
 
 double busy(const PhaseTimes& p) { return p.data + p.compute + p.optimizer; }
 
+// A larger per-rank batch is a change of the training recipe, not only of its speed: said with it.
+std::string larger_batch(const std::string& why) {
+  return "a larger per-rank batch (train.global_batch) " + why +
+         ", but it changes the training recipe: scale train.lr with it (the linear scaling rule) "
+         "and compare the loss curves";
+}
+
 std::string rank_name(const DiagnosisInput& in, size_t r) {
   std::string s = "rank " + std::to_string(r);
   if (r < in.rank_hosts.size() && !in.rank_hosts[r].empty()) s += " on " + in.rank_hosts[r];
@@ -83,9 +90,8 @@ bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart,
                 " after backward, against " + ms(per_step) +
                 " of collective time per step; the rest is the ranks waiting for each other",
             ranks_apart ? "the slowest rank (below) sets the pace"
-                        : "a larger per-rank batch (train.global_batch) makes each step's "
-                          "synchronization a smaller share; on CPUs, give each rank cores of its "
-                          "own (launch/mpirun-local.sh binds them)"};
+                        : "on CPUs, give each rank cores of its own (launch/mpirun-local.sh binds "
+                          "them); " + larger_batch("makes each step's synchronization a smaller share")};
   out.push_back(f);
   return true;
 }
@@ -103,7 +109,18 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
     return exposed_wait(b, x, in.backward_end) > exposed_wait(b, y, in.backward_end);
   });
   double exposed = 0;
-  for (size_t i = 0; i < b.size(); ++i) exposed += exposed_wait(b, i, in.backward_end);
+  int64_t exposed_bytes = 0, total_bytes = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double e = exposed_wait(b, i, in.backward_end);
+    exposed += e;
+    total_bytes += b[i].bytes;
+    if (e > 0) exposed_bytes += b[i].bytes;
+  }
+  // Latency, not bandwidth: every bucket that waited is small enough that a collective's fixed
+  // cost, not its bytes, sets its time; fewer bytes on the wire would not shorten it.
+  bool latency = !b.empty();
+  for (size_t i = 0; i < b.size(); ++i)
+    if (exposed_wait(b, i, in.backward_end) > 0 && b[i].bytes >= kLatencyBoundBytes) latency = false;
   if (!b.empty()) {
     f.what += "; the last step's backward ended at " + ms(in.backward_end) + " and " +
               std::to_string(b.size()) + " bucket(s) waited " + ms(exposed) + " after it";
@@ -116,13 +133,15 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
                 ", launched " + ms(b[i].launched) + ", done " + ms(b[i].done) + ": " + ms(e) + " exposed";
     }
   }
+  if (latency)
+    f.what += "; the buckets are small (" + mib(total_bytes) + " in all" +
+              (exposed_bytes > 0 ? ", " + mib(exposed_bytes) + " of them exposed" : std::string()) +
+              "): the wait is each all-reduce's fixed cost and the ranks' skew, not bytes on the wire";
   if (ranks_apart) f.what += "; part of this wait is for the slowest rank (below)";
   std::vector<std::string> fixes;
   if (!in.overlap) fixes.push_back("set dist.overlap=true (now false: every bucket waits for the end of backward)");
   if (!b.empty() && in.overlap) {
     const BucketTiming& worst = b[order.front()];
-    int64_t total_bytes = 0;
-    for (const auto& x : b) total_bytes += x.bytes;
     const double mean_mib = static_cast<double>(total_bytes) / kMiB / static_cast<double>(b.size());
     if (b.size() > 16 && mean_mib < 1)
       fixes.push_back("raise dist.bucket_cap_mb from " + mb(in.bucket_cap_mb) + " (" +
@@ -133,8 +152,10 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
                       "the end of backward (bucket " + std::to_string(worst.bucket) +
                       " was launched as backward ended)");
   }
-  if (in.grad_dtype != "bf16") fixes.push_back("set dist.grad_dtype=bf16 (halves the bytes on the wire)");
-  fixes.push_back("a larger per-rank batch (train.global_batch) gives backward more to hide it behind");
+  if (in.grad_dtype != "bf16" && !latency)
+    fixes.push_back("set dist.grad_dtype=bf16 (halves the bytes on the wire)");
+  if (latency) fixes.push_back("fewer ranks: a model whose gradients are this small gains little from more");
+  fixes.push_back(larger_batch("gives backward more to hide it behind"));
   for (size_t i = 0; i < fixes.size(); ++i) f.fix += (i ? "; " : "") + fixes[i];
   out.push_back(f);
 }
@@ -157,8 +178,8 @@ void launch_bound(const DiagnosisInput& in, const std::string& evidence, std::ve
     fixes.push_back("a bigger micro-batch: train.micro_batch=0 runs the per-rank batch of " +
                     num(in.rank_batch) + " at once (now " + num(in.micro_batch) + ")");
   else
-    fixes.push_back("a bigger batch per launch: raise train.global_batch (per-rank batch now " +
-                    num(in.rank_batch) + ")");
+    fixes.push_back(larger_batch("gives each launch more work (per-rank batch now " +
+                                 num(in.rank_batch) + ")"));
   for (size_t i = 0; i < fixes.size(); ++i) f.fix += (i ? "; " : "") + fixes[i];
   out.push_back(f);
 }
@@ -177,8 +198,9 @@ void memory_headroom(const DiagnosisInput& in, std::vector<Finding>& out) {
       f.fix = "raise train.micro_batch toward " + num(std::min(in.rank_batch, in.micro_batch * grow)) +
               " (train.micro_batch=auto measures the largest that fits)";
     else
-      f.fix = "the micro-batch is the whole per-rank batch: raise train.global_batch (per-rank batch now " +
-              num(in.rank_batch) + ") or train a bigger model";
+      f.fix = "the micro-batch is the whole per-rank batch: " +
+              larger_batch("would use the room (per-rank batch now " + num(in.rank_batch) + ")") +
+              "; or train a bigger model";
     out.push_back(f);
   } else if (static_cast<double>(in.memory_peak) > kUsableMemory * static_cast<double>(in.memory_total)) {
     out.push_back({"memory headroom", "peak " + of + " on rank 0: less than 10% of the device left",

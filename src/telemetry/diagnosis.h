@@ -15,7 +15,11 @@
 //     a tenth of the step there is communication that overlap did not hide. When the gradient
 //     buckets explain under a tenth of it (the last step's exposed waits against the mean
 //     collective time per step), the finding is "waiting for other ranks" instead: nothing was
-//     exposed on the wire, the ranks waited for each other.
+//     exposed on the wire, the ranks waited for each other. When every bucket that waited is
+//     under kLatencyBoundBytes the wait is latency (each all-reduce's fixed cost) and skew, so
+//     the fixes leave out what only shrinks the bytes (bf16 gradients) and name fewer ranks.
+//   A fix that raises the per-rank batch says that it changes the training recipe (scale the
+//   learning rate with it and compare the loss curves), wherever it is offered.
 //   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window) when
 //     neither the data nor the communication
 //     explains the idle GPU; without NVML figures, an eager step of a small model (under 20M
@@ -43,6 +47,10 @@ namespace dtrain::detail {
 constexpr double kDataBoundShare = 0.10;
 constexpr double kCommBoundShare = 0.10;
 constexpr double kExposedShare = 0.10;
+// A bucket under this many bytes is latency-bound on any interconnect: at 10 GB/s 256 KiB takes
+// about 26 us, the order of one all-reduce's fixed cost (the diagnosis then suggests nothing that
+// shrinks the bytes, such as bf16 gradients).
+constexpr int64_t kLatencyBoundBytes = 256 << 10;
 constexpr double kLowGpuBusyPercent = 60;
 constexpr double kSmallModelParameters = 20e6;
 constexpr double kLaunchBoundMicroSeconds = 5e-3;

@@ -172,6 +172,47 @@ TEST(Diagnosis, ManySmallBucketsSuggestBiggerOnes) {
   EXPECT_TRUE(has(f->fix, "raise dist.bucket_cap_mb from 25 (40 buckets of 0.06 MiB")) << f->fix;
 }
 
+// The 11-parameter case: one bucket of 44 bytes that waited 3 ms after backward. Its time is the
+// all-reduce's fixed cost and the ranks' skew: bf16 on the wire would change nothing, so it is not
+// offered; the per-rank batch is, as the recipe change it is.
+TEST(Diagnosis, SmallBucketsAreLatencyNotBandwidth) {
+  DiagnosisInput in = run(phases(0.1, 1.0, 0.2, 0.1), 2);  // 2 ms of collectives per step
+  in.parameters = 11;
+  in.buckets = {{0, 44, 0.0001, 0.0001, 0.0031}};
+  in.backward_end = 0.0001;
+  const auto fs = diagnose(in);
+  std::optional<Finding> f = find(fs, "communication-bound");
+  ASSERT_TRUE(f) << all_text(fs);
+  EXPECT_TRUE(has(f->what, "the buckets are small (0 KiB in all, 0 KiB of them exposed): the wait is each "
+                           "all-reduce's fixed cost and the ranks' skew, not bytes on the wire")) << f->what;
+  EXPECT_FALSE(has(f->fix, "grad_dtype")) << f->fix;
+  EXPECT_TRUE(has(f->fix, "fewer ranks")) << f->fix;
+  EXPECT_TRUE(has(f->fix, "a larger per-rank batch (train.global_batch) gives backward more to hide it "
+                          "behind, but it changes the training recipe: scale train.lr with it")) << f->fix;
+  // One bucket of 1 MiB that waited as long: bytes on the wire, and bf16 halves them.
+  in.buckets = {{0, 1 << 20, 0.0001, 0.0001, 0.0031}};
+  f = find(diagnose(in), "communication-bound");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(has(f->what, "the buckets are small")) << f->what;
+  EXPECT_TRUE(has(f->fix, "set dist.grad_dtype=bf16")) << f->fix;
+  EXPECT_FALSE(has(f->fix, "fewer ranks")) << f->fix;
+}
+
+// Every fix that raises the per-rank batch says it changes the recipe.
+TEST(Diagnosis, ALargerBatchIsOfferedAsARecipeChange) {
+  DiagnosisInput in = run(phases(0.1, 6.0, 0.1, 0.9), 1);
+  in.on_cuda = true;
+  in.memory_total = int64_t{80} << 30, in.memory_peak = int64_t{4} << 30;
+  in.gpu_busy_percent = 30.0;
+  const auto fs = diagnose(in);
+  for (const char* kind : {"launch-bound", "memory headroom"}) {
+    std::optional<Finding> f = find(fs, kind);
+    ASSERT_TRUE(f) << kind << all_text(fs);
+    EXPECT_TRUE(has(f->fix, "train.global_batch")) << f->fix;
+    EXPECT_TRUE(has(f->fix, "it changes the training recipe: scale train.lr with it")) << kind << ": " << f->fix;
+  }
+}
+
 TEST(Diagnosis, OneRankIsNeverCommunicationBound) {
   EXPECT_FALSE(find(diagnose(run(phases(0.1, 6.0, 3.0, 0.9), 1)), "communication-bound"));
 }
