@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -42,6 +43,10 @@ class Trainer {
 
   // Adds a hook after the ones already there. Every rank must add the same hooks.
   void add_hook(std::shared_ptr<Hook> hook);
+  // Removes the hooks named `name` (Hook::name(), e.g. "report"), before fit(); whether there
+  // was one. Every rank must remove the same hooks. `dtrain bench` removes the end-of-run report
+  // from its settings' runs: its table says what each setting did.
+  bool remove_hook(const std::string& name);
   // Tests only: failures to inject into steps (none by default).
   void set_fault_injector(std::shared_ptr<FaultInjector> faults);
   // On (the default): a step that runs out of memory on any rank is redone with a smaller

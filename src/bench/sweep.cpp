@@ -287,6 +287,8 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
     result.device = rt.device().is_cuda() ? detail::device_name(rt.device().index()) : "cpu";
   auto timer = std::make_shared<StepTimer>(o.warmup_steps, o.steps, s.config.run.gpu_sample_s);
   s.trainer->add_hook(timer);
+  // One diagnosis per setting would bury the table: the bench's own line and row say it.
+  s.trainer->remove_hook("report");
   s.trainer->set_out_of_memory_recovery(false);
   if (prepare) prepare(*s.trainer, st);
   std::string no_fit;
@@ -336,10 +338,8 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
     Row row = run_setting(rt, st, origin, o, prepare, result, "bench setting " + what);
     detail::empty_cache(rt.device());
     if (row.fits)
-      // Named apart from the setting's "done:" line above, whose rate counts the warm-up too.
       log::info(detail::format("  bench: %.1f samples/s over the %lld timed steps (the table's "
-                               "figure; the 'done:' line above counts the %lld warm-up steps too), "
-                               "%.2f ms per step",
+                               "figure; after %lld warm-up steps), %.2f ms per step",
                                row.samples_per_s, static_cast<long long>(o.steps),
                                static_cast<long long>(o.warmup_steps), row.step_mean_s * 1e3));
     else

@@ -1,5 +1,6 @@
 #include "hooks/hook_list.h"
 
+#include <algorithm>
 #include <string>
 
 #include "dtrain/error.h"
@@ -19,6 +20,14 @@ std::string failed(const Hook& hook, const char* event, int64_t step) {
 void HookList::add(std::shared_ptr<Hook> hook) {
   if (!hook) throw Error("Trainer::add_hook: no hook given");
   hooks_.push_back(std::move(hook));
+}
+
+bool HookList::remove(const std::string& name) {
+  const size_t before = hooks_.size();
+  hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(),
+                              [&](const std::shared_ptr<Hook>& h) { return h->name() == name; }),
+               hooks_.end());
+  return hooks_.size() != before;
 }
 
 template <class F>

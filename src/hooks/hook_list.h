@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dtrain/hooks.h"
@@ -15,6 +16,8 @@ class HookList {
  public:
   explicit HookList(Watchdog& watchdog) : watchdog_(watchdog) {}
   void add(std::shared_ptr<Hook> hook);
+  // Removes the hooks named `name`; whether there was one.
+  bool remove(const std::string& name);
 
   void on_start(const RunInfo& run, LoopControl& control);
   void on_step_begin(int64_t step);

@@ -140,6 +140,8 @@ Trainer::~Trainer() = default;
 
 void Trainer::add_hook(std::shared_ptr<Hook> hook) { impl_->hooks.add(std::move(hook)); }
 
+bool Trainer::remove_hook(const std::string& name) { return impl_->hooks.remove(name); }
+
 void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
   impl_->faults = std::move(faults);
   impl_->ctx.faults = impl_->faults.get();

@@ -5,7 +5,7 @@
 # the ranks run under `ulimit -v`, and the size's first activation alone is 4 times that limit) is
 # "does not fit" and the sweep goes on to the next size and exits 0; a loader-workers sweep works;
 # bad arguments fail with a message naming the option; an existing output is not written over
-# (unless --force).
+# (unless --force); the settings print no summary or diagnosis of their own.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -69,6 +69,8 @@ done
 grep -q "^recommended: micro-batch " "$tmp/sweep.out" || { show sweep; fail "no recommendation"; }
 [[ $(grep -c "^bench 1/3: " "$tmp/sweep.out") == 1 ]] || { show sweep; fail "rank 1 speaks too"; }
 [[ $(grep -c "^micro  *workers" "$tmp/sweep.out") == 1 ]] || { show sweep; fail "not one table"; }
+# One table, not a diagnosis and a summary per setting.
+! grep -qE "^diagnosis:|^done: " "$tmp/sweep.out" || { show sweep; fail "a setting printed its own summary or diagnosis"; }
 check_results "$tmp/sweep" '[[8,0,16,true],[16,0,32,true],[32,0,64,true]]' || fail "sweep results"
 
 # 2. A size that cannot get its memory: does not fit, and the sweep goes on.
