@@ -34,6 +34,13 @@ std::vector<int64_t> numels_of(const std::vector<at::Tensor>& params) {
   return out;
 }
 
+// The state number of `rank`'s first piece: the pieces of the ranks before it.
+size_t first_piece(const ShardPlan& plan, int rank) {
+  size_t n = 0;
+  for (int r = 0; r < rank; ++r) n += plan.pieces[static_cast<size_t>(r)].size();
+  return n;
+}
+
 // The plan's pieces in one list, rank after rank: a piece's place in it is its state number.
 struct NumberedPiece {
   int rank;
@@ -143,20 +150,18 @@ OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector
   for (int r = 0; r < world; ++r)
     for (const ShardPiece& p : plan_.pieces[static_cast<size_t>(r)])
       views_[static_cast<size_t>(r)].push_back(flat_values(params_[p.param]).narrow(0, p.offset, p.length));
-  mine_ = views_[static_cast<size_t>(rank_)];
   buffer_ = at::zeros({plan_.largest()}, params_[0].options());
 }
 
 std::unique_ptr<Optimizer> OptimizerShard::make_optimizer(const OptimizerOptions& options) const {
-  size_t first = 0;  // the number of this rank's first piece
-  for (int r = 0; r < rank_; ++r) first += plan_.pieces[static_cast<size_t>(r)].size();
+  const size_t first = first_piece(plan_, rank_);
   std::vector<size_t> numbers;
   std::vector<bool> decays;
   for (const ShardPiece& p : plan_.pieces[static_cast<size_t>(rank_)]) {
     numbers.push_back(first + numbers.size());
     decays.push_back(!(options.no_decay_norm_bias && params_[p.param].dim() < 2));
   }
-  return std::make_unique<Optimizer>(mine_, options, numbers, decays);
+  return std::make_unique<Optimizer>(views_[static_cast<size_t>(rank_)], options, numbers, decays);
 }
 
 void OptimizerShard::attach_gradients() {
@@ -169,7 +174,7 @@ void OptimizerShard::attach_gradients() {
     // parameters) is copied into the parameter's layout, so that its memory order is the same.
     if (g.defined() && g.strides() != p.strides())
       g = at::empty_strided(p.sizes(), p.strides(), g.options()).copy_(g);
-    mine_[k].mutable_grad() =
+    views_[static_cast<size_t>(rank_)][k].mutable_grad() =
         g.defined() ? flat_values(g).narrow(0, pieces[k].offset, pieces[k].length) : at::Tensor();
   }
 }
@@ -268,8 +273,7 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
 
 OptimizerState state_of_shard(const OptimizerState& whole, const std::vector<at::Tensor>& params,
                               const ShardPlan& plan, int rank) {
-  size_t first = 0;  // the number of `rank`'s first piece
-  for (int r = 0; r < rank; ++r) first += plan.pieces[static_cast<size_t>(r)].size();
+  const size_t first = first_piece(plan, rank);
   const std::vector<ShardPiece>& pieces = plan.pieces[static_cast<size_t>(rank)];
   OptimizerState out;
   for (const auto& [name, t] : whole) {

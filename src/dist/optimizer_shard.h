@@ -79,7 +79,7 @@ class OptimizerShard {
  private:
   std::vector<at::Tensor> params_;
   std::vector<std::vector<at::Tensor>> views_;  // per rank: its pieces, flat views of params_
-  std::vector<at::Tensor> mine_;                // this rank's pieces, owning their gradients
+                                                // (this rank's own hold their gradients)
   Communicator& comm_;
   int rank_ = 0;
   ShardPlan plan_;
