@@ -8,9 +8,12 @@ model.pt (docs/OBSERVABILITY.md lists its fields).
     probs = model(dtrain_inputs.image_files(["cat.jpg"], pre)).softmax(1)
     names = [pre["class_names"][i] for i in probs.argmax(1).tolist()]
 
-  image_files(paths, pre)   image folders: the evaluation transform (torchvision's Resize of the
-                            shorter side with PIL's bilinear filter, then CenterCrop), then the
-                            pixels standardized; needs PIL (Debian's python3-pil)
+  image_files(paths, pre)   image files (any PIL opens) as dtrain predict prepares them: image
+                            folders, the evaluation transform (torchvision's Resize of the
+                            shorter side with PIL's bilinear filter, then CenterCrop); idx and
+                            cifar runs, convert("L") or ("RGB") as the run's channels, then the
+                            whole picture resized to the run's size, resize((W, H), BILINEAR);
+                            then the pixels standardized; needs PIL (Debian's python3-pil)
   pixels(x, pre)            uint8 images (N, C, H, W) as stored (IDX, CIFAR, image folders after
                             their transform): (x / scale - mean[c]) / std[c]
   csv_rows(rows, pre)       CSV rows (dicts by column name, as csv.DictReader gives them, or lists
@@ -51,21 +54,28 @@ def pixels(x, pre):
 
 
 def image_files(paths, pre):
-    """The image files as the run's evaluation prepared them: (N, C, S, S) float32."""
+    """The image files as dtrain predict prepares them for the run: (N, C, H, W) float32."""
     from PIL import Image  # image files only
 
-    t = _field(pre, "eval_transform", "image_files()")
-    mode = "RGB" if pre["input_shape"][0] == 3 else "L"
-    r, s = t["resize"], t["center_crop"]
+    if pre["format"] not in ("image_folder", "idx", "cifar10", "cifar100"):
+        raise ValueError(f"preprocess.json's format {pre['format']!r}: image_files() applies to "
+                         f"image_folder, idx, cifar10 and cifar100 runs")
+    c, h, w = pre["input_shape"]
+    mode = "RGB" if c == 3 else "L"
     out = []
     for path in paths:
         with Image.open(path) as image:
             im = image.convert(mode)
-        w, h = im.size  # torchvision's Resize(r): the shorter side to r, the longer in proportion
-        im = im.resize((r, int(r * h / w)) if w <= h else (int(r * w / h), r), Image.BILINEAR)
-        left, top = int(round((im.size[0] - s) / 2.0)), int(round((im.size[1] - s) / 2.0))
-        im = im.crop((left, top, left + s, top + s))
-        x = torch.tensor(list(im.getdata()), dtype=torch.uint8).view(s, s, -1).permute(2, 0, 1)
+        if pre["format"] == "image_folder":
+            t = _field(pre, "eval_transform", "image_files()")
+            r, s = t["resize"], t["center_crop"]
+            iw, ih = im.size  # torchvision's Resize(r): the shorter side to r, the longer in proportion
+            im = im.resize((r, int(r * ih / iw)) if iw <= ih else (int(r * iw / ih), r), Image.BILINEAR)
+            left, top = int(round((im.size[0] - s) / 2.0)), int(round((im.size[1] - s) / 2.0))
+            im = im.crop((left, top, left + s, top + s))
+        elif im.size != (w, h):  # idx, cifar: the whole picture to the run's size
+            im = im.resize((w, h), Image.BILINEAR)
+        x = torch.tensor(list(im.getdata()), dtype=torch.uint8).view(h, w, -1).permute(2, 0, 1)
         out.append(x)
     return pixels(torch.stack(out), pre)
 

@@ -131,6 +131,11 @@ struct DataConfig {
   // text: 256; synthetic: data.synthetic_classes). Every train and test label must lie in
   // [0, num_classes).
   int64_t num_classes = 0;
+  // classification (idx, cifar10 / cifar100, csv): the name of class i, one per class; written to
+  // preprocess.json and named by `dtrain predict`. Empty: CIFAR's label-name file where the data
+  // folder has it (batches.meta.txt, fine_label_names.txt, coarse_label_names.txt), else none.
+  // Image folders name their classes by their folders.
+  std::vector<std::string> class_names;
   int64_t workers = 2;   // loader threads per rank
   int64_t prefetch = 4;  // batches prepared ahead
   bool pin_memory = true;

@@ -31,10 +31,12 @@ namespace {
 const char* kFooter = R"(
 The model is built from the config's model.* keys and the run's preprocess.json (beside the
 weights, else in the run directory), which also gives the inputs' preprocessing; the training
-data is not read. Classifiers and regression models (image_folder, cifar10/100: image files or a
-folder of them, sorted by path; idx: an IDX image file; csv: a CSV file with the run's feature
-columns) write one record per input in input order: JSON lines {"input", "top": [{"index",
-"class", "prob"}]} or {"input", "values"}, or CSV rows when --output ends in .csv. The inputs are
+data is not read. Classifiers and regression models (image_folder, cifar10/100: PNG or JPEG
+files or a folder of them, sorted by path; idx: an IDX image file, or PNG or JPEG files as for
+cifar, made gray; cifar and idx pictures are resized whole to the run's size; csv: a CSV file
+with the run's feature columns) write one record per input in input order: JSON lines {"input",
+"top": [{"index", "class", "prob"}]} ("class": the run's class names, preprocess.json's
+class_names) or {"input", "values"}, or CSV rows when --output ends in .csv. The inputs are
 cut into batches of --batch-size, batch k on rank k % world: the file is the same on any number
 of ranks. Language models (text, tokens) continue --prompt or --input's prompt by
 --max-new-tokens on rank 0, greedy unless --temperature > 0 (then drawn from --seed, among the
@@ -90,18 +92,13 @@ detail::PredictInputs read_inputs(const Options& o, const detail::RunRecipe& rec
   switch (recipe.format) {
     case DataFormat::kImageFolder: return detail::image_file_inputs(o.input, recipe.spec, cfg.data.scaled_decode);
     case DataFormat::kCifar10:
-    case DataFormat::kCifar100: {
-      // CIFAR's images are taken whole: other sizes resized (shorter side) and center-cropped.
-      DataSpec spec = recipe.spec;
-      if (spec.input_shape.size() == 3) spec.recipe.resize = spec.input_shape[2];
-      return detail::image_file_inputs(o.input, spec, false);
-    }
+    case DataFormat::kCifar100: return detail::picture_inputs(o.input, recipe.spec);
     case DataFormat::kCsv: return detail::csv_inputs(o.input, recipe.spec);
-    case DataFormat::kIdx: return detail::idx_inputs(o.input, recipe.spec);
+    case DataFormat::kIdx: return detail::idx_inputs(o.input, recipe.spec);  // IDX files or pictures
     default:
       throw Error(std::string("is ") + to_string(recipe.format) +
                       " in the run's preprocess.json: predict reads image files (image_folder, cifar10, "
-                      "cifar100), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
+                      "cifar100, idx), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
                   "data.format");
   }
 }
@@ -155,8 +152,8 @@ void add_options(CLI::App& app, Options& o) {
   auto* w = app.add_option("--weights", o.weights, "a weights file (model.pt, or a torch.save'd state_dict)");
   app.add_option("--checkpoint", o.checkpoint, "a checkpoint folder: its model.pt")->excludes(w);
   app.add_option("--input", o.input,
-                 "image file or folder (image_folder, cifar), IDX file (idx), CSV file (csv), prompt "
-                 "file (text, tokens)");
+                 "image file or folder (image_folder, cifar, idx), IDX file (idx), CSV file (csv), "
+                 "prompt file (text, tokens)");
   app.add_option("--prompt", o.prompt, "the prompt's text (text, tokens: decimal token ids)");
   app.add_option("--output", o.output, "the file to write (.csv: CSV rows; else JSON lines, or the text)")
       ->required();

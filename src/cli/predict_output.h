@@ -3,7 +3,8 @@
 // whose name ends in .csv, CSV rows under a header.
 //   classification, JSON: {"input": NAME, "top": [{"index": i, "class": "cat", "prob": p}, ...]}
 //     the top_k classes by probability (softmax of the outputs), highest first (of equal ones,
-//     the lower index first); "class" where the run has class names (image folders);
+//     the lower index first); "class" where the run has class names (preprocess.json's
+//     class_names: image folders' folders, data.class_names, CIFAR's label-name file);
 //   classification, CSV:  input,class_1,prob_1,...,class_k,prob_k (class: the name, else the index)
 //   regression, JSON:     {"input": NAME, "values": {"<target>": v, ...}} ("values": [v, ...]
 //     when the run has no target names); CSV: input,<target>,...

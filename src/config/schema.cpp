@@ -127,6 +127,15 @@ std::function<std::string(const Config&)> formats(std::vector<DataFormat> read_b
     return std::string("data.format is ") + name_of(c.data.format);
   };
 }
+// data.class_names: classification data without names of its own (image folders have theirs).
+std::string named_by_config(const Config& c) {
+  const DataFormat f = c.data.format;
+  if (f == DataFormat::kIdx || f == DataFormat::kCifar10 || f == DataFormat::kCifar100) return "";
+  if (f == DataFormat::kCsv)
+    return c.data.csv_task == CsvTask::kClassification ? "" : "data.csv_task is regression";
+  if (f == DataFormat::kImageFolder) return "image folders name their classes by their folders";
+  return std::string("data.format is ") + name_of(f);
+}
 std::string test_fraction_read(const Config& c) {
   if (c.data.format == DataFormat::kText) return "";
   if (c.data.format == DataFormat::kCsv)
@@ -207,6 +216,7 @@ const std::vector<Field>& schema() {
     s.push_back(field("data.test_fraction", &C::data, &DataConfig::test_fraction, "text: the share of the bytes (the end) kept for evaluation; csv without data.test_files: the share of the train files' rows, drawn with run.seed, kept for evaluation", in_range(0.0, 0.9)).when(test_fraction_read).must_match());
     s.push_back(field("data.crop_padding", &C::data, &DataConfig::crop_padding, "cifar10, cifar100, training: RandomCrop(32, padding=P): each image padded by P pixels of value 0 on every side and cropped back to 32x32 at a random place, i.e. moved by up to P pixels each way with zeros shifted in (the CIFAR recipe's 4, with data.hflip); 0 = off; evaluation images are never cropped", int_range(0, 31, "a padding of 32 or more can crop the image away entirely")).when(formats({DataFormat::kCifar10, DataFormat::kCifar100})).must_match());
     s.push_back(choice("data.cifar_labels", &C::data, &DataConfig::cifar_labels, "cifar100: the fine labels (100 classes) or the coarse ones (20 superclasses)").when(formats({DataFormat::kCifar100})).must_match());
+    s.push_back(field("data.class_names", &C::data, &DataConfig::class_names, "idx, cifar10, cifar100, csv classification: the classes' names, class 0 first, exactly one per class (e.g. Fashion-MNIST's [T-shirt/top, Trouser, ...]); written to preprocess.json, and dtrain predict names the class beside its index; empty = cifar: the names the data folder ships (batches.meta.txt; fine_label_names.txt or coarse_label_names.txt), else none. Image folders name their classes by their folders", distinct_names()).when(named_by_config).must_match());
     s.push_back(choice("data.csv_task", &C::data, &DataConfig::csv_task, "csv: classification (one target column of class ids 0, 1, ...: whole numbers, 3 and 3.0 alike; train.loss cross_entropy) or regression (one or more float target columns; train.loss mse)").when(formats({DataFormat::kCsv})).must_match());
     s.push_back(field("data.target_columns", &C::data, &DataConfig::target_columns, "csv: the target column(s) by header name, comma-separated: one for classification, one or more for regression").when(formats({DataFormat::kCsv})).must_match());
     s.push_back(field("data.feature_columns", &C::data, &DataConfig::feature_columns, "csv: the input columns by header name, comma-separated, in this order; empty = every column that is not a target, in file order").when(formats({DataFormat::kCsv})).must_match());

@@ -140,6 +140,12 @@ std::vector<double> parse_as<std::vector<double>>(const std::string& key, const 
   return parse_list<double>(key, n, where, "numbers");
 }
 
+template <>
+std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key, const YAML::Node& n,
+                                                            const std::string& where) {
+  return parse_list<std::string>(key, n, where, "strings");
+}
+
 std::string show(int64_t v) { return std::to_string(v); }
 std::string show(double v) { return detail::exact_double(v); }
 std::string show(bool v) { return v ? "true" : "false"; }
@@ -154,6 +160,13 @@ std::string show(const std::vector<double>& v) {
   for (double x : v) parts.push_back(detail::exact_double(x));
   return "[" + join(parts, ", ") + "]";
 }
+std::string show(const std::vector<std::string>& v) {
+  YAML::Emitter out;  // in a flow sequence: a name holding a comma or a bracket is quoted
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& s : v) out << s;
+  out << YAML::EndSeq;
+  return out.c_str();
+}
 
 const char* type_name(int64_t*) { return "int"; }
 const char* type_name(double*) { return "float"; }
@@ -161,6 +174,7 @@ const char* type_name(bool*) { return "bool"; }
 const char* type_name(std::string*) { return "string"; }
 const char* type_name(std::vector<int64_t>*) { return "int list"; }
 const char* type_name(std::vector<double>*) { return "float list"; }
+const char* type_name(std::vector<std::string>*) { return "string list"; }
 
 Check<int64_t> at_least(int64_t lo) {
   return [lo](const std::string& key, const int64_t& v, const std::string& where) {
@@ -216,6 +230,18 @@ Check<std::vector<double>> ordered_pair(double above, double at_most) {
       if (!(x > above && x <= at_most))
         bad_value(key, where, "every entry must be in (" + show(above) + ", " + show(at_most) + "], got " + show(v));
     if (v[0] > v[1]) bad_value(key, where, "needs [low, high] with low <= high, got " + show(v));
+  };
+}
+
+Check<std::vector<std::string>> distinct_names() {
+  return [](const std::string& key, const std::vector<std::string>& v, const std::string& where) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].empty()) bad_value(key, where, "entry " + std::to_string(i + 1) + " is an empty name");
+      for (size_t j = 0; j < i; ++j)
+        if (v[j] == v[i])
+          bad_value(key, where, "names '" + v[i] + "' twice (entries " + std::to_string(j + 1) + " and " +
+                                    std::to_string(i + 1) + "): each class needs its own name");
+    }
   };
 }
 

@@ -35,6 +35,11 @@ std::vector<int64_t> parse_as<std::vector<int64_t>>(const std::string& key, cons
 template <>
 std::vector<double> parse_as<std::vector<double>>(const std::string& key, const YAML::Node& n,
                                                   const std::string& where);
+// A YAML sequence of strings, or "a,b" / "[a, b]" from the command line (an entry holding a
+// comma is written quoted inside brackets: '["a, b", c]').
+template <>
+std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key, const YAML::Node& n,
+                                                            const std::string& where);
 
 // A value as the dump writes it (and the parser reads back).
 std::string show(int64_t v);
@@ -43,6 +48,7 @@ std::string show(bool v);
 std::string show(const std::string& v);
 std::string show(const std::vector<int64_t>& v);
 std::string show(const std::vector<double>& v);
+std::string show(const std::vector<std::string>& v);  // a YAML flow sequence, quoted where needed
 
 const char* type_name(int64_t*);
 const char* type_name(double*);
@@ -50,6 +56,7 @@ const char* type_name(bool*);
 const char* type_name(std::string*);
 const char* type_name(std::vector<int64_t>*);
 const char* type_name(std::vector<double>*);
+const char* type_name(std::vector<std::string>*);
 
 // A range check of one key's value; empty = any value.
 template <class T>
@@ -65,5 +72,7 @@ Check<std::vector<int64_t>> all_positive(bool allow_empty);
 Check<std::vector<double>> count_of(size_t n, Check<double> each = {});
 // Two numbers lo <= hi, both in (above, at_most].
 Check<std::vector<double>> ordered_pair(double above, double at_most);
+// Names that are not empty and each given once.
+Check<std::vector<std::string>> distinct_names();
 
 }  // namespace dtrain::config

@@ -5,6 +5,10 @@
 //     records each) and test_batch.bin;
 //   - CIFAR-100: a coarse label byte (0..19), a fine label byte (0..99) + 3072 bytes; train.bin
 //     (50000 records) and test.bin.
+// The classes are named by data.class_names, else by the label-name file the binary version
+// ships beside its batches (in data.path or the folder the archive unpacked to): CIFAR-10's
+// batches.meta.txt, CIFAR-100's fine_label_names.txt or coarse_label_names.txt (data.cifar_labels),
+// one name a line, blank lines skipped; without it the classes have no names.
 // The pixels stay uint8 (N, 3, 32, 32), standardized on the device per channel (Note [uint8
 // pixels]) with the train split's mean and std (data.normalize) or scaled to [0, 1]. The training
 // split can be augmented with random crops of the zero-padded images and flips (data.crop_padding,
@@ -17,10 +21,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "data/crop_flip.h"
@@ -45,6 +51,7 @@ struct Variant {
   int64_t label_at;        // which of them is the label used
   int64_t classes;
   std::vector<std::string> train, test;  // the official file names
+  const char* names;  // the label-name file, one name a line
   int64_t record() const { return label_bytes + kPixels; }
 };
 
@@ -53,10 +60,12 @@ Variant variant_of(const DataConfig& cfg) {
     return {"CIFAR-10", "cifar-10-batches-bin", 1, 0, 10,
             {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
              "data_batch_5.bin"},
-            {"test_batch.bin"}};
+            {"test_batch.bin"},
+            "batches.meta.txt"};
   const bool coarse = cfg.cifar_labels == CifarLabels::kCoarse;
   return {coarse ? "CIFAR-100 (coarse labels)" : "CIFAR-100", "cifar-100-binary", 2,
-          coarse ? 0 : 1, coarse ? 20 : 100, {"train.bin"}, {"test.bin"}};
+          coarse ? 0 : 1, coarse ? 20 : 100, {"train.bin"}, {"test.bin"},
+          coarse ? "coarse_label_names.txt" : "fine_label_names.txt"};
 }
 
 std::string join_names(const std::vector<std::string>& names) {
@@ -70,6 +79,25 @@ std::string data_folder(const DataConfig& cfg, const Variant& v) {
   const std::string sub = cfg.path + (cfg.path.empty() || cfg.path.back() == '/' ? "" : "/") + v.folder;
   if (!is_regular_file(cfg.path + "/" + v.train[0]) && is_directory(sub)) return sub;
   return cfg.path;
+}
+
+// The classes' names: data.class_names, else the label-name file's lines (blank ones skipped,
+// spaces around a name dropped) where the data folder has the file.
+std::vector<std::string> named_classes(const DataConfig& cfg, const Variant& v, const LabelSpace& space) {
+  if (!cfg.class_names.empty()) return class_names(cfg, space);
+  const std::string folder = data_folder(cfg, v);
+  const std::string file = folder + (folder.empty() || folder.back() == '/' ? "" : "/") + v.names;
+  std::vector<std::string> shipped;
+  if (is_regular_file(file)) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t first = line.find_first_not_of(" \t\r"), last = line.find_last_not_of(" \t\r");
+      if (first != std::string::npos) shipped.push_back(line.substr(first, last - first + 1));
+    }
+    if (in.bad()) throw Error(std::string("cannot read: ") + std::strerror(errno), file);
+  }
+  return class_names(cfg, space, shipped, file);
 }
 
 // The split's files: the official names under the folder, or the patterns of `key`.
@@ -200,11 +228,14 @@ std::string description(const DataConfig& cfg, const std::vector<std::string>& f
   return d.str();
 }
 
-// The splits' spec: standardized with `mean` and `stdev`, or (empty) scaled to [0, 1].
-DataSpec images_spec(int64_t classes, const std::vector<double>& mean, const std::vector<double>& stdev) {
+// The splits' spec: standardized with `mean` and `stdev`, or (empty) scaled to [0, 1]; the classes
+// named by `names` (empty: none).
+DataSpec images_spec(int64_t classes, const std::vector<double>& mean, const std::vector<double>& stdev,
+                     std::vector<std::string> names) {
   DataSpec spec;
   spec.input_shape = {kChannels, kSide, kSide};
   spec.num_classes = classes;
+  spec.recipe.class_names = std::move(names);
   spec.input_dtype = at::kFloat;
   spec.pixel_mean = mean.empty() ? std::vector<double>(kChannels, 0.0) : mean;
   spec.pixel_std = stdev.empty() ? std::vector<double>(kChannels, 1.0) : stdev;
@@ -239,7 +270,7 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
                            "(set data.normalize=false)", c),
                     "data.normalize");
   }
-  const DataSpec spec = images_spec(space.classes, mean, stdev);
+  const DataSpec spec = images_spec(space.classes, mean, stdev, named_classes(cfg, v, space));
   const std::string scaling = scaling_text(spec, cfg.normalize, "the train");
   auto describe = [&](const std::vector<std::string>& files, const Images& im) {
     return description(cfg, files, im, space, scaling);
@@ -260,8 +291,9 @@ std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const Data
   const std::vector<std::string> files = split_files(cfg, v, /*train=*/false);
   const Images test = read_split(files, v, space, "data.path, data.test_files");
   const bool normalize = cfg.normalize && recorded.pixel_mean.size() == static_cast<size_t>(kChannels);
-  const DataSpec spec = normalize ? images_spec(space.classes, recorded.pixel_mean, recorded.pixel_std)
-                                  : images_spec(space.classes, {}, {});
+  std::vector<std::string> names = named_classes(cfg, v, space);
+  const DataSpec spec = normalize ? images_spec(space.classes, recorded.pixel_mean, recorded.pixel_std, std::move(names))
+                                  : images_spec(space.classes, {}, {}, std::move(names));
   const std::string scaling = scaling_text(spec, normalize, "the run's train");
   return std::make_shared<TensorDataset>(test.pixels, test.labels, spec, description(cfg, files, test, space, scaling));
 }

@@ -1,8 +1,9 @@
 // data.format csv: numeric CSV files (csv_table.h) as a classification or regression dataset.
 // Inputs (N, F) float from the feature columns, standardized per column with the train split's
-// mean and std (data.normalize); targets (N,) int64 class ids (data.csv_task classification) or
-// (N, D) float (regression). The test split is data.test_files, or else data.test_fraction of the
-// train files' rows drawn with run.seed (the same rows on every rank).
+// mean and std (data.normalize); targets (N,) int64 class ids (data.csv_task classification,
+// named by data.class_names) or (N, D) float (regression). The test split is data.test_files,
+// or else data.test_fraction of the train files' rows drawn with run.seed (the same rows on
+// every rank).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -171,6 +172,7 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
     check_class_ids(train, train_rows, space, train.targets[0]);
     check_class_ids(test_table, test_rows, space, train.targets[0]);
     spec.num_classes = space.classes;
+    spec.recipe.class_names = class_names(cfg, space);
     what = format("target '%s', %lld classes (%s)", train.targets[0].c_str(), static_cast<long long>(space.classes),
                   cfg.num_classes > 0 ? "data.num_classes" : "from the train rows");
   } else {

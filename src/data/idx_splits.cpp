@@ -1,6 +1,6 @@
 // data.format idx: the train and test splits from IDX files (Fashion-MNIST's layout), the train
-// split's mean and std standardizing both; for `dtrain eval`, the test split alone with a run's
-// recorded mean and std.
+// split's mean and std standardizing both, the classes named by data.class_names (IDX files
+// carry no names); for `dtrain eval`, the test split alone with a run's recorded mean and std.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -72,6 +72,7 @@ Splits make_idx_splits(const DataConfig& cfg) {
       "taken from the train labels (largest + 1, as data.num_classes is 0); set data.num_classes to "
       "cover every label");
   spec.num_classes = space.classes;
+  spec.recipe.class_names = class_names(cfg, space);
   if (cfg.normalize) spec.recipe.mean = {mean}, spec.recipe.std = {stdev};
   check_labels(train->targets(), space, train_labels);
   std::ostringstream desc;
@@ -113,6 +114,7 @@ std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSp
   DataSpec spec = test->spec();
   const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
   spec.num_classes = space.classes;
+  spec.recipe.class_names = class_names(cfg, space);
   if (normalize) spec.recipe.mean = {mean}, spec.recipe.std = {stdev};
   check_labels(test->targets(), space, test_labels);
   std::ostringstream d;

@@ -28,6 +28,8 @@ enum class ImageFormat { kJpeg, kPng };
 // JPEG (FF D8 FF) or PNG (its 8-byte signature) from the first bytes; an Error naming `path`
 // (and the bytes it found) for anything else.
 ImageFormat sniff_image(const uint8_t* data, size_t size, const std::string& path);
+// Whether the first bytes are a JPEG's or a PNG's (sniff_image's test, without the error).
+bool is_image(const uint8_t* data, size_t size);
 
 // A JPEG's shrink factor: libjpeg-turbo decodes at `num / denom` of the full size (in the DCT,
 // far cheaper than decoding everything and shrinking after), each side TJSCALED: ceil(side x

@@ -436,9 +436,13 @@ ImageDecodeCounts image_decode_counts(const Dataset& dataset) {
   return folder != nullptr ? folder->decode_counts() : ImageDecodeCounts{};
 }
 
-PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
+std::vector<std::string> image_input_files(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error("no such file or folder: " + path, "--input");
+  return S_ISDIR(st.st_mode) ? image_files_under(path) : std::vector<std::string>{path};
+}
+
+PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
   if (spec.input_shape.size() != 3 || spec.input_shape[1] != spec.input_shape[2] || spec.recipe.resize < 1)
     throw Error("the run's preprocess.json gives no evaluation transform (input_shape [3, S, S], "
                 "eval_transform.resize)", "--input");
@@ -446,7 +450,7 @@ PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, b
   f.root = path;
   f.classes = spec.recipe.class_names;
   PredictInputs out;
-  out.names = S_ISDIR(st.st_mode) ? image_files_under(path) : std::vector<std::string>{path};
+  out.names = image_input_files(path);
   for (const std::string& file : out.names) f.samples.push_back(Sample{file, 0});
   Transform t;
   t.train = false;

@@ -1,14 +1,17 @@
-// `dtrain predict`'s CSV rows and IDX images (inputs.h); its image files are image_folder.cpp's.
+// `dtrain predict`'s CSV rows and IDX images (inputs.h); its image files are image_folder.cpp's
+// and pictures.cpp's.
 #include "data/inputs.h"
 
 #include <ATen/ATen.h>
 
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "data/csv_table.h"
 #include "data/files.h"
+#include "data/image_codec.h"
 #include "dtrain/data/idx.h"
 #include "dtrain/error.h"
 #include "util/format.h"
@@ -18,6 +21,14 @@ namespace {
 
 void check_file(const std::string& path) {
   if (!is_regular_file(path)) throw Error("no such file: " + path, "--input");
+}
+
+// Whether the file's first bytes are a PNG's or a JPEG's (a file that cannot be read: no).
+bool starts_as_image(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint8_t head[8] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  return is_image(head, static_cast<size_t>(in.gcount()));
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -61,9 +72,25 @@ PredictInputs csv_inputs(const std::string& path, const DataSpec& spec) {
   return out;
 }
 
+at::Tensor idx_standardized(const at::Tensor& pixels, const InputRecipe& recipe) {
+  // As load_idx_classification (idx.cpp) prepares the run's images.
+  at::Tensor inputs = pixels.to(at::kFloat).div_(255.0);
+  if (!recipe.mean.empty() && !recipe.std.empty()) inputs.sub_(recipe.mean[0]).div_(recipe.std[0]);
+  return inputs;
+}
+
 PredictInputs idx_inputs(const std::string& path, const DataSpec& spec) {
+  if (is_directory(path) || starts_as_image(path)) return picture_inputs(path, spec);
   check_file(path);
-  const at::Tensor images = read_idx(path);
+  at::Tensor images;
+  try {
+    images = read_idx(path);
+  } catch (const Error& e) {
+    if (e.cause().rfind("not an IDX file", 0) != 0) throw;
+    throw Error(e.cause() + " (for a model trained on IDX images, predict reads IDX image files and PNG or JPEG "
+                "pictures: a file, or a folder of them)",
+                e.where());
+  }
   const std::vector<int64_t>& shape = spec.input_shape;
   if (shape.size() != 3 || shape[0] != 1) throw Error("the run's input_shape is not that of IDX images", "--input");
   if (images.scalar_type() != at::kByte || images.dim() != 3 || images.size(1) != shape[1] ||
@@ -73,10 +100,7 @@ PredictInputs idx_inputs(const std::string& path, const DataSpec& spec) {
                     shape_text(images.sizes().vec()) + " " + std::string(c10::toString(images.scalar_type())),
                 path);
   const int64_t n = images.size(0);
-  const InputRecipe& r = spec.recipe;
-  // As load_idx_classification (idx.cpp) prepares the run's images.
-  at::Tensor inputs = images.to(at::kFloat).div_(255.0).reshape({n, 1, shape[1], shape[2]});
-  if (!r.mean.empty() && !r.std.empty()) inputs.sub_(r.mean[0]).div_(r.std[0]);
+  at::Tensor inputs = idx_standardized(images.reshape({n, 1, shape[1], shape[2]}), spec.recipe);
   PredictInputs out;
   for (int64_t i = 0; i < n; ++i) out.names.push_back(path + "[" + std::to_string(i) + "]");
   out.data = std::make_shared<TensorDataset>(std::move(inputs), at::zeros({n}, at::kLong), spec,

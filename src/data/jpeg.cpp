@@ -33,12 +33,20 @@ inline uint8_t cmyk_channel(uint8_t stored_c, uint8_t stored_k) {
   return static_cast<uint8_t>(std::clamp(v, 0, 255));
 }
 
+bool is_jpeg(const uint8_t* data, size_t size) {
+  return size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff;
+}
+bool is_png(const uint8_t* data, size_t size) {
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return size >= 8 && std::memcmp(data, kPng, 8) == 0;
+}
 }  // namespace
 
+bool is_image(const uint8_t* data, size_t size) { return is_jpeg(data, size) || is_png(data, size); }
+
 ImageFormat sniff_image(const uint8_t* data, size_t size, const std::string& path) {
-  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return ImageFormat::kJpeg;
-  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
+  if (is_jpeg(data, size)) return ImageFormat::kJpeg;
+  if (is_png(data, size)) return ImageFormat::kPng;
   throw Error(path + ": neither a JPEG nor a PNG (" + std::to_string(size) + " bytes, starting with " +
               hex_start(data, size) + ")");
 }

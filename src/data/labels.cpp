@@ -1,6 +1,7 @@
 #include "data/labels.h"
 
 #include "dtrain/config.h"
+#include "dtrain/error.h"
 #include "dtrain/log.h"
 
 namespace dtrain::detail {
@@ -22,6 +23,22 @@ std::string label_error(int64_t label, const std::string& sample, int64_t count,
          (count > 0 ? " (" + std::to_string(count) + " such label(s))" : std::string()) +
          " is outside the model's classes [0, " + std::to_string(space.classes) + "), " +
          space.rule;
+}
+
+std::vector<std::string> class_names(const DataConfig& cfg, const LabelSpace& space,
+                                     const std::vector<std::string>& shipped, const std::string& shipped_file) {
+  const auto count = [](const std::vector<std::string>& v) { return static_cast<int64_t>(v.size()); };
+  if (!cfg.class_names.empty()) {
+    if (count(cfg.class_names) != space.classes)
+      throw Error("gives " + std::to_string(cfg.class_names.size()) + " names for the model's " +
+                      std::to_string(space.classes) + " classes (" + space.rule + "): name each class once, class 0 first",
+                  "data.class_names");
+    return cfg.class_names;
+  }
+  if (shipped.empty() || count(shipped) == space.classes) return shipped;
+  log::warn(shipped_file + " names " + std::to_string(shipped.size()) + " classes, the model has " +
+            std::to_string(space.classes) + " (" + space.rule + "): its names are not used; set data.class_names");
+  return {};
 }
 
 void warn_empty_classes(const at::Tensor& targets, int64_t classes, const std::string& file) {

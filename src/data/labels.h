@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtrain {
 struct DataConfig;
@@ -34,6 +35,15 @@ int64_t first_bad_label(const at::Tensor& targets, int64_t classes, int64_t* cou
 // count is left out when it is 0 (a reader that stops at the first).
 std::string label_error(int64_t label, const std::string& sample, int64_t count,
                         const LabelSpace& space);
+
+// The names of the classes of `space` (InputRecipe::class_names): data.class_names when the
+// config gives them, which must be exactly one per class (else an Error naming data.class_names,
+// its count and the classes' rule); else `shipped`, the names the data files carry (CIFAR's
+// label-name file, `shipped_file`) when they are one per class (else a warning naming the file,
+// and none); else none.
+std::vector<std::string> class_names(const DataConfig& cfg, const LabelSpace& space,
+                                     const std::vector<std::string>& shipped = {},
+                                     const std::string& shipped_file = {});
 
 // With the classes taken from the train labels (`targets` (N,) int64, all inside [0, classes)):
 // a warning when some of them have no training sample, naming `file`.

@@ -79,7 +79,10 @@ std::string keys_of(const std::string& field, const DataConfig& cfg) {
     return csv ? "data.csv_task" : synthetic ? "data.synthetic_task" : "data.format";
   if (field == "/num_classes") return cifar ? "data.num_classes, data.cifar_labels" : "data.num_classes";
   if (field == "/target_dim" || starts("/targets")) return "data.target_columns";
-  if (starts("/class_names")) return "data.train_dir (its class folders)";
+  if (starts("/class_names")) {
+    if (folder) return "data.train_dir (its class folders)";
+    return cifar ? "data.class_names (else the data folder's label-name file)" : "data.class_names";
+  }
   if (starts("/features/names")) return "data.feature_columns";
   if (starts("/features")) return "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)";
   if (starts("/pixels")) {

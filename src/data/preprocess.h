@@ -2,8 +2,9 @@
 // Python reads without dtrain (json.load), written beside model.pt (hooks/model_file.cpp) and
 // checked by `dtrain eval` (cli/eval.cpp). Its fields, each present only where it applies:
 //   format, input_shape (one sample), input_dtype ("float32" or "int64"), task
-//   ("classification" or "regression"), num_classes, target_dim, class_names (image folders:
-//   the folder of label i);
+//   ("classification" or "regression"), num_classes, target_dim, class_names (the name of label
+//   i: image folders' class folders; idx, cifar, csv: data.class_names, or CIFAR's label-name
+//   file);
 //   features {names, mean, std}: csv, x' = (x - mean[j]) / std[j] per feature column j, with
 //     the train rows' statistics (mean and std null when data.normalize is off); targets: the
 //     csv target columns;

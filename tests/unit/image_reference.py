@@ -12,6 +12,10 @@
                                          image, as 3 planes (R, G, B) of SIZE x SIZE
     crop FILE TOP LEFT H W SIZE FLIP     torchvision's resized_crop(TOP, LEFT, H, W, SIZE) then,
                                          if FLIP is 1, hflip: 3 planes of SIZE x SIZE
+    gray FILE W H                        Image.open(FILE).convert("L").resize((W, H), BILINEAR):
+                                         H x W bytes (dtrain predict's pictures for an idx run)
+    stretch FILE W H                     Image.open(FILE).convert("RGB").resize((W, H), BILINEAR)
+                                         as 3 planes of H x W (the pictures for a cifar run)
 Every resize is PIL's Image.resize(..., BILINEAR), as torchvision's transforms call it on PIL images.
 """
 import random
@@ -100,7 +104,11 @@ def run(jobs):
             continue
         out, op, path, args = parts[0], parts[1], parts[2], [int(a) for a in parts[3:]]
         with Image.open(path) as img:
-            if op == "draft":
+            if op == "gray":
+                data = img.convert("L").resize((args[0], args[1]), Image.BILINEAR).tobytes()
+            elif op == "stretch":
+                data = planes(img.convert("RGB").resize((args[0], args[1]), Image.BILINEAR))
+            elif op == "draft":
                 denom = args[0]
                 img.draft("RGB", (img.size[0] // denom, img.size[1] // denom))
                 data = img.convert("RGB").tobytes()

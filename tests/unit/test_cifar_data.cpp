@@ -2,7 +2,8 @@
 // from a formula: record i of a file has label(s) from i and pixel (c, y, x) = (7 i + 50 c + 3 y
 // + x + salt) mod 256. Shapes, labels and every pixel against the formula; the per-channel
 // statistics against the formula's own mean and std (computed here in double); the uint8 path
-// (PixelNormalizer) against (x / 255 - mean) / std, and into bf16 channels-last; and each
+// (PixelNormalizer) against (x / 255 - mean) / std, and into bf16 channels-last; the classes
+// named by the label-name file beside the batches unless data.class_names names them; and each
 // malformed file an Error naming the file and the record or byte offset.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "data/pixels.h"
+#include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "test_support.h"
@@ -256,6 +258,60 @@ TEST(CifarData, LabelOutsideTheClassesNamesFileRecordAndOffset) {
   cfg = cifar_config(dir.path(), DataFormat::kCifar100);
   expect_all(message_of([&] { make_datasets(cfg, 0); }),
              {dir.file("train.bin"), "label 100 of record 2 (label at byte offset 6149)", "[0, 100)"});
+}
+
+TEST(CifarData, TheLabelNameFileNamesTheClassesUnlessTheConfigDoes) {
+  TempDir dir;
+  const std::string sub = dir.file("cifar-10-batches-bin");
+  ASSERT_EQ(::mkdir(sub.c_str(), 0755), 0);
+  write_cifar10(sub);
+  // No batches.meta.txt: no names.
+  EXPECT_TRUE(make_datasets(cifar_config(dir.path()), 0).train->spec().recipe.class_names.empty());
+  // As the binary archive ships it: one name a line, then blank lines.
+  const std::vector<std::string> names = {"airplane", "automobile", "bird",  "cat",  "deer",
+                                          "dog",      "frog",       "horse", "ship", "truck"};
+  std::string text;
+  for (const auto& n : names) text += n + "\n";
+  write(sub + "/batches.meta.txt", std::vector<unsigned char>(text.begin(), text.end()));
+  {
+    std::ofstream(sub + "/batches.meta.txt", std::ios::app) << "\n \n";
+  }
+  DataConfig cfg = cifar_config(dir.path());
+  Splits s = make_datasets(cfg, 0);
+  EXPECT_EQ(s.train->spec().recipe.class_names, names);
+  EXPECT_EQ(s.test->spec().recipe.class_names, names);
+  // dtrain eval's test split reads them too.
+  EXPECT_EQ(detail::make_recorded_test_split(cfg, s.train->spec(), 0, at::kCPU)->spec().recipe.class_names, names);
+  // data.class_names wins, and is held to the classes.
+  cfg.class_names = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
+  EXPECT_EQ(make_datasets(cfg, 0).train->spec().recipe.class_names, cfg.class_names);
+  cfg.class_names.pop_back();
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.class_names", "gives 9 names for the model's 10 classes", "CIFAR-10 has 10 classes"});
+  // A file that does not name every class is not used (a warning names it).
+  cfg.class_names.clear();
+  write(sub + "/batches.meta.txt", std::vector<unsigned char>{'c', 'a', 't', '\n'});
+  EXPECT_TRUE(make_datasets(cfg, 0).train->spec().recipe.class_names.empty());
+}
+
+TEST(CifarData, Cifar100NamesFineOrCoarseLabelsByTheirFiles) {
+  TempDir dir;
+  write(dir.file("train.bin"), records({{0, 1}, {1, 2}}, 0));
+  write(dir.file("test.bin"), records({{0, 1}}, 0));
+  std::string fine, coarse;
+  for (int i = 0; i < 100; ++i) fine += "fine" + std::to_string(i) + "\n";
+  for (int i = 0; i < 20; ++i) coarse += "coarse" + std::to_string(i) + "\r\n";  // CRs dropped
+  write(dir.file("fine_label_names.txt"), std::vector<unsigned char>(fine.begin(), fine.end()));
+  write(dir.file("coarse_label_names.txt"), std::vector<unsigned char>(coarse.begin(), coarse.end()));
+  DataConfig cfg = cifar_config(dir.path(), DataFormat::kCifar100);
+  const auto fine_names = make_datasets(cfg, 0).train->spec().recipe.class_names;
+  ASSERT_EQ(fine_names.size(), 100u);
+  EXPECT_EQ(fine_names[0], "fine0");
+  EXPECT_EQ(fine_names[99], "fine99");
+  cfg.cifar_labels = Config::from_string("data: {cifar_labels: coarse}\n").data.cifar_labels;
+  const auto coarse_names = make_datasets(cfg, 0).train->spec().recipe.class_names;
+  ASSERT_EQ(coarse_names.size(), 20u);
+  EXPECT_EQ(coarse_names[19], "coarse19");
 }
 
 }  // namespace

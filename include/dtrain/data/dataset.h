@@ -28,7 +28,9 @@ struct InputRecipe {
   // csv: each feature column j standardized, (x - mean[j]) / std[j], with the train rows'
   // statistics (data.normalize); idx: one value for every pixel, (x / 255 - mean) / std.
   std::vector<double> mean, std;
-  std::vector<std::string> class_names;  // image folders: the folder of label i
+  // the name of label i: image folders' class folders; idx, cifar, csv: data.class_names, or
+  // CIFAR's label-name file (class_names() in src/data/labels.h)
+  std::vector<std::string> class_names;
   int64_t resize = 0;  // image folders' evaluation: the shorter side before the center crop
 };
 
