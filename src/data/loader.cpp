@@ -1,8 +1,6 @@
 // Loader: worker threads claim plan indices in order, but never more than `prefetch` ahead of
 // the batch next() returns, so a finished batch always has a free slot (i % prefetch) to wait
-// in. Loading happens outside the mutex; next() hands batches out strictly in plan order. A
-// batch's copy to the device starts when it is among the next kDeviceAhead to be handed out
-// (loader.h), under the mutex, by whichever of its worker and next() sees that first.
+// in. Loading happens outside the mutex; next() hands batches out strictly in plan order.
 #include "dtrain/data/loader.h"
 
 #include <algorithm>
@@ -78,7 +76,7 @@ void Loader::worker_loop() {
     std::optional<Loaded> batch;
     std::exception_ptr error;
     try {
-      batch = load(i);
+      batch = load(i, /*copy_to_device=*/true);
     } catch (...) {
       error = std::current_exception();
     }
@@ -88,10 +86,6 @@ void Loader::worker_loop() {
       if (error) {
         errors_[s] = error;
       } else {
-        // Among the next kDeviceAhead to be handed out: its copy starts now (an asynchronous
-        // copy: the lock is held for microseconds). Later ones wait on the host, and next()
-        // starts their copy when their turn comes near.
-        if (i < next_to_return_ + kDeviceAhead) copy_ahead(*batch);
         slots_[s] = std::move(batch);
       }
     }
@@ -99,7 +93,7 @@ void Loader::worker_loop() {
   }
 }
 
-Loader::Loaded Loader::load(int64_t i) const {
+Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   Loaded l;
   Batch& b = l.batch;
   const auto& indices = plan_[static_cast<size_t>(i)];
@@ -107,30 +101,25 @@ Loader::Loaded Loader::load(int64_t i) const {
   const bool pin = options_.pin_memory && options_.device.is_cuda();
   b = dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pin);
   // Inputs the dataset made on the device (an image folder with data.decode gpu, Note [GPU
-  // decoding]) get the event too: next() then ties them to the run's stream (wait_ready), so
-  // that their memory is not reused while a step still reads it. Their targets are copied along.
-  if (options_.device.is_cuda() && b.inputs.defined() && b.inputs.is_cuda()) copy_ahead(l);
-  return l;
-}
-
-void Loader::copy_ahead(Loaded& l) const {
-  Batch& b = l.batch;
-  if (l.ready || !options_.device.is_cuda()) return;
-  const bool on_device = b.inputs.defined() && b.inputs.is_cuda();
-  if (!on_device && !options_.pin_memory) return;  // not pinned: next() copies on the run's stream
-  const Batch host = b;
-  std::shared_ptr<void> ready;  // one event after both copies: the consumer waits once
-  try {
-    if (!on_device) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
-    if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
-  } catch (const c10::OutOfMemoryError&) {
-    // The device is full right now (a step that ran out of memory still holds it, and will let
-    // go to retry with a smaller micro-batch): what is still on the host stays in pinned host
-    // memory and next() copies it on the run's stream, after the step.
-    b.targets = host.targets;
-    if (!on_device) b.inputs = host.inputs, ready.reset();
+  // decoding]) get the event too, whatever the copies do: next() then ties them to the run's
+  // stream (wait_ready), so that their memory is not reused while a step still reads it.
+  const bool on_device = options_.device.is_cuda() && b.inputs.defined() && b.inputs.is_cuda();
+  if (on_device || (pin && copy_to_device)) {
+    const Batch host = b;
+    std::shared_ptr<void> ready;  // one event after both copies: the consumer waits once
+    try {
+      if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
+      if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
+    } catch (const c10::OutOfMemoryError&) {
+      // The device is full right now (a step that ran out of memory still holds it, and will let
+      // go to retry with a smaller micro-batch): what is still on the host stays in pinned host
+      // memory and next() copies it on the run's stream, after the step.
+      b.targets = host.targets;
+      if (!on_device) b.inputs = host.inputs, ready.reset();
+    }
+    l.ready = std::move(ready);
   }
-  l.ready = std::move(ready);
+  return l;
 }
 
 Batch Loader::to_device(Loaded l) const {
@@ -160,7 +149,7 @@ std::optional<Batch> Loader::next() {
     };
     Loaded b;
     try {
-      b = load(i);
+      b = load(i, /*copy_to_device=*/false);
     } catch (...) {
       add_wait();
       throw;
@@ -188,12 +177,6 @@ std::optional<Batch> Loader::next() {
       slots_[s].reset();
     }
     ++next_to_return_;
-    // The batch after this one, if a worker finished it while it was further ahead: its copy
-    // starts now and has this step to finish in.
-    for (int64_t j = next_to_return_; j < std::min(next_to_return_ + kDeviceAhead, next_to_claim_); ++j) {
-      auto& slot = slots_[static_cast<size_t>(j % options_.prefetch)];
-      if (slot.has_value()) copy_ahead(*slot);
-    }
   }
   cv_produce_.notify_all();
   if (error) std::rethrow_exception(error);

@@ -2,15 +2,12 @@
 // Invariants: batches come out in the order of the plan, whatever order workers finish in; at
 // most `prefetch` batches wait in memory; an exception in a worker is rethrown by next() on the
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
-// With a CUDA device and pinned memory, the batches wait in pinned host memory, and only the one
-// next() returns next is copied to the GPU ahead (kDeviceAhead), on a side stream: by the worker
-// that finishes it once it is next, else by next() as it hands out the batch before it. next()
-// makes the caller's current stream wait for that copy (on the GPU, not on the host), so copies
-// overlap with compute, and the device holds two batches (the step's and the next), not
-// `prefetch`. Without workers (or pinning), or when a copy finds the device out of memory, next()
-// copies on the current stream. Inputs a dataset made on the device itself (an image folder
-// decoding on the GPU) are handed on without a copy, tied to the current stream by next() like
-// the copies; up to `prefetch` of those wait on the device.
+// With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
+// on a stream of their own; next() makes the caller's current stream wait for that copy (on the
+// GPU, not on the host), so copies overlap with compute. Without workers (or pinning), or when a
+// worker's copy finds the device out of memory, next() copies on the current stream. Inputs a
+// dataset made on the device itself (an image folder decoding on the GPU) are handed on without a
+// copy, tied to the current stream by next() like a worker's copies.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -52,18 +49,12 @@ class Loader {
   double wait_seconds() const { return wait_seconds_; }
 
  private:
-  // Batches copied to the device ahead of the one next() hands out.
-  static constexpr int64_t kDeviceAhead = 1;
-
   void worker_loop();
   struct Loaded {
     Batch batch;
     std::shared_ptr<void> ready;  // the copy to the device in flight (null: none)
   };
-  Loaded load(int64_t i) const;
-  // Starts `l`'s copy to the device on the calling thread's side stream, if it is a pinned batch
-  // still on the host; a device out of memory leaves it there (next() copies it later).
-  void copy_ahead(Loaded& l) const;
+  Loaded load(int64_t i, bool copy_to_device) const;
   Batch to_device(Loaded b) const;
 
   std::shared_ptr<const Dataset> dataset_;
