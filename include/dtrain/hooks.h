@@ -61,18 +61,10 @@ struct RunInfo {
 
 // The training state a save writes, given to on_save() on every rank at the same step.
 struct TrainState {
-  int64_t step = 0;   // optimizer steps done
+  // Where the loop stands (dtrain/records.h): the step, the samples, the micro-batch, the loss
+  // window over all ranks, ...; a checkpoint records it as it is.
+  LoopPosition position;
   int64_t epoch = 0;  // 1-based epoch of the last step
-  int64_t samples = 0;
-  int64_t steps_per_epoch = 0;
-  bool epoch_end_done = false;  // at an epoch's end: its loss read and evaluation have run
-  int64_t micro_batch = 0;      // in use now
-  // The loss window since the last read: its sum over all ranks and its steps, so that a
-  // resumed run's next progress line reads the same mean as an uninterrupted one.
-  double window_loss = 0;
-  int64_t window_steps = 0;
-  double last_loss = 0;
-  int64_t schedule_start = 0;  // the step the learning-rate schedule counts from
   Model* model = nullptr;
   // With dist.shard_optimizer on several ranks: this rank's shard, an optimizer over flat pieces
   // of the parameters numbered by the shard plan (the checkpoint writer gathers the whole state

@@ -114,6 +114,24 @@ struct EvalRecord {
   EvalResult result;
 };
 
+// Where the training loop stands after `step` optimizer steps: what a save hands its hooks
+// (TrainState::position) and what a checkpoint records (checkpoint/state.h), from which a
+// resumed run goes on as the uninterrupted one would.
+struct LoopPosition {
+  int64_t step = 0;             // optimizer steps done
+  int64_t steps_per_epoch = 0;
+  bool epoch_end_done = false;  // at an epoch's end: its loss read and evaluation have run
+  int64_t samples = 0;          // global samples trained on, a resumed run's earlier ones included
+  int64_t micro_batch = 0;      // in use now
+  // The loss window since the last read: its sum over all ranks and its steps, so that a
+  // resumed run's next read gives the uninterrupted run's mean.
+  double window_loss = 0;
+  int64_t window_steps = 0;
+  double last_loss = 0;         // mean training loss of the last window read
+  // The step the learning-rate schedule counts from (train.resume_schedule).
+  int64_t schedule_start = 0;
+};
+
 // At the end of training.
 struct TrainSummary {
   int64_t steps = 0;

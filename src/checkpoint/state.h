@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "dtrain/records.h"
+
 namespace dtrain {
 class Config;
 }
@@ -24,21 +26,8 @@ namespace dtrain::detail {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-// Where the training loop stood after `step` optimizer steps.
-struct LoopPosition {
-  int64_t step = 0;
-  int64_t steps_per_epoch = 0;
-  bool epoch_end_done = false;  // at an epoch's end: its window read and evaluation have run
-  int64_t samples = 0;          // global samples trained on
-  int64_t micro_batch = 0;      // in use when saved
-  double window_loss = 0;       // sum of step losses since the last loss read...
-  int64_t window_steps = 0;     // ...over this many steps (the next read continues it)
-  double last_loss = 0;
-  int64_t schedule_start = 0;   // the step the learning-rate schedule counts from (train.resume_schedule)
-};
-
 struct SharedState {
-  LoopPosition position;
+  LoopPosition position;  // dtrain/records.h
   int world = 0;
   int64_t global_batch = 0;
   std::map<std::string, std::string> config;  // key -> value, as --print-config writes them

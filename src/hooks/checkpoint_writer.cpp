@@ -88,10 +88,11 @@ class CheckpointWriter : public Hook {
   bool on_save(const TrainState& s) override {
     if (folder_.empty()) return false;
     const auto t0 = Clock::now();
+    const int64_t step = s.position.step;
     const CheckpointFolder folder(folder_);
-    const std::string dir = folder.path_of(s.step);
+    const std::string dir = folder.path_of(step);
     if (has_marker(dir)) {  // this step is saved already (a second request, or resumed here)
-      last_ = dir, last_step_ = s.step;
+      last_ = dir, last_step_ = step;
       return true;
     }
     Communicator& control = *s.control;
@@ -112,7 +113,7 @@ class CheckpointWriter : public Hook {
       RankState mine;
       mine.rank = s.rank;
       mine.world = s.world;
-      mine.step = s.step;
+      mine.step = step;
       mine.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
       if (s.device.is_cuda())
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
@@ -145,12 +146,12 @@ class CheckpointWriter : public Hook {
                       join_path(dir, f.name));
         bytes += f.bytes;
       }
-      write_marker(dir, s.step, s.world, files);
+      write_marker(dir, step, s.world, files);
       sync_dir(folder_);
       for (const auto& old : folder.prune(keep_)) log::detail("checkpoint removed: " + old);
     });
-    last_ = dir, last_step_ = s.step;
-    log::info("checkpoint saved: " + dir + " (step " + std::to_string(s.step) + ", " +
+    last_ = dir, last_step_ = step;
+    log::info("checkpoint saved: " + dir + " (step " + std::to_string(step) + ", " +
               format("%.1f", bytes / 1e6) + " MB, " + format("%.2f", seconds_since(t0)) + " s; " +
               s.reason + ")");
     return true;
@@ -164,16 +165,7 @@ class CheckpointWriter : public Hook {
  private:
   static SharedState shared(const TrainState& s, NamedTensors optimizer_state) {
     SharedState st;
-    LoopPosition& p = st.position;
-    p.step = s.step;
-    p.steps_per_epoch = s.steps_per_epoch;
-    p.epoch_end_done = s.epoch_end_done;
-    p.samples = s.samples;
-    p.micro_batch = s.micro_batch;
-    p.window_loss = s.window_loss;
-    p.window_steps = s.window_steps;
-    p.last_loss = s.last_loss;
-    p.schedule_start = s.schedule_start;
+    st.position = s.position;
     st.world = s.world;
     st.global_batch = s.config->train.global_batch;
     st.config = config_values(*s.config);

@@ -76,7 +76,7 @@ void HookList::on_eval(const EvalRecord& record, LoopControl& control) {
 
 bool HookList::on_save(const TrainState& state) {
   bool saved = false;
-  each("hooks: on_save", state.step, nullptr, [&](Hook& h) { saved = h.on_save(state) || saved; });
+  each("hooks: on_save", state.position.step, nullptr, [&](Hook& h) { saved = h.on_save(state) || saved; });
   return saved;
 }
 

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "checkpoint/state.h"
 #include "dtrain/config.h"
+#include "dtrain/records.h"
 
 namespace dtrain::detail {
 

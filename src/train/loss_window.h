@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "checkpoint/state.h"
+#include "dtrain/records.h"
 #include "train/step_context.h"
 
 namespace dtrain::detail {

@@ -28,6 +28,7 @@
 #include "train/resume.h"
 #include "train/run_directory.h"
 #include "train/schedule.h"
+#include "train/start_up.h"
 #include "train/step_context.h"
 #include "train/telemetry.h"
 #include "util/clock.h"
@@ -171,11 +172,12 @@ void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
 }  // namespace
 
 // One fit() call: what the loop works with, built before its first step (the resume decision,
-// the micro-batch, the step plan, the engines; the hooks' on_start; then the loader), and the
-// pieces of the loop that are not its outline: the records, a save, the loss reads, an epoch's
-// evaluation, the end.
+// the micro-batch, the step plan, the engines; the hooks' on_start; then the loader, in the order
+// of Note [start-up order]), and the pieces of the loop that are not its outline: the records, a
+// save, the loss reads, an epoch's evaluation, the end.
 struct Trainer::Impl::Fit {
-  explicit Fit(Impl& impl);
+  explicit Fit(Impl& impl)
+      : Fit(impl, detail::start_up(impl.ctx, impl.cfg, impl.control, *impl.train)) {}
 
   std::optional<Batch> next_batch();
   // The epochs the run reaches: train.epochs, fewer when train.max_steps ends it sooner.
@@ -183,6 +185,8 @@ struct Trainer::Impl::Fit {
     return std::min(t.epochs, (plan.total_steps + plan.steps_per_epoch - 1) / plan.steps_per_epoch);
   }
   StepRecord step_record(double lr) const;
+  // Where the loop stands, for a save (the loss window's total: a collective).
+  LoopPosition position();
   // Reads the loss window into `rec` (every rank: a collective), with what goes with it.
   void read_loss(StepRecord& rec);
   // At an epoch's end: the loss of the steps since the last read.
@@ -197,7 +201,7 @@ struct Trainer::Impl::Fit {
   Impl& m;
   const TrainConfig& t;
   const int world, rank;
-  detail::RunDirectory run_dir;
+  std::unique_ptr<detail::RunDirectory> run_dir;  // held (its lock) until fit() returns
   const std::optional<detail::ResumePoint> from;  // a resumed run's checkpoint
   detail::MicroBatch micro;
   detail::StepPlan plan;
@@ -206,8 +210,8 @@ struct Trainer::Impl::Fit {
   const detail::LrSchedule lr;
   detail::LossWindow window;
   detail::EagerStep eager;
-  detail::GraphStep graph;
-  detail::StepTelemetry telemetry;
+  std::optional<detail::GraphStep> graph;           // made in the constructor's body (it agrees)
+  std::optional<detail::StepTelemetry> telemetry;  // its clocks start once the engines are made
   LoopControl control;
   detail::RequestAgreement agree;
   TrainSummary summary;
@@ -215,39 +219,37 @@ struct Trainer::Impl::Fit {
   detail::QueueMark queued;  // the end of the last step's GPU work
 
  private:
+  Fit(Impl& impl, detail::StartUp s);
   RunInfo run_info() const;
-  static std::optional<detail::ResumePoint> resumed(Impl& m, detail::RunDirectory& dir);
-  int64_t first_micro_batch() const;
-  detail::StepPlan planned() const;
 };
 
 TrainSummary Trainer::fit() {
   Impl::Fit f(*impl_);
   Impl& m = *impl_;
   detail::LoopCursor& at = f.at;
-  f.telemetry.restart_rate();
+  f.telemetry->restart_rate();
   for (; at.more_epochs(f.summary.stopped); at.next_epoch()) {
     m.model->train();
-    f.telemetry.epoch_begins();
+    f.telemetry->epoch_begins();
     for (int64_t s = at.first_in_epoch(); at.runs(s); ++s) {
       const std::optional<Batch> batch = f.next_batch();
       m.hooks.on_step_begin(at.step());
       const double step_lr = f.lr.at(at.step());
-      if (!f.graph.run(*batch, at.step(), step_lr)) f.eager.run(*batch, at.step(), step_lr);
+      if (!f.graph->run(*batch, at.step(), step_lr)) f.eager.run(*batch, at.step(), step_lr);
       f.queued.record(m.ctx.device);
       at.step_done();
       f.window.add_step();
-      f.telemetry.step_done(batch->size() * f.world);
+      f.telemetry->step_done(batch->size() * f.world);
       f.summary.samples += batch->size() * f.world;
       StepRecord rec = f.step_record(step_lr);
       if (at.read_due(s)) f.read_loss(rec);
-      f.telemetry.fill_step(rec);
+      f.telemetry->fill_step(rec);
       m.hooks.on_step(rec, f.control);
       if (at.eval_due(s) && f.evaluate_within_epoch()) break;
       if (at.save_due()) f.save(-1, "checkpoint.every_steps");
       if (f.act(f.agree.at_step(f.control))) break;
     }
-    f.telemetry.epoch_ends();
+    f.telemetry->epoch_ends();
     f.read_rest();
     if (f.summary.stopped) break;  // at a step boundary: this epoch's end has not come
     at.epoch_ended();
@@ -257,30 +259,33 @@ TrainSummary Trainer::fit() {
                      ? "end of epoch " + std::to_string(at.epoch() + 1)
                      : "end of training at step " + std::to_string(at.step()) + " (train.max_steps), within epoch " +
                            std::to_string(at.epoch() + 1));
-    f.telemetry.restart_rate();
+    f.telemetry->restart_rate();
     if (at.last_step()) break;
   }
   return f.finish();
 }
 
-Trainer::Impl::Fit::Fit(Impl& impl)
+// The loop's objects, from what start_up() settled; then the rest of Note [start-up order]: the
+// engines and the hooks' start, as statements in this body.
+Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
     : m(impl),
       t(impl.cfg.train),
       world(impl.comm.world()),
       rank(impl.comm.rank()),
-      run_dir(impl.cfg, impl.control),
-      from(resumed(impl, run_dir)),
-      micro(impl.cfg.resolved.rank_batch, first_micro_batch(), t.global_batch, impl.oom_recovery),
-      plan(planned()),
+      run_dir(std::move(s.run_dir)),
+      from(std::move(s.from)),
+      micro(impl.cfg.resolved.rank_batch, s.micro_batch, t.global_batch, impl.oom_recovery),
+      plan(std::move(s.plan)),
       at(impl.cfg, from ? &from->position : nullptr, plan.steps_per_epoch, plan.total_steps,
          /*saves=*/!impl.cfg.checkpoint.folder(impl.cfg.run).empty()),
       resumed_lr(detail::resumed_schedule(impl.cfg, plan.total_steps, from ? &*from : nullptr)),
       lr(t, plan.total_steps, resumed_lr.start),
       window(impl.ctx, at.step()),
       eager(impl.ctx, micro, window),
-      graph(impl.ctx, eager, micro, t.cuda_graph, impl.cfg.resolved.rank_batch),
-      telemetry(impl.ctx, impl.cfg),
       agree(impl.control) {
+  // The CUDA graph's engine agrees whether every rank captures; the run's clocks start after it.
+  graph.emplace(m.ctx, eager, micro, t.cuda_graph, m.cfg.resolved.rank_batch);
+  telemetry.emplace(m.ctx, m.cfg);
   // A finished run stays as it is: its reports and files are not written again. Every rank
   // holds the same agreed resume point (resume.cpp), so every rank throws here together and the
   // error is printed once, by rank 0, without an abort.
@@ -295,30 +300,6 @@ Trainer::Impl::Fit::Fit(Impl& impl)
     window.restore(from->position, from->saved_world);
   }
   loader.emplace(m.train, std::move(plan.batches), m.loader_options(), std::move(plan.epochs));
-}
-
-std::optional<detail::ResumePoint> Trainer::Impl::Fit::resumed(Impl& m, detail::RunDirectory& dir) {
-  std::optional<detail::ResumePoint> p = detail::resume(m.ctx, m.cfg, m.control);
-  dir.check_fresh_start(p.has_value(), m.control);
-  return p;
-}
-
-// The micro-batch to start with: the checkpoint's on the same world, else the config's, or
-// measured (train.micro_batch: auto).
-int64_t Trainer::Impl::Fit::first_micro_batch() const {
-  if (from && from->saved_world == world) return from->position.micro_batch;
-  if (m.cfg.resolved.micro_batch >= 0) return m.cfg.resolved.micro_batch;
-  return detail::find_micro_batch(m.ctx, *m.train, m.cfg.resolved.rank_batch);
-}
-
-detail::StepPlan Trainer::Impl::Fit::planned() const {
-  const int64_t first = from ? from->position.step : 0;
-  detail::StepPlan p = detail::plan_steps(m.cfg, m.train->size(), world, rank, first);
-  if (from && from->position.steps_per_epoch != p.steps_per_epoch)
-    throw Error("an epoch has " + std::to_string(p.steps_per_epoch) + " steps in this run but " +
-                    std::to_string(from->position.steps_per_epoch) + " in the checkpoint: cannot resume",
-                from->path);
-  return p;
 }
 
 RunInfo Trainer::Impl::Fit::run_info() const {
@@ -371,7 +352,7 @@ void Trainer::Impl::Fit::read_loss(StepRecord& rec) {
   rec.loss = summary.last_loss = window.read(at.step());
   m.phases.compute += seconds_since(tr);
   rec.phases = m.phases;
-  telemetry.fill_window(rec);
+  telemetry->fill_window(rec);
 }
 
 void Trainer::Impl::Fit::read_rest() {
@@ -381,18 +362,24 @@ void Trainer::Impl::Fit::read_rest() {
   m.phases.compute += seconds_since(tr);
 }
 
+LoopPosition Trainer::Impl::Fit::position() {
+  LoopPosition p;
+  p.step = at.step();
+  p.steps_per_epoch = plan.steps_per_epoch;
+  p.epoch_end_done = at.epoch_end_done();
+  p.samples = summary.samples;
+  p.micro_batch = micro.size();
+  p.window_loss = window.total();  // also: no checkpoint of a diverged model
+  p.window_steps = window.steps();
+  p.last_loss = summary.last_loss;
+  p.schedule_start = resumed_lr.start;
+  return p;
+}
+
 void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   TrainState st;
-  st.step = at.step();
+  st.position = position();
   st.epoch = at.epoch() + 1;
-  st.samples = summary.samples;
-  st.steps_per_epoch = plan.steps_per_epoch;
-  st.epoch_end_done = at.epoch_end_done();
-  st.micro_batch = micro.size();
-  st.window_loss = window.total();  // also: no checkpoint of a diverged model
-  st.window_steps = window.steps();
-  st.last_loss = summary.last_loss;
-  st.schedule_start = resumed_lr.start;
   st.model = m.model.get();
   st.optimizer = m.ctx.optimizer.get();
   st.scaler = m.ctx.scaler.get();
@@ -418,9 +405,9 @@ bool Trainer::Impl::Fit::act(const detail::Agreed& a) {
 bool Trainer::Impl::Fit::evaluate_within_epoch() {
   // train.eval_every_steps: the test split mid-epoch (the step's loss was read: read_due); its
   // time is not training time.
-  telemetry.pause();
+  telemetry->pause();
   const bool stop = evaluate();
-  telemetry.go_on();
+  telemetry->go_on();
   return stop;
 }
 
@@ -434,7 +421,7 @@ bool Trainer::Impl::Fit::evaluate() {
   rec.epoch = at.epoch() + 1, rec.epochs = epochs_reached();
   rec.steps_per_epoch = plan.steps_per_epoch, rec.total_steps = plan.total_steps;
   rec.train_loss = summary.last_loss;
-  rec.epoch_seconds = telemetry.epoch_seconds();
+  rec.epoch_seconds = telemetry->epoch_seconds();
   rec.result = summary.eval;
   m.hooks.on_eval(rec, control);
   return act(agree.now(control));
@@ -445,14 +432,14 @@ TrainSummary Trainer::Impl::Fit::finish() {
   act(agree.now(control));  // what was asked for in the last step
   if (at.final_save_due(summary.stopped)) save(-1, "end of training");
   m.micro = micro.size();
-  summary.step_mode = graph.story();
+  summary.step_mode = graph->story();
   summary.steps = at.step();
   summary.total_steps = plan.total_steps;
   summary.phases = m.phases;
   summary.oom_retries = micro.retries();
   summary.skipped_steps = eager.skipped_steps();
   summary.micro_batch = micro.size();
-  telemetry.fill_summary(summary, m.control);
+  telemetry->fill_summary(summary, m.control);
   if (m.ctx.reducer) {
     summary.buckets = m.ctx.reducer->last_timeline();
     summary.backward_end = m.ctx.reducer->last_backward_end();

@@ -61,8 +61,8 @@ class Recorder : public Hook {
     evals.push_back(r);
   }
   bool on_save(const TrainState& s) override {
-    events.push_back("save " + std::to_string(s.step));
-    saves.push_back(s.step);
+    events.push_back("save " + std::to_string(s.position.step));
+    saves.push_back(s.position.step);
     saved_by.push_back(s.asked_by);
     return true;
   }

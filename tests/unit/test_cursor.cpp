@@ -2,8 +2,8 @@
 // finished, and the due-checks (loss reads, evaluations, saves) by the config's settings.
 #include <gtest/gtest.h>
 
-#include "checkpoint/state.h"
 #include "dtrain/config.h"
+#include "dtrain/records.h"
 #include "train/cursor.h"
 
 namespace dtrain::detail {
