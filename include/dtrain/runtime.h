@@ -1,8 +1,8 @@
-// Runtime: the process's place in the job. Owns MPI (init/finalize), the rank facts, the device
-// this rank computes on, and the communicators. Created first in main (run_guarded does it),
-// destroyed last. What is process-wide besides it, and set once: the logger's rank and quiet
-// switch (log::configure), the rank and host every Error carries (set here), and the model
-// registry (models.h).
+// Runtime: the process's place in the job. Owns MPI (init/finalize, when it initialized it), the
+// rank facts, the device this rank computes on, and the communicators. Created first in main
+// (run_guarded does it), destroyed last. What is process-wide besides it: the logger's rank and
+// quiet switch (log::configure; build_session sets them for each session), the rank and host
+// every Error carries (set by each Runtime's constructor), and the model registry (models.h).
 // Invariants: ranks that share a node number themselves 0..local_world-1 in rank order, and rank
 // r of a node binds GPU local_rank % GPUs when CUDA is present and run.device allows it, else
 // the CPU; every rank reports the same world size (tests/dist/test_runtime.cpp).
@@ -25,8 +25,10 @@ struct RunConfig;
 
 class Runtime {
  public:
-  // Initializes MPI (thread level MULTIPLE). Works under mpirun, srun and
-  // as a single process with no launcher (world size 1).
+  // Initializes MPI at thread level MULTIPLE (an Error when the library gives less), unless it
+  // is initialized already; the destructor finalizes it when this did. Works under mpirun, srun
+  // and as a single process with no launcher (world size 1). The job's ranks are
+  // MPI_COMM_WORLD's, duplicated.
   Runtime(int* argc, char*** argv);
   // Use an MPI that someone else initialized (tests); `comm` is duplicated.
   explicit Runtime(MPI_Comm comm);
@@ -41,23 +43,30 @@ class Runtime {
   const std::string& host() const { return host_; }
   MPI_Comm mpi_comm() const { return comm_; }
 
-  // Pick the device ("auto" | "cpu" | "cuda"), set intra-op threads, create communicators.
-  // `dist.backend` chooses the gradient communicator: auto = NCCL on CUDA, MPI on CPU. With NCCL
+  // Pick the device (run.device: auto | cpu | cuda; run.device cuda without a GPU is an Error
+  // naming the key), on a GPU turn on cuDNN's autotuning and set TF32 matmuls by run.tf32, set
+  // intra-op threads, create communicators. `dist.backend` chooses the gradient communicator:
+  // auto = NCCL on CUDA, MPI on CPU (nccl on a CPU rank is an Error naming the key). With NCCL
   // and more ranks on a host than GPUs, each rank first takes an NCCL host identity of its own
   // (Note [ranks sharing a GPU], runtime/gpu_sharing.h). Warns, once per host, when ranks share
-  // GPUs and when the launcher's binding leaves at least half of the host's CPUs idle.
+  // GPUs and when the launcher's binding leaves at least half of the host's CPUs idle. A
+  // collective (every rank calls it). It may be called again (dtrain bench does, once per
+  // setting): both communicators are then made anew, and references to the earlier ones must be
+  // gone by then.
   void setup(const RunConfig& run, const DistConfig& dist);
 
   const at::Device& device() const { return device_; }
   bool on_cuda() const { return device_.is_cuda(); }
-  // Gradient / tensor communicator (NCCL or MPI); valid after setup().
+  // Gradient / tensor communicator (NCCL or MPI); an Error before setup().
   Communicator& comm();
-  // Always MPI, on CPU tensors: metrics, control messages, agreement checks.
+  // Always MPI, on CPU tensors: metrics, control messages, agreement checks. Before setup() it is
+  // made on first use (agreements that come before it: dtrain bench's output check); setup()
+  // makes it anew.
   Communicator& cpu_comm();
 
   // Checks the launcher's view of this process against MPI's: under mpirun OMPI_COMM_WORLD_SIZE,
-  // _RANK and _LOCAL_RANK, else, in a task of an srun step, SLURM_NTASKS (or
-  // SLURM_STEP_NUM_TASKS), SLURM_PROCID and SLURM_LOCALID must equal world(), rank() and
+  // _RANK and _LOCAL_RANK, else, in a task of an srun step, SLURM_STEP_NUM_TASKS (or, without
+  // it, SLURM_NTASKS), SLURM_PROCID and SLURM_LOCALID must equal world(), rank() and
   // local_rank(). Throws dtrain::Error (both sets of numbers, and the fix) when they differ: a
   // broken MPI/PMI setup that would otherwise start N one-rank runs. `env` holds the values of
   // launcher_variables() that are set, read before MPI started (the `dtrain` program does so).
@@ -66,9 +75,10 @@ class Runtime {
   void check_launcher(const std::map<std::string, std::string>& env);
   static std::vector<std::string> launcher_variables();
 
-  // Abandons the collectives in flight on this rank (NCCL: ncclCommAbort) so that it can end
-  // without waiting in one; the communicators are unusable afterwards. The error policy
-  // (run_guarded) calls it before ending the job.
+  // Abandons the collectives in flight on this rank (NCCL: ncclCommAbort, after which the NCCL
+  // communicator is unusable; the MPI backend does nothing) so that it can end without waiting
+  // in one. The error policy (run_guarded) calls it before ending the job on an error of one
+  // rank (then MPI_Abort).
   void abort_collectives() const noexcept;
 
  private:

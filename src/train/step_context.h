@@ -1,7 +1,11 @@
-// StepContext: what the step engines (eager, CUDA graph, recovery, evaluator) work with, and no
-// more: the model and its trainable parameters, the optimizer, the gradient engine, the loss
-// scaler, the loss and the device. The Trainer builds it once; the engines never see the
-// Trainer, the config file or the hooks.
+// StepContext: what the step engines (eager, CUDA graph, the micro-batch search and the memory
+// ladder, the evaluator) and the loop's pieces beside them (the loss window, telemetry, resume)
+// work with: the model and its trainable parameters, the optimizer (and its shard), the gradient
+// engine, the loss scaler, the pixel normalizer, the device, the control communicator, the
+// watchdog, this rank's phase times, the fault injector, and the few config values a step reads
+// (loss, precision, activation checkpointing, memory fraction, clipping). The Trainer builds it
+// once, in its constructor (build_step_context); the engines never see the Trainer, the config
+// or the hooks.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,16 +29,20 @@
 namespace dtrain::detail {
 
 // Note [control and data planes]: two communicators serve a run. `comm` is the data plane: the
-// gradient buckets and the parameter broadcast, NCCL on GPUs (asynchronous, on its own stream).
+// gradient buckets, the parameter broadcast at the start and, with a sharded optimizer, each
+// shard's updated parameters after every step; NCCL on GPUs (asynchronous, on its own stream).
 // `control` is the control plane: small CPU values every rank must agree on before acting (the
-// replica check, the reducer's re-planned bucket order, the out-of-memory flag of each step, the
-// hook requests, the loss window, evaluation sums), always MPI, so an agreement never waits
-// behind gradient traffic on the GPU. On CPUs both may be one MPI communicator; its collectives
-// run in order on one thread, and every rank issues the same sequence, so they still match.
+// replica check, the start-up's decisions of Note [start-up order], the micro-batch search, the
+// CUDA-graph capture, the reducer's re-planned bucket order, the out-of-memory flag of each
+// step, the hook requests, the loss window, evaluation sums, the checkpoint writer's agreements
+// and its gathers), always MPI (the Trainer's contract, dtrain/trainer.h), so an agreement never
+// waits behind gradient traffic on the GPU. On CPUs both may be one MPI communicator; its
+// collectives run in order on one thread, and every rank issues the same sequence, so they still
+// match.
 struct StepContext {
   Model* model = nullptr;
   std::vector<at::Tensor> params;  // trainable, in named_parameters() order
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // their names, in the same order
   std::unique_ptr<Optimizer> optimizer;  // over `shard`'s parameters when there is one
   // dist.shard_optimizer on several ranks: the plan, and the parameters' gather after each
   // optimizer step (Note [sharded optimizer]); null otherwise.
@@ -55,12 +63,17 @@ struct StepContext {
   FaultInjector* faults = nullptr;  // tests only
 };
 
-// Sets the model's activation checkpointing (train.activation_checkpointing: an Error naming
-// the key when the model has no blocks for it), moves the model to ctx.device, collects the trainable parameters, checks that every rank holds
-// the same config, model and datasets, broadcasts rank 0's parameters and buffers, and builds the
-// optimizer (over this rank's shard with dist.shard_optimizer on several ranks; with one rank a
-// warning naming the key, and one optimizer over every parameter), the gradient engine (with
-// several ranks, or dist.reduce_single_rank) and the loss scaler (fp16, or train.skip_nonfinite).
+// Fills `ctx`, whose model, device and watchdog the caller has set (the Trainer sets `phases`
+// too, and `pixels` and `faults` after): the config values a step reads, the world and
+// `control`; the loss scaler (fp16, or train.skip_nonfinite). Sets the model's activation
+// checkpointing (train.activation_checkpointing: an Error naming the key when the model has no
+// blocks for it), moves the model to ctx.device, collects the trainable parameters (none is an
+// Error naming model.name), checks that every rank holds the same config, model and datasets,
+// broadcasts rank 0's parameters and buffers, and builds the gradient engine (with several
+// ranks, or dist.reduce_single_rank) and the optimizer (over this rank's shard with
+// dist.shard_optimizer on several ranks, a model that cannot be sharded being one agreed Error;
+// with one rank and the key set, a warning naming it, and one optimizer over every parameter).
+// Every rank calls it: it agrees over `control` and broadcasts over `comm`.
 void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                         Communicator& control, int64_t train_size, int64_t test_size);
 

@@ -60,5 +60,27 @@ TEST(Runtime, BindsTheCpuOrGpuLocalRankAndMakesTheCommunicators) {
   }
 }
 
+TEST(Runtime, TheControlCommunicatorServesBeforeSetupAndSetupMayRunAgain) {
+  // Before setup(): agreements use cpu_comm(), made on first use (dtrain bench's output check).
+  Runtime rt(MPI_COMM_WORLD);
+  at::Tensor one = at::ones({1}, at::kLong);
+  rt.cpu_comm().all_reduce(one);
+  EXPECT_EQ(one.item<int64_t>(), rt.world());
+  RunConfig run;
+  run.threads = 1;
+  run.device = DeviceKind::kCpu;
+  DistConfig dist;
+  // Once per setting, as dtrain bench does: the communicators are made anew and both work.
+  for (int setting = 0; setting < 2; ++setting) {
+    rt.setup(run, dist);
+    EXPECT_EQ(rt.cpu_comm().backend(), "mpi");
+    for (Communicator* c : {&rt.comm(), &rt.cpu_comm()}) {
+      at::Tensor rank = at::full({1}, rt.rank(), at::kLong);
+      c->all_reduce(rank);
+      EXPECT_EQ(rank.item<int64_t>(), static_cast<int64_t>(rt.world()) * (rt.world() - 1) / 2);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtrain

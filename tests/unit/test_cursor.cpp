@@ -99,6 +99,12 @@ TEST(Cursor, SavesAreDueBySchedule) {
   c.step_done();
   EXPECT_TRUE(c.final_save_due(false));
   EXPECT_FALSE(c.final_save_due(/*stopped=*/true));  // a stop saved already, or writes nothing
+  // With neither key the end is not saved either.
+  LoopCursor unscheduled(config({"checkpoint.every_epoch=false"}), nullptr, 10, 30, true);
+  unscheduled.step_done();
+  EXPECT_FALSE(unscheduled.save_due());
+  EXPECT_FALSE(unscheduled.epoch_save_due());
+  EXPECT_FALSE(unscheduled.final_save_due(false));
   // Without a folder for checkpoints, nothing is ever due.
   LoopCursor none(config({"checkpoint.every_steps=1"}), nullptr, 10, 30, /*saves=*/false);
   none.step_done();
