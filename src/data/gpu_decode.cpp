@@ -100,12 +100,13 @@ std::string GpuImageBatch::refusal(int64_t k, size_t n) {
   return why;
 }
 
-GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
-                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size, std::vector<int32_t>& taps,
                  ResampleTaps& h, ResampleTaps& v) {
-  plan_taps(h, region.width, box.x0, box.x1, grid_width, window.left, size, /*fixed=*/true);
+  const CropBox& region = plan.region;
+  const Box& box = plan.box;
+  plan_taps(h, region.width, box.x0, box.x1, plan.grid_width, plan.window.left, size, /*fixed=*/true);
   if (h.identity) unit_taps(h, size);
-  plan_taps(v, region.height, box.y0, box.y1, grid_height, window.top, size, /*fixed=*/false);
+  plan_taps(v, region.height, box.y0, box.y1, plan.grid_height, plan.window.top, size, /*fixed=*/false);
   const auto [rows_first, rows_end] = taps_span(v, size);
   if (v.identity) unit_taps(v, size);
   GpuJpeg g;
@@ -114,7 +115,7 @@ GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box
   g.rows_first = static_cast<int32_t>(rows_first), g.rows_end = static_cast<int32_t>(rows_end);
   g.h_ksize = static_cast<int32_t>(h.ksize), g.v_ksize = static_cast<int32_t>(v.ksize);
   g.taps = static_cast<int64_t>(taps.size());
-  g.flip = flip;
+  g.flip = plan.flip;
   for (const ResampleTaps* t : {&h, &v}) {
     for (int64_t f : t->first) taps.push_back(static_cast<int32_t>(f));
     for (int64_t c : t->count) taps.push_back(static_cast<int32_t>(c));
@@ -123,9 +124,8 @@ GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box
   return g;
 }
 
-void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
-                        int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip) {
-  GpuJpeg g = gpu_jpeg(width, height, region, box, grid_width, grid_height, window, flip, size_, taps_, h_, v_);
+void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const ResamplePlan& plan) {
+  GpuJpeg g = gpu_jpeg(width, height, plan, size_, taps_, h_, v_);
   g.data = bytes_[static_cast<size_t>(k)].data();
   g.size = n;
   g.slot = k;

@@ -53,11 +53,10 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device);
 // decoding]. `data` starts with the JPEG's FF D8 FF.
 std::string jpeg_refusal(const uint8_t* data, size_t n);
 
-// A sample's resampling for the GPU (Resampler::run's arguments on the region `region` of a
-// width x height image, into size x size): its GpuJpeg, without the bytes and the slot, and its
-// taps appended to `taps` in src/cuda/jpeg_batch.h's layout; `h` and `v` are scratch.
-GpuJpeg gpu_jpeg(int64_t width, int64_t height, const CropBox& region, const Box& box, int64_t grid_width,
-                 int64_t grid_height, const CropBox& window, bool flip, int64_t size, std::vector<int32_t>& taps,
+// A sample's resampling for the GPU (Resampler::run's plan on a width x height image, its window
+// size x size): its GpuJpeg, without the bytes and the slot, and its taps appended to `taps` in
+// src/cuda/jpeg_batch.h's layout; `h` and `v` are scratch.
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size, std::vector<int32_t>& taps,
                  ResampleTaps& h, ResampleTaps& v);
 
 // One batch for the GPU, as one loader thread builds it. Reused from batch to batch: its host
@@ -73,10 +72,9 @@ class GpuImageBatch {
   std::vector<uint8_t>& bytes(int64_t k);
   // Why sample k's bytes (n of them, a JPEG) go to the CPU ("" when nvJPEG takes them).
   std::string refusal(int64_t k, size_t n);
-  // Sample k through nvJPEG: the whole width x height image, the region of it the resampling
-  // reads, and the resampling (Resampler::run's arguments on view.sub(region)).
-  void add(int64_t k, size_t n, int64_t width, int64_t height, const CropBox& region, const Box& box,
-           int64_t grid_width, int64_t grid_height, const CropBox& window, bool flip);
+  // Sample k through nvJPEG: the whole width x height image, decoded, then resampled by `plan`
+  // (Resampler::run's, its window size x size).
+  void add(int64_t k, size_t n, int64_t width, int64_t height, const ResamplePlan& plan);
   // Sample k's 3 x size x size planes, for the CPU path to fill.
   uint8_t* planes(int64_t k);
   // Runs the batch: the device tensor (N, 3, size, size). The samples nvJPEG refused are loaded

@@ -176,14 +176,10 @@ struct Transform {
 };
 
 // How one sample's pixels come out of its decoded image (Note [image transforms]): the scale it
-// is decoded at, then Resampler::run(image.sub(region), box, grid, window, flip).
+// is decoded at, then the resampling of that decode (Resampler::run, or the GPU's gpu_jpeg).
 struct Plan {
   JpegScale scale;
-  CropBox region;
-  Box box;
-  int64_t grid_width = 0, grid_height = 0;
-  CropBox window;
-  bool flip = false;
+  ResamplePlan resample;
 };
 
 // What one loader thread needs to turn files into pixels; one per fetch() call.
@@ -269,16 +265,17 @@ class ImageFolderDataset : public Dataset {
     SampleRandom random(seed_, epoch, index);
     const int64_t s = t_.size;
     Plan p;
+    ResamplePlan& r = p.resample;
     if (!t_.train) {
       const CenterCrop center = resize_center_crop(width, height, t_.resize, s);
       if (decoder != nullptr)
         p.scale = decoder->scale_for(static_cast<double>(width), static_cast<double>(height), center.resized_width,
                                      center.resized_height);
       const double f = static_cast<double>(p.scale.num) / p.scale.denom;
-      p.region = CropBox{0, 0, p.scale.scaled(height), p.scale.scaled(width)};
-      p.box = Box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
-      p.grid_width = center.resized_width, p.grid_height = center.resized_height;
-      p.window = center.crop;
+      r.region = CropBox{0, 0, p.scale.scaled(height), p.scale.scaled(width)};
+      r.box = Box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
+      r.grid_width = center.resized_width, r.grid_height = center.resized_height;
+      r.window = center.crop;
       return p;
     }
     const CropBox crop = random_resized_crop(width, height, t_.scale, t_.ratio, random);
@@ -289,15 +286,15 @@ class ImageFolderDataset : public Dataset {
     const double f = static_cast<double>(p.scale.num) / p.scale.denom;
     const double x0 = static_cast<double>(crop.left) * f, x1 = static_cast<double>(crop.left + crop.width) * f;
     const double y0 = static_cast<double>(crop.top) * f, y1 = static_cast<double>(crop.top + crop.height) * f;
-    p.region.left = static_cast<int64_t>(std::floor(x0));
-    p.region.top = static_cast<int64_t>(std::floor(y0));
-    p.region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), p.scale.scaled(width)) - p.region.left;
-    p.region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), p.scale.scaled(height)) - p.region.top;
-    const auto left = static_cast<double>(p.region.left), top = static_cast<double>(p.region.top);
-    p.box = Box{x0 - left, y0 - top, x1 - left, y1 - top};
-    p.grid_width = p.grid_height = s;
-    p.window = CropBox{0, 0, s, s};
-    p.flip = t_.hflip && random_flip(random);
+    r.region.left = static_cast<int64_t>(std::floor(x0));
+    r.region.top = static_cast<int64_t>(std::floor(y0));
+    r.region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), p.scale.scaled(width)) - r.region.left;
+    r.region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), p.scale.scaled(height)) - r.region.top;
+    const auto left = static_cast<double>(r.region.left), top = static_cast<double>(r.region.top);
+    r.box = Box{x0 - left, y0 - top, x1 - left, y1 - top};
+    r.grid_width = r.grid_height = s;
+    r.window = CropBox{0, 0, s, s};
+    r.flip = t_.hflip && random_flip(random);
     return p;
   }
 
@@ -316,7 +313,7 @@ class ImageFolderDataset : public Dataset {
     const Plan p = plan(width, height, index, epoch, jpeg && t_.scaled_decode ? &w.jpeg : nullptr);
     if (jpeg) w.jpeg.decode(data, n, path, p.scale, w.image);
     const RgbView image{w.image.pixels.data(), w.image.width, w.image.height, w.image.width * 3};
-    w.resampler.run(image.sub(p.region), p.box, p.grid_width, p.grid_height, p.window, p.flip, out);
+    w.resampler.run(image, p.resample, out);
   }
 
   // The batch on the device (Note [GPU decoding]): the files read and planned here, the JPEGs
@@ -337,8 +334,7 @@ class ImageFolderDataset : public Dataset {
         const auto [width, height] = w.jpeg.size(bytes.data(), size, path);
         why = batch->refusal(k, size);
         if (why.empty()) {
-          const Plan p = plan(width, height, i, epoch, nullptr);
-          batch->add(k, size, width, height, p.region, p.box, p.grid_width, p.grid_height, p.window, p.flip);
+          batch->add(k, size, width, height, plan(width, height, i, epoch, nullptr).resample);
           continue;
         }
       }

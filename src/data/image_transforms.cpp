@@ -219,8 +219,11 @@ void horizontal_row(const uint8_t* in, uint8_t* out, int64_t width, const int64_
 
 }  // namespace
 
-void Resampler::run(const RgbView& src, const Box& box, int64_t grid_width, int64_t grid_height,
-                    const CropBox& window, bool flip, uint8_t* planes) {
+void Resampler::run(const RgbView& image, const ResamplePlan& plan, uint8_t* planes) {
+  const RgbView src = image.sub(plan.region);
+  const Box& box = plan.box;
+  const CropBox& window = plan.window;
+  const int64_t grid_width = plan.grid_width, grid_height = plan.grid_height;
   const int64_t ow = window.width, oh = window.height;
   plan_taps(h_, src.width, box.x0, box.x1, grid_width, window.left, ow, /*fixed=*/true);
   plan_taps(v_, src.height, box.y0, box.y1, grid_height, window.top, oh, /*fixed=*/false);
@@ -269,7 +272,7 @@ void Resampler::run(const RgbView& src, const Box& box, int64_t grid_width, int6
     uint8_t* g = r + plane;
     uint8_t* b = g + plane;
     for (int64_t x = 0; x < ow; ++x) {
-      const int64_t d = flip ? ow - 1 - x : x;
+      const int64_t d = plan.flip ? ow - 1 - x : x;
       if (line != nullptr) {
         r[d] = line[x * 3 + 0], g[d] = line[x * 3 + 1], b[d] = line[x * 3 + 2];
       } else {

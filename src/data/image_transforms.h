@@ -109,16 +109,28 @@ void unit_taps(ResampleTaps& t, int64_t out_count);
 // PIL's 1.0 in the taps' fixed point.
 constexpr int32_t kResampleOne = 1 << 22;
 
-// PIL's bilinear resampling of `box` of `src` onto a grid_width x grid_height image (PIL's
-// src.resize((grid_width, grid_height), BILINEAR, box)); the filter never reads outside `src`,
-// so PIL's img.crop(c).resize(...) is resample(view.sub(c), whole box, ...). Only `window` of
-// the result is computed; it is written into `planes`: 3 planes (R, G, B) of window.height x
-// window.width, row-major, mirrored left to right when `flip`. Holds its scratch buffers and
-// coefficients across calls: one per thread.
+// How one sample's pixels come out of a decoded image: PIL's img.crop(region).resize((grid_width,
+// grid_height), BILINEAR, box) with `box` in the region's coordinates, of which only `window` is
+// kept, mirrored left to right when `flip`. `region` is whole pixels inside the image (the
+// filter never reads outside it); `box` may be fractional (a crop mapped into a scaled decode).
+// The CPU's Resampler and the GPU's decoder (gpu_jpeg, src/data/gpu_decode.h) take it whole.
+struct ResamplePlan {
+  CropBox region;
+  Box box;
+  int64_t grid_width = 0, grid_height = 0;
+  CropBox window;
+  bool flip = false;
+};
+
+// PIL's bilinear resampling (ResamplePlan) of `image`: plan.box of image.sub(plan.region) onto a
+// grid_width x grid_height image (PIL's src.resize((grid_width, grid_height), BILINEAR, box));
+// the filter never reads outside the region, so PIL's img.crop(c).resize(...) is a region c
+// with the whole of it as the box. Only plan.window of the result is computed; it is written
+// into `planes`: 3 planes (R, G, B) of window.height x window.width, row-major, mirrored left to
+// right when plan.flip. Holds its scratch buffers and coefficients across calls: one per thread.
 class Resampler {
  public:
-  void run(const RgbView& src, const Box& box, int64_t grid_width, int64_t grid_height,
-           const CropBox& window, bool flip, uint8_t* planes);
+  void run(const RgbView& image, const ResamplePlan& plan, uint8_t* planes);
 
  private:
   ResampleTaps h_, v_;

@@ -80,8 +80,12 @@ class PictureDataset : public Dataset {
     }
     const int64_t h = spec_.input_shape[1], w = spec_.input_shape[2];
     const RgbView view{image.pixels.data(), image.width, image.height, image.width * 3};
-    const Box whole{0, 0, static_cast<double>(image.width), static_cast<double>(image.height)};
-    worker.resampler.run(view, whole, w, h, CropBox{0, 0, h, w}, /*flip=*/false, worker.planes.data());
+    ResamplePlan whole;
+    whole.region = CropBox{0, 0, image.height, image.width};
+    whole.box = Box{0, 0, static_cast<double>(image.width), static_cast<double>(image.height)};
+    whole.grid_width = w, whole.grid_height = h;
+    whole.window = CropBox{0, 0, h, w};
+    worker.resampler.run(view, whole, worker.planes.data());
   }
 
   std::vector<std::string> files_;

@@ -19,6 +19,7 @@ namespace {
 using dtrain::detail::Box;
 using dtrain::detail::CropBox;
 using dtrain::detail::GpuJpeg;
+using dtrain::detail::ResamplePlan;
 using dtrain::detail::ResampleTaps;
 using dtrain::detail::RgbView;
 
@@ -43,11 +44,7 @@ std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps
 
 struct Case {
   int64_t width, height;
-  CropBox region;
-  Box box;
-  int64_t grid_width, grid_height;
-  CropBox window;
-  bool flip;
+  ResamplePlan plan;
 };
 
 void expect_same(const Case& c, int64_t size) {
@@ -56,33 +53,33 @@ void expect_same(const Case& c, int64_t size) {
   for (auto& b : rgb) b = static_cast<uint8_t>((r = r * 1664525u + 1013904223u) >> 24);
   std::vector<int32_t> taps = {7, 7, 7};  // an earlier sample's taps: offsets must hold
   ResampleTaps h, v;
-  const GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.region, c.box, c.grid_width, c.grid_height,
-                                             c.window, c.flip, size, taps, h, v);
+  const GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.plan, size, taps, h, v);
   std::vector<uint8_t> cpu(static_cast<size_t>(3 * size * size));
   dtrain::detail::Resampler resampler;
   const RgbView view{rgb.data(), c.width, c.height, c.width * 3};
-  resampler.run(view.sub(c.region), c.box, c.grid_width, c.grid_height, c.window, c.flip, cpu.data());
+  resampler.run(view, c.plan, cpu.data());
+  const ResamplePlan& p = c.plan;
   EXPECT_EQ(kernels_on_host(g, taps, rgb, size), cpu)
-      << "region " << c.region.left << "," << c.region.top << " " << c.region.width << "x" << c.region.height
-      << " grid " << c.grid_width << "x" << c.grid_height << " flip " << c.flip;
+      << "region " << p.region.left << "," << p.region.top << " " << p.region.width << "x" << p.region.height
+      << " grid " << p.grid_width << "x" << p.grid_height << " flip " << p.flip;
 }
 
 TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
   const int64_t s = 24;
   for (bool flip : {false, true}) {
-    expect_same({120, 90, {10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}, s);  // shrink
-    expect_same({120, 90, {3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}, s);    // enlarge
-    expect_same({120, 90, {30, 40, s, s}, {0, 0, 24, 24}, s, s, {0, 0, s, s}, flip}, s);    // identity
-    expect_same({120, 90, {0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}, s);  // whole image
+    expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}}, s);  // shrink
+    expect_same({120, 90, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}}, s);    // enlarge
+    expect_same({120, 90, {{30, 40, s, s}, {0, 0, 24, 24}, s, s, {0, 0, s, s}, flip}}, s);    // identity
+    expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s);  // whole image
     // A crop mapped into a scaled decode: fractional box within the whole-pixel region.
-    expect_same({60, 45, {5, 10, 31, 38}, {0.5, 0.25, 37.5, 30.75}, s, s, {0, 0, s, s}, flip}, s);
+    expect_same({60, 45, {{5, 10, 31, 38}, {0.5, 0.25, 37.5, 30.75}, s, s, {0, 0, s, s}, flip}}, s);
   }
   // Random crops as the image folder draws them.
   for (int64_t i = 0; i < 20; ++i) {
     dtrain::detail::SampleRandom random(3, 1, i);
     const CropBox c = dtrain::detail::random_resized_crop(97, 61, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
-    expect_same({97, 61, c, {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)}, s, s, {0, 0, s, s},
-                 i % 2 == 0},
+    expect_same({97, 61, {c, {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)}, s, s, {0, 0, s, s},
+                          i % 2 == 0}},
                 s);
   }
 }
@@ -91,8 +88,8 @@ TEST(GpuTaps, EvaluationCropsAreTheResamplersBytes) {
   const int64_t s = 24;
   for (const auto& [w, h] : std::vector<std::pair<int64_t, int64_t>>{{120, 90}, {61, 97}, {27, 40}, {28, 28}}) {
     const auto center = dtrain::detail::resize_center_crop(w, h, 28, s);
-    expect_same({w, h, {0, 0, h, w}, {0, 0, static_cast<double>(w), static_cast<double>(h)}, center.resized_width,
-                 center.resized_height, center.crop, false},
+    expect_same({w, h, {{0, 0, h, w}, {0, 0, static_cast<double>(w), static_cast<double>(h)}, center.resized_width,
+                        center.resized_height, center.crop, false}},
                 s);
   }
 }

@@ -19,6 +19,7 @@ using dtrain::detail::CenterCrop;
 using dtrain::detail::CropBox;
 using dtrain::detail::decode_png;
 using dtrain::detail::random_resized_crop;
+using dtrain::detail::ResamplePlan;
 using dtrain::detail::Resampler;
 using dtrain::detail::resize_center_crop;
 using dtrain::detail::RgbImage;
@@ -62,15 +63,16 @@ TEST(ImageTransforms, CenterCropAtTheImagesOwnSizeIsItsMiddle) {
   const CenterCrop center = resize_center_crop(w, h, 30, s);
   std::vector<uint8_t> out(static_cast<size_t>(3 * s * s));
   Resampler r;
-  r.run(RgbView{rgb.data(), w, h, w * 3}, Box{0, 0, double(w), double(h)}, center.resized_width,
-        center.resized_height, center.crop, false, out.data());
+  ResamplePlan plan{CropBox{0, 0, h, w}, Box{0, 0, double(w), double(h)}, center.resized_width,
+                    center.resized_height, center.crop, false};
+  r.run(RgbView{rgb.data(), w, h, w * 3}, plan, out.data());
   for (int c = 0; c < 3; ++c)
     for (int64_t y = 0; y < s; ++y)
       for (int64_t x = 0; x < s; ++x)
         ASSERT_EQ(out[static_cast<size_t>((c * s + y) * s + x)], pixel(x + 10, y + 5, c)) << c << " " << y << " " << x;
   // Flipped: column x holds the source's column 10 + (s - 1 - x).
-  r.run(RgbView{rgb.data(), w, h, w * 3}, Box{0, 0, double(w), double(h)}, center.resized_width,
-        center.resized_height, center.crop, true, out.data());
+  plan.flip = true;
+  r.run(RgbView{rgb.data(), w, h, w * 3}, plan, out.data());
   for (int64_t x = 0; x < s; ++x) EXPECT_EQ(out[static_cast<size_t>(x)], pixel(10 + s - 1 - x, 5, 0));
 }
 
@@ -108,9 +110,13 @@ TEST(ImageTransforms, ResamplingIsPilsBilinearByteForByte) {
     const RgbImage image = decoded(e.image);
     const CenterCrop center = resize_center_crop(image.width, image.height, e.resize, e.size);
     std::vector<uint8_t> out(static_cast<size_t>(3 * e.size * e.size));
-    r.run(RgbView{image.pixels.data(), image.width, image.height, image.width * 3},
-          Box{0, 0, double(image.width), double(image.height)}, center.resized_width, center.resized_height,
-          center.crop, false, out.data());
+    const ResamplePlan plan{CropBox{0, 0, image.height, image.width},
+                            Box{0, 0, double(image.width), double(image.height)},
+                            center.resized_width,
+                            center.resized_height,
+                            center.crop,
+                            false};
+    r.run(RgbView{image.pixels.data(), image.width, image.height, image.width * 3}, plan, out.data());
     EXPECT_EQ(out, pil[k++]);
   }
   for (const auto& c : crops) {
@@ -118,8 +124,10 @@ TEST(ImageTransforms, ResamplingIsPilsBilinearByteForByte) {
     const RgbImage image = decoded(c.image);
     const RgbView view{image.pixels.data(), image.width, image.height, image.width * 3};
     std::vector<uint8_t> out(static_cast<size_t>(3 * c.size * c.size));
-    r.run(view.sub(c.box), Box{0, 0, double(c.box.width), double(c.box.height)}, c.size, c.size,
-          CropBox{0, 0, c.size, c.size}, c.flip, out.data());
+    // The crop is the plan's region: run() reads only that part of the whole image.
+    const ResamplePlan plan{c.box, Box{0, 0, double(c.box.width), double(c.box.height)}, c.size, c.size,
+                            CropBox{0, 0, c.size, c.size}, c.flip};
+    r.run(view, plan, out.data());
     EXPECT_EQ(out, pil[k++]);
   }
 }
