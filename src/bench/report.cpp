@@ -18,7 +18,23 @@ std::string setting_name(const Row& r) {
   if (r.checkpointing != ActivationCheckpointing::kOff) s += ", train.activation_checkpointing=blocks";
   if (r.shard_optimizer) s += ", dist.shard_optimizer=true";
   if (r.decode != DecodeMode::kCpu) s += std::string(", data.decode=") + to_string(r.decode);
+  for (const auto& [key, value] : r.keys) s += ", " + key + "=" + value;
   return s;
+}
+
+// Row r's value of the swept key `key` ("" when it has none).
+std::string value_of(const Row& r, const std::string& key) {
+  for (const auto& [k, v] : r.keys)
+    if (k == key) return v;
+  return "";
+}
+
+// A swept value in the JSON: a number or a boolean as such (the dump writes them as JSON
+// would), anything else as its text.
+nlohmann::json json_value(const std::string& v) {
+  nlohmann::json j = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+  if (j.is_number() || j.is_boolean()) return j;
+  return v;
 }
 
 const char* checkpointing_name(const Row& r) {
@@ -37,6 +53,7 @@ const char* rule_id(GlobalBatch rule) {
     case GlobalBatch::kMicroTimesWorld: return "micro_batch_x_world";
     case GlobalBatch::kFixed: return "fixed";
     case GlobalBatch::kConfig: return "config";
+    case GlobalBatch::kSwept: return "swept";
   }
   return "?";
 }
@@ -52,6 +69,9 @@ std::string global_batch_line(const SweepResult& res) {
       return "global batch fixed by train.global_batch on the command line: accumulation = "
              "global batch / (" + w + " rank(s) x micro-batch)";
     case GlobalBatch::kConfig: return "global batch and micro-batch: the config's";
+    case GlobalBatch::kSwept:
+      return "global batch: as swept (train.global_batch); accumulation = global batch / (" + w +
+             " rank(s) x micro-batch)";
   }
   return "";
 }
@@ -133,6 +153,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
   std::vector<std::string> head = {"micro", "workers", "global", "accum"};
   if (res.ladder) head.push_back("ckpt"), head.push_back("sharded");
   if (res.decoders) head.push_back("decode");
+  for (const std::string& key : res.keys) head.push_back(key);
   head.push_back("samples/s");
   if (tokens) head.push_back("tokens/s");
   for (const char* h : {"step ms", "p50 ms", "p90 ms", "data wait"}) head.push_back(h);
@@ -146,6 +167,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
                                   std::to_string(r.global_batch), std::to_string(r.accum_steps)};
     if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer ? "yes" : "no");
     if (res.decoders) c.push_back(to_string(r.decode));
+    for (const std::string& key : res.keys) c.push_back(value_of(r, key));
     std::string note = r.note;
     if (static_cast<int>(i) == rec.row) note = "<- recommended";
     else if (std::find(rec.crowded.begin(), rec.crowded.end(), static_cast<int>(i)) != rec.crowded.end())
@@ -198,7 +220,9 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
   std::string out =
       "micro_batch,workers,global_batch,accum_steps,fits,samples_per_s,tokens_per_s,step_mean_s,"
       "step_p50_s,step_p90_s,data_wait_share,peak_memory_bytes,memory_total_bytes,"
-      "gpu_utilization,mfu,recommended,note,activation_checkpointing,shard_optimizer,decode\n";
+      "gpu_utilization,mfu,recommended,note,activation_checkpointing,shard_optimizer,decode";
+  for (const std::string& key : res.keys) out += "," + csv_field(key);
+  out += "\n";
   for (size_t i = 0; i < res.rows.size(); ++i) {
     const Row& r = res.rows[i];
     std::string line = std::to_string(r.micro_batch) + "," + std::to_string(r.workers) + "," +
@@ -215,6 +239,7 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
     }
     line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note) +
             "," + checkpointing_name(r) + "," + (r.shard_optimizer ? "true" : "false") + "," + to_string(r.decode);
+    for (const std::string& key : res.keys) line += "," + csv_field(value_of(r, key));
     out += line + "\n";
   }
   return out;
@@ -229,6 +254,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
               {"fits", r.fits}, {"note", r.note},
               {"activation_checkpointing", checkpointing_name(r)},
               {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
+    for (const auto& [key, value] : r.keys) j[key] = json_value(value);
     for (const char* k : {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s",
                           "tokens_per_s", "step_mean_s", "step_p50_s", "step_p90_s",
                           "data_wait_share", "peak_memory_bytes", "memory_total_bytes",
@@ -267,6 +293,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
     out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers},
                           {"activation_checkpointing", checkpointing_name(r)},
                           {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
+    for (const auto& [key, value] : r.keys) out["recommended"][key] = json_value(value);
   }
   return out.dump(2) + "\n";
 }

@@ -6,14 +6,17 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "bench/step_timer.h"
+#include "config/schema.h"
 #include "cuda/device.h"
 #include "cuda/memory.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "dtrain/models.h"
 #include "dtrain/session.h"
 #include "train/recovery.h"
 #include "util/format.h"
@@ -42,9 +45,12 @@ std::string describe(const Setting& s, int world) {
                   " rank(s), global batch " + std::to_string(s.global_batch);
   if (s.accum_steps > 1) d += " (" + std::to_string(s.accum_steps) + " accumulation steps)";
   d += ", data.workers " + std::to_string(s.workers);
-  if (s.checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
-  if (s.shard_optimizer) d += ", dist.shard_optimizer";
-  if (s.decode != DecodeMode::kCpu) d += std::string(", data.decode ") + to_string(s.decode);
+  const Config& c = s.config;
+  if (c.train.activation_checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
+  if (c.dist.shard_optimizer) d += ", dist.shard_optimizer";
+  if (c.data.decode != DecodeMode::kCpu) d += std::string(", data.decode ") + to_string(c.data.decode);
+  for (const auto& [key, value] : s.values)
+    if (!has_own_column(key)) d += ", " + key + " " + value;
   return d;
 }
 
@@ -55,29 +61,32 @@ const char* to_string(GlobalBatch rule) {
     case GlobalBatch::kMicroTimesWorld: return "micro_batch x world";
     case GlobalBatch::kFixed: return "fixed (train.global_batch on the command line)";
     case GlobalBatch::kConfig: return "the config's";
+    case GlobalBatch::kSwept: return "swept (train.global_batch)";
   }
   return "?";
 }
 
 namespace {
 
-// The comma-separated entries of `text`, trimmed, each once: an Error naming `option` for an empty
-// list, an empty entry or one given twice.
+// The comma-separated entries of `text` (commas inside brackets do not separate), trimmed, each
+// once: an Error naming `option` for an empty list, an empty entry or one given twice.
 std::vector<std::string> entries(const std::string& text, const std::string& option) {
   const std::string in = " (in '" + text + "')";
   if (trim(text).empty()) throw Error("needs a comma-separated list, got '" + text + "'", option);
   std::vector<std::string> out;
   size_t begin = 0;
-  for (;;) {
-    const size_t comma = text.find(',', begin);
-    const std::string entry =
-        trim(text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+  int depth = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char ch = i < text.size() ? text[i] : ',';
+    if (ch == '[') ++depth;
+    if (ch == ']' && depth > 0) --depth;
+    if (ch != ',' || (depth > 0 && i < text.size())) continue;
+    const std::string entry = trim(text.substr(begin, i - begin));
     if (entry.empty()) throw Error("an empty entry" + in, option);
     for (const std::string& seen : out)
       if (seen == entry) throw Error(entry + " is given twice" + in, option);
     out.push_back(entry);
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
+    begin = i + 1;
   }
   return out;
 }
@@ -103,39 +112,51 @@ std::vector<int64_t> parse_sizes(const std::string& text, const std::string& opt
   return out;
 }
 
-namespace {
+KeySweep parse_sweep(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || trim(text.substr(0, eq)).empty())
+    throw Error("needs section.key=v1,v2,..., got '" + text + "'", "--sweep");
+  KeySweep s;
+  s.key = trim(text.substr(0, eq));
+  s.option = "--sweep";
+  s.text = text;
+  s.values = entries(text.substr(eq + 1), "--sweep");
+  return s;
+}
 
-// The entries of `text` as values of `names` (each a name and its value), in their order: an
-// entry that is none of the names is an Error naming `option` and the names ("off or blocks").
-template <class T>
-std::vector<T> parse_choices(const std::string& text, const std::string& option,
-                             const std::vector<std::pair<std::string, T>>& names) {
-  std::string list = names.front().first;  // "cpu, gpu or auto"
-  for (size_t i = 1; i < names.size(); ++i) list += (i + 1 == names.size() ? " or " : ", ") + names[i].first;
-  std::vector<T> out;
-  for (const std::string& e : entries(text, option)) {
-    const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == e; });
-    if (it == names.end()) throw Error("'" + e + "' is not " + list + " (in '" + text + "')", option);
-    out.push_back(it->second);
+const std::vector<SweepAlias>& sweep_aliases() {
+  static const std::vector<SweepAlias> aliases = {
+      {"--micro-batches", "train.micro_batch", "micro-batch sizes per rank to time, e.g. 32,64,128", 1},
+      {"--workers", "data.workers", "data.workers values to time, e.g. 0,2,4", 0},
+      {"--activation-checkpointing", "train.activation_checkpointing",
+       "train.activation_checkpointing values to time: off,blocks (the memory ladder)", kNotSizes},
+      {"--shard-optimizer", "dist.shard_optimizer",
+       "dist.shard_optimizer values to time: false,true (the memory ladder)", kNotSizes},
+      {"--decode", "data.decode", "data.decode values to time: cpu,gpu (an image folder's decoders)", kNotSizes}};
+  return aliases;
+}
+
+KeySweep parse_alias(const std::string& option, const std::string& text) {
+  for (const SweepAlias& a : sweep_aliases()) {
+    if (option != a.option) continue;
+    KeySweep s;
+    s.key = a.key;
+    s.option = option;
+    s.text = text;
+    if (a.min == kNotSizes) {
+      s.values = entries(text, option);
+    } else {
+      for (int64_t v : parse_sizes(text, option, a.min)) s.values.push_back(std::to_string(v));
+    }
+    return s;
   }
-  return out;
+  throw Error("not an alias of --sweep (internal error)", option);
 }
 
-}  // namespace
-
-std::vector<ActivationCheckpointing> parse_checkpointing(const std::string& text) {
-  return parse_choices<ActivationCheckpointing>(
-      text, "--activation-checkpointing",
-      {{"off", ActivationCheckpointing::kOff}, {"blocks", ActivationCheckpointing::kBlocks}});
-}
-
-std::vector<DecodeMode> parse_decode(const std::string& text) {
-  return parse_choices<DecodeMode>(
-      text, "--decode", {{"cpu", DecodeMode::kCpu}, {"gpu", DecodeMode::kGpu}, {"auto", DecodeMode::kAuto}});
-}
-
-std::vector<bool> parse_sharding(const std::string& text) {
-  return parse_choices<bool>(text, "--shard-optimizer", {{"false", false}, {"true", true}});
+bool has_own_column(const std::string& key) {
+  for (const SweepAlias& a : sweep_aliases())
+    if (key == a.key) return true;
+  return key == "train.global_batch";
 }
 
 const std::vector<std::string>& bench_keys() {
@@ -147,34 +168,63 @@ const std::vector<std::string>& bench_keys() {
   return keys;
 }
 
+namespace {
+
+// "" when a run with `c` reads `key`, else why not (the schema's applicability).
+std::string not_applying(const std::string& key, const Config& c) {
+  const config::Field* f = config::find_field(key);
+  if (f == nullptr) return "";
+  if (f->applies == config::Applies::kWhen) return f->unused_because(c);
+  if (f->applies == config::Applies::kModel) {
+    const std::optional<std::vector<std::string>> reads = model_keys(c.model.name);
+    if (reads && std::find(reads->begin(), reads->end(), key) == reads->end()) return "model.name is " + c.model.name;
+  }
+  return "";
+}
+
+const KeySweep* swept(const std::vector<KeySweep>& sweeps, const std::string& key) {
+  for (const KeySweep& s : sweeps)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+// The options' sweeps, SweepOptions::micro_batches first as its alias would give it.
+std::vector<KeySweep> all_sweeps(const SweepOptions& o) {
+  std::vector<KeySweep> sweeps;
+  if (!o.micro_batches.empty()) {
+    std::string text;
+    for (int64_t m : o.micro_batches) text += (text.empty() ? "" : ",") + std::to_string(m);
+    sweeps.push_back(parse_alias("--micro-batches", text));
+  }
+  sweeps.insert(sweeps.end(), o.sweeps.begin(), o.sweeps.end());
+  return sweeps;
+}
+
+}  // namespace
+
 SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrides,
                      const SweepOptions& o, int world) {
   const std::set<std::string> given = override_keys(overrides);
+  const std::vector<KeySweep> sweeps = all_sweeps(o);
   for (const std::string& k : bench_keys())
     if (given.count(k))
       throw Error("dtrain bench sets this key for every setting (it writes no files, resumes "
                   "nothing, skips evaluation and runs --warmup-steps + --steps steps); leave it "
                   "off the command line",
                   k);
-  if (!o.micro_batches.empty() && given.count("train.micro_batch"))
-    throw Error("is given on the command line and swept by --micro-batches; give one of them",
-                "train.micro_batch");
-  if (!o.workers.empty() && given.count("data.workers"))
-    throw Error("is given on the command line and swept by --workers; give one of them",
-                "data.workers");
-  if (!o.checkpointing.empty() && given.count("train.activation_checkpointing"))
-    throw Error("is given on the command line and swept by --activation-checkpointing; give one "
-                "of them",
-                "train.activation_checkpointing");
-  if (!o.shard_optimizer.empty() && given.count("dist.shard_optimizer"))
-    throw Error("is given on the command line and swept by --shard-optimizer; give one of them",
-                "dist.shard_optimizer");
-  if (!o.decode.empty() && given.count("data.decode"))
-    throw Error("is given on the command line and swept by --decode; give one of them", "data.decode");
-  if (!o.decode.empty() && base.data.format != DataFormat::kImageFolder)
-    throw Error(std::string("data.format is ") + to_string(base.data.format) +
-                    ": only an image folder's images are decoded (data.decode)",
-                "--decode");
+  for (size_t i = 0; i < sweeps.size(); ++i) {
+    const KeySweep& s = sweeps[i];
+    if (std::find(bench_keys().begin(), bench_keys().end(), s.key) != bench_keys().end())
+      throw Error("dtrain bench sets this key for every setting (it writes no files, resumes "
+                  "nothing, skips evaluation and runs --warmup-steps + --steps steps); it cannot "
+                  "be swept (" + s.option + " '" + s.text + "')",
+                  s.key);
+    if (given.count(s.key))
+      throw Error("is given on the command line and swept by " + s.option + "; give one of them", s.key);
+    for (size_t j = 0; j < i; ++j)
+      if (sweeps[j].key == s.key)
+        throw Error("is swept by " + sweeps[j].option + " and by " + s.option + "; give one list", s.key);
+  }
   constexpr int64_t kMaxSteps = 1000000000;
   if (o.warmup_steps < 0 || o.warmup_steps > kMaxSteps)
     throw Error("must be in [0, 1e9], got " + std::to_string(o.warmup_steps), "--warmup-steps");
@@ -182,43 +232,39 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     throw Error("must be in [1, 1e9], got " + std::to_string(o.steps), "--steps");
 
   SweepPlan plan;
-  const bool sweeps_micro = !o.micro_batches.empty();
-  plan.rule = !sweeps_micro                       ? GlobalBatch::kConfig
+  const KeySweep* micro = swept(sweeps, "train.micro_batch");
+  plan.rule = swept(sweeps, "train.global_batch") ? GlobalBatch::kSwept
+              : micro == nullptr              ? GlobalBatch::kConfig
               : given.count("train.global_batch") ? GlobalBatch::kFixed
                                                   : GlobalBatch::kMicroTimesWorld;
-  const std::vector<int64_t> micros = sweeps_micro ? o.micro_batches
-                                                   : std::vector<int64_t>{base.train.micro_batch};
-  const std::vector<int64_t> workers = o.workers.empty() ? std::vector<int64_t>{base.data.workers}
-                                                         : o.workers;
-  const std::vector<ActivationCheckpointing> ckpts =
-      o.checkpointing.empty() ? std::vector<ActivationCheckpointing>{base.train.activation_checkpointing}
-                              : o.checkpointing;
-  const std::vector<bool> shards =
-      o.shard_optimizer.empty() ? std::vector<bool>{base.dist.shard_optimizer} : o.shard_optimizer;
-  const std::vector<DecodeMode> decoders =
-      o.decode.empty() ? std::vector<DecodeMode>{base.data.decode} : o.decode;
-  plan.ladder = !o.checkpointing.empty() || !o.shard_optimizer.empty();
-  plan.decoders = !o.decode.empty();
+  plan.ladder = swept(sweeps, "train.activation_checkpointing") || swept(sweeps, "dist.shard_optimizer");
+  plan.decoders = swept(sweeps, "data.decode") != nullptr;
+  for (const KeySweep& s : sweeps)
+    if (!has_own_column(s.key)) plan.keys.push_back(s.key);
   const int64_t total = o.warmup_steps + o.steps;
-  // One setting of the cross product, checked by resolving a copy.
-  auto setting = [&](int64_t micro, int64_t w, ActivationCheckpointing ckpt, bool shard, DecodeMode decode) {
+  // One setting of the cross product (value pick[i] of sweep i), checked by resolving a copy.
+  auto setting = [&](const std::vector<size_t>& pick) {
     Setting st;
     st.config = base;
     Config& c = st.config;
-    if (sweeps_micro) {
-      c.train.micro_batch = micro;
-      if (plan.rule == GlobalBatch::kMicroTimesWorld) {
-        if (micro > std::numeric_limits<int64_t>::max() / world)
-          throw Error(std::to_string(micro) + " x " + std::to_string(world) +
-                          " ranks overflows the global batch",
-                      "--micro-batches");
-        c.train.global_batch = micro * world;
-      }
+    for (size_t i = 0; i < sweeps.size(); ++i) {
+      const KeySweep& s = sweeps[i];
+      const std::string& v = s.values[pick[i]];
+      config::set_from_text(c, s.key, v, s.option + " '" + s.text + "'");
+      st.values.emplace_back(s.key, config::find_field(s.key)->get(c));
     }
-    c.data.workers = w;
-    c.train.activation_checkpointing = ckpt;
-    c.dist.shard_optimizer = shard;
-    c.data.decode = decode;
+    if (micro != nullptr && plan.rule == GlobalBatch::kMicroTimesWorld) {
+      const int64_t m = c.train.micro_batch;
+      if (m < 1)
+        throw Error("global batch = micro-batch x ranks needs a size >= 1, got " +
+                        config::find_field("train.micro_batch")->get(c) +
+                        "; give train.global_batch=N on the command line to time it",
+                    micro->option);
+      if (m > std::numeric_limits<int64_t>::max() / world)
+        throw Error(std::to_string(m) + " x " + std::to_string(world) + " ranks overflows the global batch",
+                    micro->option);
+      c.train.global_batch = m * world;
+    }
     c.run.dir = "";
     c.run.log_every = 0;
     c.run.quiet = true;
@@ -232,30 +278,37 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     c.checkpoint.every_epoch = false;
     c.checkpoint.dir = "";
     c.checkpoint.resume = "none";
+    for (const KeySweep& s : sweeps) {
+      const std::string why = not_applying(s.key, c);
+      if (!why.empty())
+        throw Error(s.key + " does not apply to this run (" + why + "): a run reads it only where the schema "
+                        "says (dtrain --help), so every setting would time the same",
+                    s.option);
+    }
     Config check = c;
     try {
       check.resolve(world);
     } catch (const Error& e) {
-      if (!sweeps_micro) throw;
-      throw Error("micro-batch " + std::to_string(micro) + " on " + std::to_string(world) +
-                      " rank(s): " + e.what(),
-                  "--micro-batches");
+      if (micro == nullptr) throw;
+      throw Error("micro-batch " + config::find_field("train.micro_batch")->get(c) + " on " +
+                      std::to_string(world) + " rank(s): " + e.what(),
+                  micro->option);
     }
     st.micro_batch = c.train.micro_batch;
-    st.workers = w;
-    st.checkpointing = ckpt;
-    st.shard_optimizer = shard;
-    st.decode = decode;
+    st.workers = c.data.workers;
     st.global_batch = c.train.global_batch;
     st.rank_batch = check.resolved.rank_batch;
     st.accum_steps = check.resolved.accum_steps;
     return st;
   };
-  for (int64_t micro : micros)
-    for (int64_t w : workers)
-      for (ActivationCheckpointing ckpt : ckpts)
-        for (bool shard : shards)
-          for (DecodeMode decode : decoders) plan.settings.push_back(setting(micro, w, ckpt, shard, decode));
+  // The cross product, as an odometer: the last sweep turns fastest.
+  std::vector<size_t> pick(sweeps.size(), 0);
+  for (;;) {
+    plan.settings.push_back(setting(pick));
+    size_t i = pick.size();
+    while (i > 0 && ++pick[i - 1] == sweeps[i - 1].values.size()) pick[--i] = 0;
+    if (i == 0) break;
+  }
   return plan;
 }
 
@@ -277,9 +330,11 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
   Row row;
   row.micro_batch = st.micro_batch;
   row.workers = st.workers;
-  row.checkpointing = st.checkpointing;
-  row.shard_optimizer = st.shard_optimizer;
-  row.decode = st.decode;
+  row.checkpointing = st.config.train.activation_checkpointing;
+  row.shard_optimizer = st.config.dist.shard_optimizer;
+  row.decode = st.config.data.decode;
+  for (const auto& kv : st.values)
+    if (!has_own_column(kv.first)) row.keys.push_back(kv);
   row.global_batch = st.global_batch;
   row.accum_steps = st.accum_steps;
   Session s = build_session(rt, st.config, origin);
@@ -328,6 +383,7 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
   result.rule = plan.rule;
   result.ladder = plan.ladder;
   result.decoders = plan.decoders;
+  result.keys = plan.keys;
   result.warmup_steps = o.warmup_steps;
   result.steps = o.steps;
   const size_t n = plan.settings.size();

@@ -23,6 +23,12 @@ namespace {
 const char* kFooter = R"(
 Each setting is a short run of the real training loop (a fresh model from run.seed, nothing
 written, no checkpoint resumed, no evaluation): --warmup-steps steps, then --steps timed ones.
+--sweep section.key=v1,v2 times each value of a config key (repeatable: every list is crossed
+with the others, the first outermost), each value read as section.key=value on the command line
+would be; a key the run does not read, or one the bench sets (run.dir, train.max_steps, ...), is
+refused. --micro-batches, --workers, --activation-checkpointing, --shard-optimizer and --decode
+are its aliases for train.micro_batch, data.workers, train.activation_checkpointing,
+dist.shard_optimizer and data.decode (crossed first, in this order).
 With both lists, every micro-batch runs with every worker count. Without train.global_batch on
 the command line, a micro-batch sweep sets the global batch to micro-batch x ranks (no
 accumulation); with it, the global batch stays and the accumulation varies. A size that runs out
@@ -35,7 +41,8 @@ crossed with the others), so that the table shows what each rung costs and what 
   mpirun -np 8 dtrain bench configs/x.yaml --micro-batches 32,64,128,256
   dtrain bench configs/fashion_mnist.yaml --workers 0,1,2,4 --out runs/workers
   mpirun -np 4 dtrain bench configs/x.yaml --micro-batches 8,16 --activation-checkpointing off,blocks --shard-optimizer false,true
-  dtrain bench configs/imagefolder_resnet.yaml --decode cpu,gpu --workers 2,4,8)";
+  dtrain bench configs/imagefolder_resnet.yaml --decode cpu,gpu --workers 2,4,8
+  mpirun -np 2 dtrain bench configs/x.yaml --sweep dist.bucket_cap_mb=1,25,100 --sweep data.workers=0,2)";
 
 // "configs/fashion_mnist.yaml" -> "fashion_mnist".
 std::string stem(const std::string& path) {
@@ -52,19 +59,20 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   CLI::App app{"dtrain bench: time short runs of a config at several micro-batch sizes and "
                "loader worker counts, and recommend one",
                "dtrain bench"};
-  std::string config_path, micro_text, workers_text, ckpt_text, shard_text, decode_text, out;
-  std::vector<std::string> overrides;
+  std::string config_path, out;
+  std::vector<std::string> overrides, sweep_texts;
+  std::vector<std::string> alias_texts(bench::sweep_aliases().size());
   int64_t warmup = 5, steps = 20;
   bool force = false;
   app.add_option("config", config_path, "YAML config file")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
-  app.add_option("--micro-batches", micro_text, "micro-batch sizes per rank to time, e.g. 32,64,128");
-  app.add_option("--workers", workers_text, "data.workers values to time, e.g. 0,2,4");
-  app.add_option("--activation-checkpointing", ckpt_text,
-                 "train.activation_checkpointing values to time: off,blocks (the memory ladder)");
-  app.add_option("--shard-optimizer", shard_text,
-                 "dist.shard_optimizer values to time: false,true (the memory ladder)");
-  app.add_option("--decode", decode_text, "data.decode values to time: cpu,gpu (an image folder's decoders)");
+  app.add_option("--sweep", sweep_texts, "section.key=v1,v2,...: the values of a config key to time (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  for (size_t i = 0; i < alias_texts.size(); ++i) {
+    const bench::SweepAlias& a = bench::sweep_aliases()[i];
+    app.add_option(a.option, alias_texts[i], std::string(a.help) + " (--sweep " + a.key + "=...)");
+  }
   app.add_option("--warmup-steps", warmup, "steps run before the clock starts")->capture_default_str();
   app.add_option("--steps", steps, "steps timed per setting")->capture_default_str();
   app.add_option("--out", out, "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
@@ -75,16 +83,14 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   } catch (const CLI::ParseError& e) {
     return usage_exit(app.exit(e));
   }
-  const bool sweep_micro = app.count("--micro-batches") > 0;
-  const bool sweep_workers = app.count("--workers") > 0;
   if (out.empty()) out = "bench-" + stem(config_path);
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     bench::SweepOptions opt;
-    if (sweep_micro) opt.micro_batches = bench::parse_sizes(micro_text, "--micro-batches", 1);
-    if (sweep_workers) opt.workers = bench::parse_sizes(workers_text, "--workers", 0);
-    if (app.count("--activation-checkpointing") > 0) opt.checkpointing = bench::parse_checkpointing(ckpt_text);
-    if (app.count("--shard-optimizer") > 0) opt.shard_optimizer = bench::parse_sharding(shard_text);
-    if (app.count("--decode") > 0) opt.decode = bench::parse_decode(decode_text);
+    for (size_t i = 0; i < alias_texts.size(); ++i) {
+      const char* option = bench::sweep_aliases()[i].option;
+      if (app.count(option) > 0) opt.sweeps.push_back(bench::parse_alias(option, alias_texts[i]));
+    }
+    for (const std::string& text : sweep_texts) opt.sweeps.push_back(bench::parse_sweep(text));
     opt.warmup_steps = warmup;
     opt.steps = steps;
     const Config base = Config::from_file(config_path, overrides);

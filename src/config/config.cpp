@@ -188,15 +188,9 @@ Config Config::from_file(const std::string& path, const std::vector<std::string>
   return from_string(ss.str(), path, overrides);
 }
 
-void Config::apply_override(const std::string& assignment) {
-  const std::string where = "command line '" + assignment + "'";
-  if (is_resolved())
-    throw Error("an override after the config was resolved (internal error)", where);
-  auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw Error("an override must look like section.key=value", where);
-  const std::string key = assignment.substr(0, eq);
-  const std::string value = assignment.substr(eq + 1);
+namespace config {
+
+void set_from_text(Config& c, const std::string& key, const std::string& value, const std::string& where) {
   if (std::find(sections().begin(), sections().end(), key) != sections().end())
     throw Error("'" + key + "' is a section; an override sets one key, section.key=value (" +
                     where + ")",
@@ -213,7 +207,20 @@ void Config::apply_override(const std::string& assignment) {
     n = YAML::Node(value);  // take it as a plain string; the field's parser judges it
   }
   if (n.IsNull() && !value.empty()) n = YAML::Node(value);
-  f.set(*this, n, where);
+  f.set(c, n, where);
+}
+
+}  // namespace config
+
+void Config::apply_override(const std::string& assignment) {
+  const std::string where = "command line '" + assignment + "'";
+  if (is_resolved())
+    throw Error("an override after the config was resolved (internal error)", where);
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("an override must look like section.key=value", where);
+  const std::string key = assignment.substr(0, eq);
+  config::set_from_text(*this, key, assignment.substr(eq + 1), where);
   origin_[key] = where;
 }
 

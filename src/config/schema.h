@@ -64,6 +64,11 @@ struct Field {
 
 const std::vector<Field>& schema();
 const Field* find_field(const std::string& key);
+// Sets `key` of `c` from `value` as a command-line override `key=value` would (config.cpp:
+// Config::apply_override's parse and range check, without recording the origin): an Error
+// names the key and `where`; an unknown key says the closest known one, a section or an empty
+// value is refused.
+void set_from_text(Config& c, const std::string& key, const std::string& value, const std::string& where);
 // The section names, in schema order.
 const std::vector<std::string>& sections();
 

@@ -5,7 +5,9 @@
 # the ranks run under `ulimit -v`, and the size's first activation alone is 4 times that limit) is
 # "does not fit" and the sweep goes on to the next size and exits 0; a loader-workers sweep works;
 # bad arguments fail with a message naming the option; an existing output is not written over
-# (unless --force); the settings print no summary or diagnosis of their own.
+# (unless --force); the settings print no summary or diagnosis of their own; --sweep of a key that is
+# none of the older options (dist.bucket_cap_mb on 2 ranks) gives a row per value, in a column
+# named by the key, and a bad --sweep names the key.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -130,4 +132,25 @@ mkdir "$tmp/here"
 run 60 default bash -c 'cd "$1" && shift && exec "$@"' cd "$tmp/here" "$bin" bench "$cfg" --steps 2 run.threads=1
 [[ $rc == 0 ]] || { show default; fail "the default output run exited with $rc"; }
 check_results "$tmp/here/bench-synthetic_linear" '[[128,0,128,true]]' || fail "default output"
+# 7. --sweep of another key: a row per value, the key a column of the table, the CSV and the JSON.
+run 120 capsweep "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" bench "$cfg" --sweep dist.bucket_cap_mb=1,25 \
+  --steps 3 --warmup-steps 1 --out "$tmp/caps" run.threads=1
+[[ $rc == 0 ]] || { show capsweep; fail "the --sweep run exited with $rc"; }
+grep -qE "^ *micro +workers +global +accum +dist.bucket_cap_mb +samples/s" "$tmp/capsweep.out" ||
+  { show capsweep; fail "no dist.bucket_cap_mb column"; }
+grep -q "bench 2/2: .*dist.bucket_cap_mb 25" "$tmp/capsweep.out" || { show capsweep; fail "no setting line for 25"; }
+check_results "$tmp/caps" '[[64,0,128,true],[64,0,128,true]]' || fail "--sweep results"
+"$py" - "$tmp/caps" <<'EOF2' || fail "--sweep columns"
+import csv, json, sys
+j = json.load(open(sys.argv[1] + ".json"))
+rows = list(csv.DictReader(open(sys.argv[1] + ".csv")))
+assert [r["dist.bucket_cap_mb"] for r in j["rows"]] == [1, 25], j["rows"]
+assert [r["dist.bucket_cap_mb"] for r in rows] == ["1.0", "25.0"], rows  # as the config dump writes them
+print("ok: --sweep dist.bucket_cap_mb", [r["samples_per_s"] for r in j["rows"]])
+EOF2
+bad sweepkey "error: data.worker: unknown key (--sweep 'data.worker=1,2'); did you mean 'data.workers'?" \
+  --sweep data.worker=1,2
+bad sweepvalue "error: dist.bucket_cap_mb: " --sweep dist.bucket_cap_mb=25,abc
+bad sweepnotused "error: --sweep: data.image_size does not apply to this run (data.format is synthetic)" \
+  --sweep data.image_size=32,64
 echo "PASS"

@@ -1,5 +1,6 @@
 // `dtrain bench`'s logic without running anything: the size lists, the settings a sweep runs
-// (global batch = micro-batch x world, or fixed), the keys it refuses on the command line, the
+// (global batch = micro-batch x world, or fixed), the keys it refuses on the command line (the
+// options below are --sweep's aliases; test_bench_sweep.cpp holds --sweep itself), the
 // nearest-rank percentile, the recommendation (fastest with headroom, smaller within 3%), the
 // rungs of the memory ladder (--activation-checkpointing, --shard-optimizer), the image decoders
 // (--decode), the CSV and JSON, and never writing over an existing output. Expected values come from the rules'
@@ -59,10 +60,16 @@ train: {epochs: 2, global_batch: 64, lr: 0.01}
 checkpoint: {every_steps: 10}
 )";
 
+std::string list(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
 bench::SweepOptions options(std::vector<int64_t> micro, std::vector<int64_t> workers) {
   bench::SweepOptions o;
-  o.micro_batches = std::move(micro);
-  o.workers = std::move(workers);
+  if (!micro.empty()) o.sweeps.push_back(bench::parse_alias("--micro-batches", list(micro)));
+  if (!workers.empty()) o.sweeps.push_back(bench::parse_alias("--workers", list(workers)));
   o.warmup_steps = 3;
   o.steps = 7;
   return o;
@@ -72,8 +79,8 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
   using dtrain::ActivationCheckpointing;
   const Config base = Config::from_string(kYaml, "b.yaml");
   bench::SweepOptions o = options({8, 16}, {});
-  o.checkpointing = bench::parse_checkpointing("off, blocks");
-  o.shard_optimizer = bench::parse_sharding("false,true");
+  o.sweeps.push_back(bench::parse_alias("--activation-checkpointing", "off, blocks"));
+  o.sweeps.push_back(bench::parse_alias("--shard-optimizer", "false,true"));
   const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, 2);
   EXPECT_TRUE(plan.ladder);
   ASSERT_EQ(plan.settings.size(), 8u);  // 2 sizes x 2 checkpointing x 2 sharding
@@ -81,9 +88,7 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
     const bench::Setting& s = plan.settings[i];
     EXPECT_EQ(s.micro_batch, i < 4 ? 8 : 16);
     const bool blocks = (i / 2) % 2 == 1, shard = i % 2 == 1;
-    EXPECT_EQ(s.checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
     EXPECT_EQ(s.config.train.activation_checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
-    EXPECT_EQ(s.shard_optimizer, shard) << i;
     EXPECT_EQ(s.config.dist.shard_optimizer, shard) << i;
   }
   bench::SweepResult res;
@@ -104,19 +109,30 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
   expect_all(rec.text, {"train.activation_checkpointing=blocks", "dist.shard_optimizer=true"});
 }
 
+// Plans `sweeps` (aliases "--workers=0,2", or "--sweep" entries "data.workers=0,2") on `base`.
+bench::SweepPlan plan_of(const Config& base, const std::vector<std::pair<std::string, std::string>>& sweeps,
+                         const std::vector<std::string>& overrides = {}, int world = 1) {
+  bench::SweepOptions o = options({}, {});
+  for (const auto& [option, text] : sweeps)
+    o.sweeps.push_back(option == "--sweep" ? bench::parse_sweep(text) : bench::parse_alias(option, text));
+  return bench::plan_sweep(base, overrides, o, world);
+}
+
 TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
-  expect_all(message_of([] { bench::parse_checkpointing("off,on"); }),
-             {"--activation-checkpointing: ", "'on' is not off or blocks"});
-  expect_all(message_of([] { bench::parse_sharding("true,true"); }),
+  const Config plain = Config::from_string(kYaml, "b.yaml");
+  expect_all(message_of([&] { plan_of(plain, {{"--activation-checkpointing", "off,on"}}); }),
+             {"train.activation_checkpointing: must be one of off | blocks, got 'on'",
+              "(--activation-checkpointing 'off,on')"});
+  expect_all(message_of([] { bench::parse_alias("--shard-optimizer", "true,true"); }),
              {"--shard-optimizer: ", "true is given twice"});
-  expect_all(message_of([] { bench::parse_sharding("yes"); }), {"'yes' is not false or true"});
+  expect_all(message_of([&] { plan_of(plain, {{"--shard-optimizer", "maybe"}}); }),
+             {"dist.shard_optimizer: expected true or false, got 'maybe'"});
   const Config base = Config::from_string(kYaml, "b.yaml", {"train.activation_checkpointing=off"});
   bench::SweepOptions o = options({}, {});
-  o.checkpointing = {dtrain::ActivationCheckpointing::kOff};
+  o.sweeps = {bench::parse_alias("--activation-checkpointing", "off")};
   expect_all(message_of([&] { bench::plan_sweep(base, {"train.activation_checkpointing=off"}, o, 1); }),
              {"train.activation_checkpointing: ", "swept by --activation-checkpointing"});
-  o.checkpointing.clear();
-  o.shard_optimizer = {true};
+  o.sweeps = {bench::parse_alias("--shard-optimizer", "true")};
   expect_all(message_of([&] { bench::plan_sweep(base, {"dist.shard_optimizer=true"}, o, 1); }),
              {"dist.shard_optimizer: ", "swept by --shard-optimizer"});
 }
@@ -125,7 +141,7 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
   using dtrain::DecodeMode;
   const Config base = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
   bench::SweepOptions o = options({}, {2, 4});
-  o.decode = bench::parse_decode("gpu, cpu");
+  o.sweeps.push_back(bench::parse_alias("--decode", "gpu, cpu"));
   const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, 1);
   EXPECT_TRUE(plan.decoders);
   EXPECT_FALSE(plan.ladder);
@@ -134,7 +150,6 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
   const DecodeMode decode[] = {DecodeMode::kGpu, DecodeMode::kCpu, DecodeMode::kGpu, DecodeMode::kCpu};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(plan.settings[i].workers, workers[i]) << i;
-    EXPECT_EQ(plan.settings[i].decode, decode[i]) << i;
     EXPECT_EQ(plan.settings[i].config.data.decode, decode[i]) << i;
   }
   bench::SweepResult res;
@@ -153,18 +168,18 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
 }
 
 TEST(BenchDecode, BadDecodersKeysGivenTwiceAndOtherFormatsAreNamed) {
-  expect_all(message_of([] { bench::parse_decode("cpu,nvjpeg"); }),
-             {"--decode: ", "'nvjpeg' is not cpu, gpu or auto"});
-  expect_all(message_of([] { bench::parse_decode("gpu,gpu"); }), {"--decode: ", "gpu is given twice"});
-  bench::SweepOptions o = options({}, {});
-  o.decode = {dtrain::DecodeMode::kGpu};
   const Config images = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs",
                                                               "data.decode=cpu"});
+  expect_all(message_of([&] { plan_of(images, {{"--decode", "cpu,nvjpeg"}}); }),
+             {"data.decode: must be one of cpu | gpu | auto, got 'nvjpeg' (--decode 'cpu,nvjpeg')"});
+  expect_all(message_of([] { bench::parse_alias("--decode", "gpu,gpu"); }), {"--decode: ", "gpu is given twice"});
+  bench::SweepOptions o = options({}, {});
+  o.sweeps = {bench::parse_alias("--decode", "gpu")};
   expect_all(message_of([&] { bench::plan_sweep(images, {"data.decode=cpu"}, o, 1); }),
              {"data.decode: ", "swept by --decode"});
   const Config synthetic = Config::from_string(kYaml, "b.yaml");
   expect_all(message_of([&] { bench::plan_sweep(synthetic, {}, o, 1); }),
-             {"--decode: ", "data.format is synthetic: only an image folder's images are decoded"});
+             {"--decode: data.decode does not apply to this run (data.format is synthetic)"});
 }
 
 TEST(BenchPlan, MicroBatchTimesWorldCrossWorkers) {
