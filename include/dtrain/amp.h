@@ -16,6 +16,9 @@
 
 namespace dtrain {
 
+class Communicator;  // dtrain/comm.h
+
+
 // Enables autocast at `precision` for `device` in its scope (nests; restores the previous
 // state); does nothing where autocast_supported() is false (fp32 among them).
 class AutocastGuard {
@@ -46,8 +49,10 @@ class GradScaler {
  public:
   GradScaler(const at::Device& device, ScalerOptions options = {});
   at::Tensor scale(const at::Tensor& loss) const { return loss * scale_; }
-  // Multiply the gradients by 1/scale; records whether any is inf or NaN. Once per step.
-  void unscale(const std::vector<at::Tensor>& params);
+  // Multiply the gradients by 1/scale; records whether any is inf or NaN. Once per step. With
+  // `across` (a sharded step: each rank holds its shard of the gradients), the record is the
+  // maximum over its ranks (a collective), so that every rank skips or steps alike.
+  void unscale(const std::vector<at::Tensor>& params, Communicator* across = nullptr);
   // After unscale(): true when the optimizer step must be skipped.
   bool found_inf() const;
   // Grow or back off the scale for the next step (PyTorch's update rule).

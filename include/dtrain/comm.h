@@ -38,6 +38,16 @@ class Communicator {
   virtual void broadcast(at::Tensor& t, int root = 0) = 0;
   // Returns a tensor of shape (world, *t.shape) holding every rank's `t`, in rank order.
   virtual at::Tensor all_gather(const at::Tensor& t) = 0;
+  // Reduce-scatter with a count per rank: `input` (1-D, contiguous) holds sum(counts) values, the
+  // ranks' segments one after another in rank order; the ranks' inputs are reduced and rank r
+  // receives segment r of the result (counts[r] values) in `output` (1-D, contiguous, counts[r]
+  // values, input's dtype and device; left alone where counts[r] is 0). `counts` is the same on
+  // every rank. kAvg divides by world(). Each rank receives only its segment: one volume of the
+  // input on the wire, where an all-reduce moves two. MPI: MPI_Reduce_scatter on the
+  // communicator's thread; NCCL: one ncclReduce per segment to its rank, grouped, on the NCCL
+  // stream. This default all-reduces a copy of the input (for communicators of tests).
+  virtual std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                                     at::Tensor& output, ReduceOp op = ReduceOp::kSum);
   // Rank `root` gets every rank's `t` (1-D, contiguous, the same dtype on every rank; the lengths
   // may differ), in rank order, as CPU tensors; the other ranks get an empty vector. This
   // default goes through all_gather (every rank receives every tensor, padded to the longest);

@@ -1,9 +1,54 @@
+// Communicator's defaults built on its own collectives (gather, reduce_scatter_async), the
+// argument checks every backend shares, gather_strings and agree_no_failure.
 #include <cstring>
 
+#include "comm/collective_checks.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 
 namespace dtrain {
+
+namespace {
+
+// A collective that finished before its call returned.
+class DoneWork : public Work {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+void detail::check_reduce_scatter(const at::Tensor& input, const std::vector<int64_t>& counts, const at::Tensor& output,
+                          int rank, int world) {
+  if (static_cast<int>(counts.size()) != world)
+    throw Error("reduce_scatter: " + std::to_string(counts.size()) + " counts for " + std::to_string(world) +
+                " ranks (internal error)");
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    if (c < 0) throw Error("reduce_scatter: a negative count (internal error)");
+    total += c;
+  }
+  if (!input.defined() || input.dim() != 1 || !input.is_contiguous() || input.numel() != total)
+    throw Error("reduce_scatter: the input must be 1-D and contiguous with the counts' " + std::to_string(total) +
+                " values (internal error)");
+  const int64_t mine = counts[static_cast<size_t>(rank)];
+  if (mine > 0 && (!output.defined() || output.dim() != 1 || !output.is_contiguous() || output.numel() != mine ||
+                   output.scalar_type() != input.scalar_type() || output.device() != input.device()))
+    throw Error("reduce_scatter: the output must be 1-D and contiguous with this rank's " + std::to_string(mine) +
+                " values, in the input's dtype and on its device (internal error)");
+}
+
+std::unique_ptr<Work> Communicator::reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                                         at::Tensor& output, ReduceOp op) {
+  detail::check_reduce_scatter(input, counts, output, rank(), world());
+  at::Tensor all = input.clone();
+  all_reduce(all, op);
+  int64_t offset = 0;
+  for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
+  const int64_t mine = counts[static_cast<size_t>(rank())];
+  if (mine > 0) output.copy_(all.narrow(0, offset, mine));
+  return std::make_unique<DoneWork>();
+}
 
 std::vector<at::Tensor> Communicator::gather(const at::Tensor& t, int root) {
   if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/collective_checks.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 
@@ -175,6 +176,30 @@ class MpiCommunicator : public Communicator {
       if (op == ReduceOp::kAvg) buf.div_(static_cast<double>(world_));
     });
     return std::make_unique<MpiWork>(std::move(done), t, staged);
+  }
+
+  // Reduces on the host (a CUDA input is staged through it, and the segment copied back at
+  // wait(), on the caller's stream), as MPI_Reduce_scatter over the communicator's thread.
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                             at::Tensor& output, ReduceOp op) override {
+    detail::check_reduce_scatter(input, counts, output, rank_, world_);
+    if (input.numel() > kChunk) return Communicator::reduce_scatter_async(input, counts, output, op);
+    if (op == ReduceOp::kAvg && !at::isFloatingType(input.scalar_type()))
+      throw Error("reduce_scatter: average needs a floating-point tensor");
+    const int64_t mine = counts[static_cast<size_t>(rank_)];
+    const at::Tensor src = input.device().is_cpu() ? input : input.to(at::kCPU);
+    at::Tensor staged;  // the segment on the host, when the output is not
+    if (mine > 0 && !output.device().is_cpu()) staged = at::empty({mine}, src.options());
+    at::Tensor dst = staged.defined() ? staged : mine > 0 ? output : at::empty({0}, src.options());
+    std::vector<int> ints;
+    for (int64_t c : counts) ints.push_back(static_cast<int>(c));
+    auto done = submit([this, src, dst, ints, op]() mutable {
+      MPI_Datatype type = mpi_type(src.scalar_type());
+      DTRAIN_MPI_CHECK(MPI_Reduce_scatter(src.data_ptr(), dst.data_ptr(), ints.data(), type,
+                                          mpi_op(op, src.scalar_type()), comm_));
+      if (op == ReduceOp::kAvg && dst.numel() > 0) dst.div_(static_cast<double>(world_));
+    });
+    return std::make_unique<MpiWork>(std::move(done), output, staged);
   }
 
   void broadcast(at::Tensor& t, int root) override {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/collective_checks.h"
 #include "cuda/check.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
@@ -130,6 +131,37 @@ class NcclCommunicator : public Communicator {
     run("ncclAllReduce", [&] {
       return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
                            nccl_op(op), comm_, stream);
+    });
+    return leave();
+  }
+
+  // One ncclReduce per non-empty segment, to the rank it belongs to, in one group: each rank
+  // receives its own segment only, as a reduce-scatter with equal counts would.
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                             at::Tensor& output, ReduceOp op) override {
+    check(input, "reduce_scatter");
+    detail::check_reduce_scatter(input, counts, output, rank_, world_);
+    auto stream = enter(input);
+    if (counts[static_cast<size_t>(rank_)] > 0)
+      c10::cuda::CUDACachingAllocator::recordStream(output.storage().data_ptr(), stream_);
+    const ncclDataType_t type = nccl_type(input.scalar_type());
+    char* base = static_cast<char*>(input.data_ptr());
+    const int64_t es = input.element_size();
+    run("ncclReduce (reduce-scatter)", [&] {
+      ncclResult_t first = ncclGroupStart();
+      if (first != ncclSuccess) return first;
+      int64_t offset = 0;
+      for (int r = 0; r < world_; ++r) {
+        const int64_t n = counts[static_cast<size_t>(r)];
+        if (n == 0) continue;
+        void* recv = r == rank_ ? output.data_ptr() : nullptr;
+        const ncclResult_t rc = ncclReduce(base + offset * es, recv, static_cast<size_t>(n), type, nccl_op(op), r,
+                                           comm_, stream);
+        if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
+        offset += n;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return first != ncclSuccess ? first : end;
     });
     return leave();
   }

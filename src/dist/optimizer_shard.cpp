@@ -179,6 +179,20 @@ void OptimizerShard::attach_gradients() {
   }
 }
 
+void OptimizerShard::attach_gradients(const at::Tensor& shard_gradients) {
+  at::NoGradGuard no_grad;
+  if (shard_gradients.numel() < plan_.elements(rank_))
+    throw Error("the gradient shard has " + std::to_string(shard_gradients.numel()) + " values, rank " +
+                std::to_string(rank_) + "'s shard " + std::to_string(plan_.elements(rank_)) + " (internal error)");
+  std::vector<at::Tensor>& mine = views_[static_cast<size_t>(rank_)];
+  int64_t at = 0;  // the pieces follow one another in the shard
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const int64_t n = mine[k].numel();
+    mine[k].mutable_grad() = shard_gradients.narrow(0, at, n);
+    at += n;
+  }
+}
+
 void OptimizerShard::gather_parameters() {
   at::NoGradGuard no_grad;
   for (int r = 0; r < comm_.world(); ++r) {

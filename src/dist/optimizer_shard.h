@@ -7,22 +7,32 @@
 // state whatever the tensors' sizes (a whole-tensor plan left a GPT's token embedding, 31% of
 // its parameters, and its moments on one rank). Each piece is a flat view of its parameter's
 // values in memory order, and the rank's Optimizer runs over the pieces (numbered by the plan,
-// each with its whole parameter's weight-decay rule). The gradients are still all-reduced by the
-// gradient engine, bucket by bucket during backward, so every rank holds the whole averaged
-// gradient: the loss scaler's unscale and non-finite check, the skip and the clipping by the
-// global norm run on every parameter, unchanged, and decide alike on every rank. Before the
-// step each piece takes the view of its parameter's gradient (attach_gradients()); after it,
-// gather_parameters() brings every shard's new values to every rank, one broadcast per rank from
-// the shard's owner on the data plane (NCCL on GPUs; captured with the rest of the step in a CUDA
-// graph, Note [reducer in the graph]), so every rank starts the next forward from the same
-// parameters. The broadcasts share one buffer of a shard's size (1/N of the parameters), where
-// one all_gather would hold N shards at once, all the parameters again.
-// The parameters, their gradients and the buckets are not sharded: only the state is. A skipped
-// step updates nothing on any rank and gathers nothing. Checkpoints hold the whole state, as one
-// optimizer over all the parameters writes it: gather_optimizer_state() puts the pieces' entries
-// together on rank 0 (the plan is a pure function of the parameters, so it needs no more than
-// the model), and a sharded checkpoint resumes on any number of ranks, sharded or not; on resume
-// each rank cuts its pieces' entries out of the whole state (state_of_shard()).
+// each with its whole parameter's weight-decay rule).
+// The gradients are reduce-scattered, not all-reduced: the gradient engine's buckets hold
+// consecutive parameters in the flat order (ReducerOptions::shard_values), so a bucket is one
+// range of the flat sequence, and as each bucket's gradients are ready during backward it is
+// reduced with each segment going to the rank whose shard it falls in
+// (Communicator::reduce_scatter_async), into that rank's gradient shard
+// (Reducer::gradient_shard()); the local gradients are then released. Before the step each
+// piece takes its span of that shard as its gradient (attach_gradients(shard)); what needs every
+// gradient is agreed over the ranks: the loss scaler's non-finite flag (the maximum), the norm
+// for clipping and for the logs (the sum of the squares), so every rank skips, clips and steps
+// alike. After the step, gather_parameters() brings every shard's new values to every rank, one
+// broadcast per rank from the shard's owner, on the data plane (NCCL on GPUs; captured with the
+// rest of the step in a CUDA graph, Note [reducer in the graph]), so every rank starts the next
+// forward from the same parameters: one volume of the gradients and one of the parameters on
+// the wire per step, where all-reducing the gradients (two volumes) and broadcasting made three.
+// The broadcasts share one buffer of a shard's size (1/N of the parameters), where one
+// all_gather would hold N shards at once, all the parameters again. The reduced values come
+// from another collective than an unsharded run's all-reduce, so they may differ in the last bit
+// where more than two ranks' values are summed (a sum's order); on two ranks they are the same.
+// The parameters and the buckets are not sharded: only the state and the averaged gradients
+// are. A skipped step updates nothing on any rank and gathers nothing. Checkpoints hold the
+// whole state, as one optimizer over all the parameters writes it: gather_optimizer_state() puts
+// the pieces' entries together on rank 0 (the plan is a pure function of the parameters, so it
+// needs no more than the model), and a sharded checkpoint resumes on any number of ranks,
+// sharded or not; on resume each rank cuts its pieces' entries out of the whole state
+// (state_of_shard()).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -62,9 +72,20 @@ class OptimizerShard {
   // The optimizer over this rank's pieces, numbered as the plan numbers them, each with its
   // parameter's weight-decay rule (train.no_decay_norm_bias looks at the parameter's dimensions).
   std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) const;
-  // Before each step of that optimizer: each piece's gradient is the same flat view of its
-  // parameter's gradient (undefined where the parameter has none). Host work only.
+  // Before a step of that optimizer, from whole gradients (each rank holding all of them, as
+  // after an all-reduce): each piece's gradient is the same flat view of its parameter's gradient
+  // (undefined where the parameter has none). Host work only. The training step uses the
+  // overload below.
   void attach_gradients();
+  // The same from this rank's shard of the averaged gradients (Reducer::gradient_shard(): the
+  // flat sequence's values from rank * plan().shard on): each piece's gradient is its span of it.
+  // Host work only; the spans stay valid as long as the buffer (a CUDA graph replays into it).
+  void attach_gradients(const at::Tensor& shard_gradients);
+  // This rank's pieces, the optimizer's parameters (their gradients as last attached), and the
+  // data plane they are sharded over: the loss scaler's flag and the gradient norm are agreed
+  // on it (GradScaler::unscale, clip_gradients).
+  const std::vector<at::Tensor>& pieces() const { return views_[static_cast<size_t>(rank_)]; }
+  Communicator& comm() const { return comm_; }
 
   // After this rank's optimizer step: every rank's shard to every rank, on the data plane: for
   // each rank in turn, its owner packs its pieces into the buffer, broadcasts it, and the other

@@ -47,9 +47,16 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     if (!params_[i].is_leaf()) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
   }
   // Until the first step shows the real order, expect gradients in reverse registration order
-  // (the last layer's gradients are computed first).
+  // (the last layer's gradients are computed first). Reduce-scattered buckets keep that order.
   std::vector<size_t> order(params_.size());
   std::iota(order.rbegin(), order.rend(), size_t{0});
+  if (options_.shard_values > 0) {
+    options_.rebuild_after_first_step = false;
+    const at::Tensor& p = params_.front();
+    const at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? p.scalar_type() : options_.comm_dtype;
+    shard_received_ = at::zeros({options_.shard_values}, p.options().dtype(dt));
+    shard_grad_ = dt == p.scalar_type() ? shard_received_ : at::zeros({options_.shard_values}, p.options());
+  }
   build(order);
 }
 
@@ -67,6 +74,19 @@ void Reducer::build(const std::vector<size_t>& order) {
   }
   buckets_ = plan_buckets(bytes, dtypes, order, options_.first_bucket_cap_bytes,
                           options_.bucket_cap_bytes);
+  flat_start_.clear();
+  if (options_.shard_values > 0) {
+    // Consecutive parameters (the order is the reverse of theirs), laid out in their own order:
+    // the bucket is the flat sequence's values from its first parameter's on.
+    std::vector<int64_t> start(params_.size() + 1, 0);
+    for (size_t i = 0; i < params_.size(); ++i) start[i + 1] = start[i] + params_[i].numel();
+    for (auto& bucket : buckets_) {
+      std::sort(bucket.begin(), bucket.end());
+      for (size_t k = 1; k < bucket.size(); ++k)
+        if (bucket[k] != bucket[k - 1] + 1) throw Error("Reducer: a sharded bucket of parameters that are not consecutive (internal error)");
+      flat_start_.push_back(start[bucket.front()]);
+    }
+  }
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
   flat_.clear();
@@ -176,7 +196,21 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::launch(size_t b) {
   timeline_[b].launched = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
-  works_[b] = comm_.all_reduce_async(flat_[b], ReduceOp::kAvg);
+  if (options_.shard_values == 0) {
+    works_[b] = comm_.all_reduce_async(flat_[b], ReduceOp::kAvg);
+    return;
+  }
+  // The bucket's values [lo, hi) of the flat sequence: rank r's segment is their overlap with
+  // its shard [r S, (r + 1) S); this rank's lands at its place in the shard.
+  const int64_t S = options_.shard_values, lo = flat_start_[b], hi = lo + flat_[b].numel();
+  std::vector<int64_t> counts(static_cast<size_t>(comm_.world()));
+  for (int r = 0; r < comm_.world(); ++r)
+    counts[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(hi, (r + 1) * S) - std::max(lo, r * S));
+  const int me = comm_.rank();
+  at::Tensor mine;
+  if (counts[static_cast<size_t>(me)] > 0)
+    mine = shard_received_.narrow(0, std::max(lo, me * S) - me * S, counts[static_cast<size_t>(me)]);
+  works_[b] = comm_.reduce_scatter_async(flat_[b], counts, mine, ReduceOp::kAvg);
 }
 
 void Reducer::finish(bool abandon) {
@@ -221,6 +255,12 @@ void Reducer::finish(bool abandon) {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     works_[b]->wait();
     timeline_[b].done = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    if (options_.shard_values > 0) {
+      // The averaged values are in this rank's shard alone; the local gradients go (their values
+      // are in the bucket).
+      for (size_t i : buckets_[b]) params_[i].mutable_grad() = at::Tensor();
+      continue;
+    }
     for (size_t i : buckets_[b]) {
       // grad() becomes a view of the averaged bucket (Note [bucket views]); only a bucket of
       // another dtype (dist.grad_dtype) is copied back.
@@ -236,6 +276,7 @@ void Reducer::finish(bool abandon) {
   }
   works_.clear();
   sync_ = false;
+  if (shard_grad_.defined() && !shard_grad_.is_same(shard_received_)) shard_grad_.copy_(shard_received_);
 
   if (abandon) return;  // this step is thrown away; plan again after a real one
   if (first_step_ && options_.rebuild_after_first_step) {

@@ -1,7 +1,9 @@
 // Reducer: averages gradients across ranks in buckets, launched from gradient-ready hooks while
 // backward is still computing earlier layers (the DDP design). Over NCCL the whole step, these
 // collectives included, can be captured in a CUDA graph and replayed (Note [reducer in the
-// graph], train/graph_step.h); over MPI the collectives run on the host.
+// graph], train/graph_step.h); over MPI the collectives run on the host. With a sharded optimizer
+// (ReducerOptions::shard_values) each bucket is reduce-scattered instead: every rank receives the
+// averages of its shard of the parameters' values only (Note [sharded optimizer]).
 // Invariants: the bucket plan is identical on every rank (a pure function of parameter sizes and
 // an order that rank 0 decides); buckets are launched strictly in plan order on every rank, so
 // collectives always match; micro-batches before the last one of a step communicate nothing; a
@@ -32,6 +34,12 @@ struct ReducerOptions {
   at::ScalarType comm_dtype = at::ScalarType::Undefined;  // Undefined: the gradient's dtype
   bool find_unused_parameters = false;
   bool rebuild_after_first_step = true;  // re-plan buckets in the order gradients arrived
+  // > 0: each bucket is reduce-scattered, not all-reduced, into shards of this many values of the
+  // parameters' flat sequence (dist.shard_optimizer: ShardPlan::shard; Note [sharded optimizer]).
+  // The buckets then hold consecutive parameters, laid out in the flat order, in the reverse
+  // order of the parameters (never re-planned), so that each bucket is one contiguous range of
+  // the flat sequence and its segments go to the ranks whose shards they fall in.
+  int64_t shard_values = 0;
 };
 
 class Reducer {
@@ -46,10 +54,15 @@ class Reducer {
   // attaches the gradient hooks (Note [reducer in the graph]).
   void prepare(bool sync);
   // After the last backward of a step: launches what is left, waits, and leaves the averaged
-  // gradient in every parameter's grad(). `abandon`: this rank failed during the step (out of
+  // gradient in every parameter's grad() (with shard_values: in gradient_shard(), and every
+  // parameter's grad() is released). `abandon`: this rank failed during the step (out of
   // memory); it still launches every bucket (zeros where gradients are missing) so that no peer
   // waits in a collective, and the caller throws the result away.
   void finish(bool abandon = false);
+  // With shard_values: this rank's shard of the averaged gradients after finish(), values
+  // [rank * shard_values, (rank + 1) * shard_values) of the flat sequence (past its end: zeros),
+  // in the parameters' dtype. One buffer for the run (a CUDA graph replays into it).
+  const at::Tensor& gradient_shard() const { return shard_grad_; }
 
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   // Timings of the last synchronized step (BucketTiming: seconds since its prepare()), and when
@@ -98,6 +111,12 @@ class Reducer {
   // fresh gradients; a loop that does not clear them accumulates into the views, and a gradient
   // that already is its span is not copied again.
   std::vector<at::Tensor> flat_;              // one buffer per bucket
+  std::vector<int64_t> flat_start_;           // with shard_values: each bucket's first value in
+                                              // the parameters' flat sequence
+  at::Tensor shard_received_;                 // with shard_values: the segments this rank
+                                              // receives, in the buckets' dtype
+  at::Tensor shard_grad_;                     // gradient_shard(): shard_received_, or its copy
+                                              // in the parameters' dtype
   std::vector<size_t> bucket_of_, offset_of_;  // per parameter
   std::vector<int64_t> pending_;              // per bucket: gradients not yet ready
   std::vector<char> ready_;                   // per parameter

@@ -4,8 +4,9 @@
 
 #include <cmath>
 
-#include "util/torch_compat.h"
+#include "dtrain/comm.h"
 #include "dtrain/error.h"
+#include "util/torch_compat.h"
 
 namespace dtrain {
 
@@ -39,22 +40,24 @@ GradScaler::GradScaler(const at::Device& device, ScalerOptions options) : option
   found_inf_ = at::zeros({1}, f);
 }
 
-void GradScaler::unscale(const std::vector<at::Tensor>& params) {
+void GradScaler::unscale(const std::vector<at::Tensor>& params, Communicator* across) {
   found_inf_.zero_();
   at::Tensor inv = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   std::vector<at::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return;
-  if (scale_.is_cuda() || compat::kHasCpuAmpScalerOps) {
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv);
-    return;
+  if (!grads.empty()) {
+    if (scale_.is_cuda() || compat::kHasCpuAmpScalerOps) {
+      at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv);
+    } else {
+      // LibTorch 1.13 has no CPU kernel for the scaler ops: the same computation with plain ops.
+      for (auto& g : grads) {
+        if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
+        g.mul_(inv.to(g.scalar_type()));
+      }
+    }
   }
-  // LibTorch 1.13 has no CPU kernel for the scaler ops: the same computation with plain ops.
-  for (auto& g : grads) {
-    if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
-    g.mul_(inv.to(g.scalar_type()));
-  }
+  if (across != nullptr) across->all_reduce(found_inf_, ReduceOp::kMax);
 }
 
 bool GradScaler::found_inf() const { return found_inf_.item<float>() > 0; }

@@ -125,13 +125,17 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
 
 void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
   bool skip = false;
+  // Sharded, each rank holds its shard of the averaged gradients (Note [sharded optimizer]): the
+  // scaler's flag and the clipping norm are agreed over the ranks.
+  if (ctx_.shard) ctx_.shard->attach_gradients(ctx_.reducer->gradient_shard());
+  const std::vector<at::Tensor>& grads_of = ctx_.shard ? ctx_.shard->pieces() : ctx_.params;
+  Communicator* across = ctx_.shard ? &ctx_.shard->comm() : nullptr;
   if (ctx_.scaler) {
-    ctx_.scaler->unscale(ctx_.params);  // once, after the all-reduce, before clipping
+    ctx_.scaler->unscale(grads_of, across);  // once, after the all-reduce, before clipping
     skip = ctx_.scaler->found_inf();
   }
   if (!skip) {
-    if (ctx_.clip_grad_norm > 0) clip_gradients(ctx_.params, ctx_.clip_grad_norm);
-    if (ctx_.shard) ctx_.shard->attach_gradients();
+    if (ctx_.clip_grad_norm > 0) clip_gradients(grads_of, ctx_.clip_grad_norm, across);
     ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
     if (ctx_.shard) {
       // Every shard's new values to every rank (Note [sharded optimizer]).

@@ -41,6 +41,17 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   verify_replicas(control, cfg.hash(), ctx.names, ctx.params, train_size, test_size);
   ctx.watchdog->beat("parameter broadcast");
   broadcast_parameters(comm, *ctx.model);
+  if (shards_optimizer(cfg, comm.world())) {
+    // Every rank plans the same shards (the replicas agreed above), so a model that cannot be
+    // sharded fails on every rank alike: one line, no MPI_Abort.
+    std::string failure;
+    try {
+      ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+    } catch (const Error& e) {
+      failure = e.cause();
+    }
+    agree_no_failure(control, failure, "sharding the optimizer state", "dist.shard_optimizer");
+  }
   if (comm.world() > 1 || cfg.dist.reduce_single_rank) {
     ReducerOptions ro;
     ro.bucket_cap_bytes = static_cast<int64_t>(cfg.dist.bucket_cap_mb * 1024 * 1024);
@@ -48,6 +59,9 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     ro.overlap = cfg.dist.overlap;
     ro.find_unused_parameters = cfg.dist.find_unused_parameters;
     if (cfg.dist.grad_dtype == GradDtype::kBf16) ro.comm_dtype = at::kBFloat16;
+    // Sharded: each rank receives the averaged gradients of its shard alone (Note [sharded
+    // optimizer]).
+    if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
     ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
   }
 
@@ -62,16 +76,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   oo.beta2 = t.beta2;
   oo.eps = t.eps;
   oo.fused = t.fused_optimizer;
-  if (shards_optimizer(cfg, comm.world())) {
-    // Every rank plans the same shards (the replicas agreed above), so a model that cannot be
-    // sharded fails on every rank alike: one line, no MPI_Abort.
-    std::string failure;
-    try {
-      ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
-    } catch (const Error& e) {
-      failure = e.cause();
-    }
-    agree_no_failure(control, failure, "sharding the optimizer state", "dist.shard_optimizer");
+  if (ctx.shard) {
     ctx.optimizer = ctx.shard->make_optimizer(oo);
   } else {
     if (cfg.dist.shard_optimizer)

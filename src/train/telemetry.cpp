@@ -1,5 +1,7 @@
 #include "train/telemetry.h"
 
+#include "optim/clip.h"
+
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -117,13 +119,19 @@ void StepTelemetry::fill_window(StepRecord& rec) {
   rec.window_phases = minus(rec.phases, window_start_);
   window_start_ = rec.phases;
   if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();
-  std::vector<at::Tensor> grads;
-  for (const auto& p : ctx_.params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (!grads.empty()) {
-    // One device reduction and one read: the norms of every gradient, then theirs.
-    const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2.0)).to(at::kFloat);
-    rec.grad_norm = norms.norm().item<double>();
+  if (ctx_.shard) {
+    // Each rank holds its shard of the gradients: the norm over every rank's (a collective;
+    // every rank reads the loss, and so gets here, at the same steps).
+    rec.grad_norm = gradient_norm(ctx_.shard->pieces(), &ctx_.shard->comm()).item<double>();
+  } else {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : ctx_.params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    if (!grads.empty()) {
+      // One device reduction and one read: the norms of every gradient, then theirs.
+      const at::Tensor norms = at::stack(at::_foreach_norm(grads, 2.0)).to(at::kFloat);
+      rec.grad_norm = norms.norm().item<double>();
+    }
   }
   if (ctx_.device.is_cuda()) {
     const MemoryStats m = memory_stats(ctx_.device);

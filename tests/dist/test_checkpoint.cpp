@@ -191,7 +191,14 @@ std::vector<std::string> with(std::vector<std::string> o, const std::vector<std:
 TEST(Checkpoint, ShardedRunsWriteTheUnshardedStateAndModel) {
   // The same world, sharded or not (Note [sharded optimizer]), trains the same parameters and
   // saves the same checkpoint: the whole optimizer state, entry by entry, and the same model.pt.
+  // Sharded, the gradients are reduce-scattered, not all-reduced: on two ranks the averages are
+  // the same bits; on more, another collective sums the ranks' values in another order, and the
+  // values agree to float rounding (seen: 2e-9 in moments of 0.04 at 4 ranks).
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  auto same = [&](const at::Tensor& x, const at::Tensor& y) {
+    if (x.scalar_type() != y.scalar_type() || x.sizes() != y.sizes()) return false;
+    return comm->world() <= 2 ? at::equal(x, y) : at::allclose(x, y, 1e-5, 1e-8);
+  };
   const std::string tmp = shared_tmp(*comm);
   const std::vector<std::string> o = {"run.dir=" + tmp, "train.max_steps=5", "train.eval=false",
                                       "checkpoint.every_steps=5"};
@@ -209,13 +216,15 @@ TEST(Checkpoint, ShardedRunsWriteTheUnshardedStateAndModel) {
     for (const auto& [name, t] : plain.optimizer) {
       ASSERT_TRUE(by_name.count(name)) << name;
       EXPECT_EQ(by_name.at(name).scalar_type(), t.scalar_type()) << name;
-      EXPECT_TRUE(at::equal(by_name.at(name), t)) << name;
+      EXPECT_TRUE(same(by_name.at(name), t)) << name;
     }
     ASSERT_EQ(sharded.model.size(), plain.model.size());
     for (size_t i = 0; i < plain.model.size(); ++i)
-      EXPECT_TRUE(at::equal(sharded.model[i].second, plain.model[i].second)) << plain.model[i].first;
-    EXPECT_EQ(detail::read_file(folder("sharded") + "/model.pt"),
-              detail::read_file(folder("plain") + "/model.pt"));
+      EXPECT_TRUE(same(sharded.model[i].second, plain.model[i].second)) << plain.model[i].first;
+    const std::string a = detail::read_file(folder("sharded") + "/model.pt"),
+                      b = detail::read_file(folder("plain") + "/model.pt");
+    if (comm->world() <= 2) EXPECT_EQ(a, b);
+    EXPECT_EQ(a.size(), b.size());  // the same entries, names and dtypes
   }
   comm->barrier();
   if (comm->rank() == 0) detail::remove_tree(tmp);

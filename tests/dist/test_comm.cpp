@@ -1,10 +1,12 @@
 // The MPI Communicator against what include/dtrain/comm.h promises: results by formula for each
-// collective and dtype, rank order, a failed collective as a dtrain::Error on every rank (so the
-// caller can end the job), and a duplicated communicator (the caller may free its own handle).
+// collective (reduce-scatter with unequal and empty segments too) and dtype, rank order, a failed
+// collective as a dtrain::Error on every rank (so the caller can end the job), and a duplicated
+// communicator (the caller may free its own handle).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
@@ -56,6 +58,45 @@ TEST(Communicator, AsyncAllReducesFinishInAnyWaitOrder) {
   wa->wait();  // a second wait is harmless
   EXPECT_TRUE(at::equal(a, at::full({1000}, w.size * (w.size + 1) / 2.0, at::kFloat)));
   EXPECT_TRUE(at::equal(b, at::full({3}, static_cast<int64_t>(w.size - 1), at::kLong)));
+}
+
+// Counts per rank as a sharded bucket has them (empty segments included): rank r receives the
+// reduction of segment r, by formula, for each op and dtype, synchronously or waited later; the
+// input is left as it was.
+TEST(Communicator, ReduceScatterGivesEachRankItsSegmentOfTheReduction) {
+  const World w;
+  auto comm = dtrain::make_mpi_communicator(MPI_COMM_WORLD);
+  std::vector<int64_t> counts;
+  for (int r = 0; r < w.size; ++r) counts.push_back(r == 1 ? 0 : 3 + r);
+  int64_t total = 0, offset = 0;
+  for (int r = 0; r < w.size; ++r) (r < w.rank ? offset : total) += counts[static_cast<size_t>(r)];
+  total += offset;
+  const int64_t mine = counts[static_cast<size_t>(w.rank)];
+  const at::Tensor i = at::arange(total, at::kDouble);
+  const double tri = w.size * (w.size + 1) / 2.0;
+  for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(at::toString(dtype));
+    const at::Tensor input = (i * (w.rank + 1)).to(dtype);
+    const at::Tensor before = input.clone();
+    at::Tensor sum = at::full({mine}, -1, dtype), mx = at::full({mine}, -1, dtype);
+    auto ws = comm->reduce_scatter_async(input, counts, sum, dtrain::ReduceOp::kSum);
+    auto wm = comm->reduce_scatter_async(input, counts, mx, dtrain::ReduceOp::kMax);
+    wm->wait();
+    ws->wait();
+    const at::Tensor segment = i.narrow(0, offset, mine);
+    EXPECT_TRUE(at::equal(sum.to(at::kDouble), segment * tri)) << sum;
+    EXPECT_TRUE(at::equal(mx.to(at::kDouble), segment * w.size)) << mx;
+    EXPECT_TRUE(at::equal(input, before));
+    if (at::isFloatingType(dtype)) {
+      at::Tensor avg = at::full({mine}, -1, dtype);
+      comm->reduce_scatter_async(input, counts, avg, dtrain::ReduceOp::kAvg)->wait();
+      EXPECT_TRUE(at::allclose(avg.to(at::kDouble), segment * tri / w.size, 1e-2, 0)) << avg;
+    }
+  }
+  // Wrong arguments are an Error on the rank that gives them, before anything is sent.
+  at::Tensor out = at::empty({mine}, at::kFloat);
+  EXPECT_THROW(comm->reduce_scatter_async(at::zeros({total + 1}), counts, out), dtrain::Error);
+  EXPECT_THROW(comm->reduce_scatter_async(at::zeros({total}), std::vector<int64_t>(w.size + 1, 0), out), dtrain::Error);
 }
 
 TEST(Communicator, BroadcastFromTheLastRank) {

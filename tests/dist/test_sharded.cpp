@@ -3,17 +3,22 @@
 // optimizer holds every parameter's state, for every optimizer and option (no-decay groups,
 // clipping, loss scaling and skipped steps, accumulation, small buckets); the state gathered from
 // the shards is the unsharded optimizer's; one rank warns and shards nothing; fewer tensors than
-// ranks still shard (flat pieces); parameters that cannot be sharded are an Error naming the key. Under --backend=nccl (gpu.nccl.npN) the runs
-// train on the GPU and gather the parameters through NCCL, also inside CUDA graphs.
+// ranks still shard (flat pieces); parameters that cannot be sharded are an Error naming the key;
+// the gradients travel as one reduce-scatter volume, no all-reduce, each rank receiving its
+// shard's averages. Under --backend=nccl (gpu.nccl.npN) the runs train on the GPU and gather the
+// parameters through NCCL, also inside CUDA graphs.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/optimizer_shard.h"
+#include "dist/reducer.h"
+#include "dist/shard_plan.h"
 #include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
@@ -34,6 +39,80 @@ const std::string kShard = "dist.shard_optimizer=true";
 std::vector<std::string> sharded(std::vector<std::string> o) {
   o.push_back(kShard);
   return o;
+}
+
+// The data plane of a Reducer, counting the bytes each kind of collective is given.
+class CountingComm : public Communicator {
+ public:
+  explicit CountingComm(Communicator& inner) : inner_(inner) {}
+  std::string backend() const override { return inner_.backend(); }
+  int rank() const override { return inner_.rank(); }
+  int world() const override { return inner_.world(); }
+  void all_reduce(at::Tensor& t, ReduceOp op) override { all_reduce_async(t, op)->wait(); }
+  std::unique_ptr<Work> all_reduce_async(at::Tensor& t, ReduceOp op) override {
+    all_reduced += t.numel() * static_cast<int64_t>(t.element_size());
+    return inner_.all_reduce_async(t, op);
+  }
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                             at::Tensor& output, ReduceOp op) override {
+    reduce_scattered += input.numel() * static_cast<int64_t>(input.element_size());
+    return inner_.reduce_scatter_async(input, counts, output, op);
+  }
+  void broadcast(at::Tensor& t, int root) override { inner_.broadcast(t, root); }
+  at::Tensor all_gather(const at::Tensor& t) override { return inner_.all_gather(t); }
+  void barrier() override { inner_.barrier(); }
+  int64_t all_reduced = 0, reduce_scattered = 0;
+
+ private:
+  Communicator& inner_;
+};
+
+// Rank r's gradient of parameter values v is (r + 1) v (small integers), so the average is
+// (N + 1) / 2 v exactly: each rank's gradient shard holds that for its values of the flat
+// sequence, over buckets of one to several parameters that cross the shards' edges; the wire
+// carries the gradients once, as reduce-scatters, and no all-reduce; the local gradients are
+// released.
+TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
+  auto control = make_mpi_communicator(MPI_COMM_WORLD);
+  CountingComm data(*control);
+  const int world = control->world(), rank = control->rank();
+  const std::vector<std::vector<int64_t>> shapes = {{5, 3}, {7}, {2, 2, 3}, {11}, {1}, {4, 6}};
+  std::vector<at::Tensor> params, values;
+  std::vector<std::string> names;
+  std::vector<int64_t> numels;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const int64_t n = at::empty(shapes[i]).numel();
+    values.push_back(at::arange(n, at::kFloat).reshape(shapes[i]) + static_cast<double>(10 * i));
+    params.push_back(at::zeros(shapes[i]).set_requires_grad(true));
+    names.push_back("p" + std::to_string(i));
+    numels.push_back(n);
+  }
+  const ShardPlan plan = plan_shards(numels, world);
+  ReducerOptions o;
+  o.shard_values = plan.shard;
+  o.first_bucket_cap_bytes = 4 * 10;  // buckets of about ten values: several, of one to three parameters
+  o.bucket_cap_bytes = 4 * 20;
+  Reducer reducer(params, names, data, *control, o);
+  EXPECT_GT(reducer.buckets().size(), size_t{2});
+  std::vector<at::Tensor> flat;
+  for (const auto& v : values) flat.push_back(v.flatten());
+  const at::Tensor expected_all = at::cat(flat) * ((world + 1) / 2.0);
+  for (int step = 0; step < 2; ++step) {
+    data.all_reduced = data.reduce_scattered = 0;
+    reducer.prepare(true);
+    at::Tensor loss = at::zeros({});
+    for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * values[i] * (rank + 1.0)).sum();
+    loss.backward();
+    reducer.finish();
+    EXPECT_EQ(data.all_reduced, 0);
+    EXPECT_EQ(data.reduce_scattered, plan.total * 4);
+    for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
+    const int64_t mine = plan.elements(rank);
+    const at::Tensor shard = reducer.gradient_shard();
+    ASSERT_EQ(shard.numel(), plan.shard);
+    EXPECT_TRUE(at::equal(shard.narrow(0, 0, mine), expected_all.narrow(0, rank * plan.shard, mine))) << shard;
+    EXPECT_TRUE(at::equal(shard.narrow(0, mine, plan.shard - mine), at::zeros({plan.shard - mine})));
+  }
 }
 
 TEST(Sharded, SgdMomentumSameParametersAsOneRankUnsharded) { expect_equivalent({kShard}, {}); }
