@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct TrainState {
   int rank = 0, world = 1;
   int asked_by = -1;   // the rank whose hook asked for the save (-1: the loop's own schedule)
   std::string reason;  // why: "checkpoint.every_steps", "end of epoch 2", a hook's reason
+  // Each hook's state() by its name() ("" left out): what a checkpoint records of the hooks
+  // (rank 0's), so that a resumed run's hooks continue where they were (Hook::restore).
+  std::map<std::string, std::string> hook_states;
 };
 
 // How a hook asks the loop to act. A request is local to the rank that makes it; the loop agrees
@@ -122,6 +126,14 @@ class Hook {
   // end of training; or a request every rank agreed on). Returns whether this hook wrote the
   // state somewhere; when a request was made and no hook writes, the loop says so.
   virtual bool on_save(const TrainState& state) { return false; }
+  // What of this hook a checkpoint carries, as text (Lightning's Callback.state_dict): before
+  // each save the loop asks every hook, and rank 0's answer is written with the checkpoint,
+  // keyed by name(). "" (the default): nothing.
+  virtual std::string state() const { return ""; }
+  // A resumed run, right after on_start(): what state() gave when the checkpoint was written
+  // (every rank gets rank 0's), or "" when the checkpoint holds none for this hook (it had no
+  // state then, or the checkpoint was written before checkpoints carried hooks' states).
+  virtual void restore(const std::string& state) {}
   // After training (also after a stop). Hooks run in order and may add to the summary (the
   // profiler window adds its report); later hooks see what earlier ones added.
   virtual void on_end(TrainSummary& summary) {}

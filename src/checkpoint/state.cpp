@@ -153,6 +153,9 @@ std::string encode(const SharedState& s) {
   d.insert("model", tensor_dict(s.model));
   d.insert("optimizer", tensor_dict(s.optimizer));
   d.insert("scaler", tensor_dict(s.scaler));
+  c10::Dict<std::string, std::string> hooks;
+  for (const auto& [k, v] : s.hooks) hooks.insert(k, v);
+  d.insert("hooks", hooks);
   return to_bytes(d);
 }
 
@@ -189,6 +192,7 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   s.model = r.tensors("model");
   s.optimizer = r.tensors("optimizer");
   s.scaler = r.tensors("scaler");
+  if (r.has("hooks")) s.hooks = r.texts("hooks");  // none before the key
   if (p.step < 0 || s.world < 1 || s.global_batch < 1 || p.micro_batch < 1)
     throw Error("checkpoint position is not valid (step " + std::to_string(p.step) + ", world " +
                     std::to_string(s.world) + ")",

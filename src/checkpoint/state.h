@@ -1,6 +1,7 @@
 // A checkpoint's training state, in two kinds of file, and their encoding. `state.pt` (written by
 // rank 0) holds what every rank shares: the model's parameters and buffers, the optimizer and
-// loss-scaler state, where the loop stood, the resolved config key by key, and the versions.
+// loss-scaler state, where the loop stood, the hooks' states (Hook::state), the resolved config
+// key by key, and the versions.
 // `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
 // dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain reads
 // them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler.
@@ -36,6 +37,9 @@ struct SharedState {
   NamedTensors model;      // named_parameters() then named_buffers(), CPU copies
   NamedTensors optimizer;  // Optimizer::state()
   NamedTensors scaler;     // GradScaler::state(), empty without one
+  // The hooks' states by hook name (TrainState::hook_states); empty in checkpoints written
+  // before they were kept.
+  std::map<std::string, std::string> hooks;
 };
 
 struct RankState {

@@ -4,8 +4,10 @@
 // the run's own), preprocess.json beside it (so `dtrain eval --weights runs/x/best/model.pt`
 // checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch"},
 // each atomically. With train.early_stop_patience N, N evaluations in a row without a better
-// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). A resumed run
-// takes the best value from best/best.json; its count of evaluations without one starts at 0.
+// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). A checkpoint
+// carries the best value, its step and the count of evaluations since (state()), so a resumed
+// run goes on as the uninterrupted one; from a checkpoint without them (an older dtrain) it
+// takes the best value from best/best.json and its count starts at 0, and the log says so.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,6 +45,44 @@ class BestModel : public Hook {
           best_ = j["value"].get<double>(), best_step_ = j.value("step", int64_t{0});
       }
     }
+  }
+
+  std::string state() const override {
+    if (!active_) return "";
+    nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"best", nullptr}, {"best_step", best_step_},
+                             {"since_best", since_best_}};
+    if (best_) j["best"] = *best_;
+    return j.dump();
+  }
+
+  void restore(const std::string& saved) override {
+    if (!active_) return;
+    const auto j = nlohmann::json::parse(saved, nullptr, /*allow_exceptions=*/false);
+    const std::string fresh = "; its count of evaluations without a better one starts at 0";
+    if (!j.is_object() || !j.contains("since_best")) {
+      log::info("the checkpoint holds no train.monitor state (written by an older dtrain): " +
+                (best_ ? format("the best %s is best/best.json's, %.6g at step %lld", to_string(metric_), *best_,
+                                static_cast<long long>(best_step_))
+                       : std::string("no best value yet")) +
+                fresh);
+      return;
+    }
+    const std::string then = j.value("metric", "");
+    if (then != to_string(metric_)) {
+      best_.reset(), best_step_ = 0, since_best_ = 0;
+      log::info("train.monitor was " + then + " when the checkpoint was written, " + to_string(metric_) +
+                " now: no best value yet" + fresh);
+      return;
+    }
+    best_.reset();
+    if (j["best"].is_number()) best_ = j["best"].get<double>();
+    best_step_ = j.value("best_step", int64_t{0});
+    since_best_ = j.value("since_best", int64_t{0});
+    if (best_)
+      log::detail(format("train.monitor from the checkpoint: best %s %.6g at step %lld, %lld evaluation(s) since "
+                         "without a better one",
+                         to_string(metric_), *best_, static_cast<long long>(best_step_),
+                         static_cast<long long>(since_best_)));
   }
 
   void on_eval(const EvalRecord& r, LoopControl& control) override {

@@ -1,7 +1,9 @@
 #include "hooks/hook_list.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "dtrain/error.h"
 #include "dtrain/log.h"
@@ -78,6 +80,22 @@ bool HookList::on_save(const TrainState& state) {
   bool saved = false;
   each("hooks: on_save", state.position.step, nullptr, [&](Hook& h) { saved = h.on_save(state) || saved; });
   return saved;
+}
+
+std::map<std::string, std::string> HookList::states(int64_t step) {
+  std::map<std::string, std::string> out;
+  each("hooks: state", step, nullptr, [&](Hook& h) {
+    std::string s = h.state();
+    if (!s.empty()) out[h.name()] = std::move(s);
+  });
+  return out;
+}
+
+void HookList::restore(const std::map<std::string, std::string>& saved, int64_t step) {
+  each("hooks: restore", step, nullptr, [&](Hook& h) {
+    const auto it = saved.find(h.name());
+    h.restore(it == saved.end() ? std::string() : it->second);
+  });
 }
 
 void HookList::on_end(TrainSummary& summary) {

@@ -3,6 +3,7 @@
 // makes (stop, save) is logged on its rank with the hook's name and reason.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ class HookList {
   void on_eval(const EvalRecord& record, LoopControl& control);
   // Whether any hook wrote the state.
   bool on_save(const TrainState& state);
+  // Every hook's state() by name, those that give "" left out (TrainState::hook_states).
+  std::map<std::string, std::string> states(int64_t step);
+  // A resumed run: each hook's restore() with its entry of `saved` ("" when it has none).
+  void restore(const std::map<std::string, std::string>& saved, int64_t step);
   void on_end(TrainSummary& summary);
 
  private:

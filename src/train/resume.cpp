@@ -178,7 +178,7 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
     if (ctx.device.is_cuda() && mine.cuda_rng.defined())
       set_generator_state(at::globalContext().defaultGenerator(ctx.device), mine.cuda_rng);
   }
-  ResumePoint rp{path, saved.position, saved.world, saved.config};
+  ResumePoint rp{path, saved.position, saved.world, saved.config, saved.hooks};
   std::string how = "resumed from " + path + " at step " + std::to_string(rp.position.step);
   if (saved.world != world)
     how += "; it was written by " + std::to_string(saved.world) + " rank(s), this run has " +

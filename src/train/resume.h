@@ -18,6 +18,7 @@ struct ResumePoint {
   LoopPosition position;
   int saved_world = 0;
   std::map<std::string, std::string> saved_config;  // key -> value, as the checkpoint holds them
+  std::map<std::string, std::string> hook_states;   // hook name -> its state (Hook::restore)
 };
 
 // auto: the newest complete checkpoint in checkpoint.folder() if there is one; none: a fresh

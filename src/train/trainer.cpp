@@ -295,6 +295,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);
   if (from) {
+    m.hooks.restore(from->hook_states, at.step());
     summary.samples = from->position.samples;
     summary.last_loss = from->position.last_loss;
     window.restore(from->position, from->saved_world);
@@ -388,6 +389,7 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   st.device = m.ctx.device;
   st.rank = rank, st.world = world;
   st.asked_by = asked_by, st.reason = reason;
+  st.hook_states = m.hooks.states(at.step());
   const bool written = m.hooks.on_save(st);
   if (written) at.saved();
   if (!written && asked_by >= 0)

@@ -9,7 +9,8 @@
 # file of the run as it was. A config whose
 # preprocessing differs, a run without model.pt and a missing checkpoint are errors naming the
 # key or the file, exit 1. With train.monitor, checkpoint.keep_best and train.early_stop_patience
-# the run keeps its best evaluation's weights in best/ and stops when it no longer improves.
+# the run keeps its best evaluation's weights in best/ and stops when it no longer improves, at
+# the same evaluation when it was stopped and resumed on the way.
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON.
 set -euo pipefail
@@ -169,4 +170,37 @@ assert line in open(log).read(), line
 print(f"best test_accuracy {best['test_accuracy']} at step {best['step']}; stopped after evaluation {stop_at + 1} of {len(evals)}")
 PY
 echo "ok: train.monitor: best/ holds the best evaluation's weights (dtrain eval gives its numbers), the run stopped 3 evaluations after it"
+
+# 6. The same run stopped after two evaluations without a better one (train.max_steps at that
+#    epoch's end) and resumed (train.max_steps=0) stops at the same evaluation as the run above:
+#    the checkpoint carries the best value and the count of evaluations since (best_model's state).
+halt=$("$py" - "$tmp/runs/best" <<'PY'
+import json, sys
+evals = [r for r in map(json.loads, open(f"{sys.argv[1]}/metrics.jsonl")) if r["type"] == "eval"]
+best_i = max(range(len(evals)), key=lambda i: (evals[i]["test_accuracy"], -i))
+print(evals[best_i + 2]["step"])
+PY
+) || fail "no evaluation 2 after the best one"
+run 300 half "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml" run.name=best2 train.epochs=40 \
+  train.monitor=test_accuracy checkpoint.keep_best=true train.early_stop_patience=3 train.max_steps=$halt
+[[ $rc == 0 ]] || { show half; fail "the run to step $halt: exit $rc"; }
+run 300 rest "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml" run.name=best2 train.epochs=40 \
+  train.monitor=test_accuracy checkpoint.keep_best=true train.early_stop_patience=3 train.max_steps=0
+[[ $rc == 0 ]] || { show rest; fail "the resumed run: exit $rc"; }
+grep -q "train.monitor from the checkpoint: best test_accuracy .* 2 evaluation(s) since without a better one" \
+  "$tmp/rest.out" || { show rest; fail "the resumed run does not say it took train.monitor's state from the checkpoint"; }
+"$py" - "$tmp/runs/best" "$tmp/runs/best2" <<'PY' || { show rest; fail "the resumed run did not stop where the uninterrupted one did"; }
+import json, sys
+def records(d):
+    return [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+one, two = records(sys.argv[1]), records(sys.argv[2])
+e1 = [(r["step"], r["test_accuracy"]) for r in one if r["type"] == "eval"]
+e2 = [(r["step"], r["test_accuracy"]) for r in two if r["type"] == "eval"]
+assert e1 == e2, (e1, e2)
+s1, s2 = one[-1], two[-1]
+assert s2["type"] == "summary" and s2["stopped"] and s2["steps"] == s1["steps"], (s1, s2)
+assert json.load(open(f"{sys.argv[1]}/best/best.json")) == json.load(open(f"{sys.argv[2]}/best/best.json"))
+print(f"stopped and resumed: early stop after step {s2['steps']}, as the uninterrupted run")
+PY
+echo "ok: a run stopped 2 evaluations after its best and resumed stops at the uninterrupted run's evaluation"
 echo "PASS"

@@ -177,6 +177,7 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   s.libtorch_version = "1.13";
   s.model = {{"fc.weight", at::arange(6, at::kFloat).reshape({2, 3})}, {"fc.bias", at::ones({2})}};
   s.optimizer = {{"exp_avg.0", at::full({2, 3}, 0.5)}};
+  s.hooks = {{"best_model", R"({"metric":"test_loss","best":0.25,"best_step":40,"since_best":2})"}};
   const d::SharedState back = d::decode_shared(d::encode(s), "x/state.pt");
   EXPECT_EQ(back.position.step, 42);
   EXPECT_EQ(back.position.steps_per_epoch, 18);
@@ -188,6 +189,7 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   EXPECT_EQ(back.position.schedule_start, 36);
   EXPECT_EQ(back.world, 2);
   EXPECT_EQ(back.config, s.config);
+  EXPECT_EQ(back.hooks, s.hooks);  // the hooks' states (Hook::state)
   ASSERT_EQ(back.model.size(), 2u);
   EXPECT_EQ(back.model[0].first, "fc.weight");
   EXPECT_TRUE(at::equal(back.model[0].second, s.model[0].second));
