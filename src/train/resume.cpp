@@ -130,13 +130,14 @@ std::string finished_run_error(int64_t step, const TrainConfig& t) {
 
 void refuse_finished_run(const Config& cfg, Communicator& control) {
   std::string failure;
-  if (control.rank() == 0 && !cfg.run.run_dir().empty() && path_exists(join_path(cfg.run.run_dir(), "model.pt"))) {
+  if (control.rank() == 0) {
     try {
       const std::string path = pick(cfg, /*say=*/false);
       if (!path.empty()) {
         const std::string file = join_path(path, "state.pt");
         const LoopPosition p = decode_shared(read_file(file), file).position;
         const TrainConfig& t = cfg.train;
+        // The loop's rule (LoopCursor::finished): the steps planned, its last epoch's end done.
         int64_t total = p.steps_per_epoch * t.epochs;
         if (t.max_steps > 0) total = std::min(total, t.max_steps);
         if (p.step >= total && p.epoch_end_done) failure = path + "\n" + finished_run_error(p.step, t);

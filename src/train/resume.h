@@ -36,11 +36,11 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
 // there is nothing to train ... To train on, raise train.epochs or train.max_steps; ...".
 std::string finished_run_error(int64_t step, const TrainConfig& t);
 
-// Before the data is read (build_session): when the run directory holds model.pt (a run that
-// ended) and the checkpoint checkpoint.resume would continue from is at the end of training
-// under `cfg` (its steps per epoch x train.epochs, or train.max_steps), every rank throws the
-// AgreedError the loop would throw, naming the checkpoint. The loop's own check stays for the
-// rest (no model.pt, a checkpoint this cannot read).
+// Before the data is read (build_session): when the checkpoint checkpoint.resume would continue
+// from is at the end of training under `cfg` (its steps per epoch x train.epochs, or
+// train.max_steps, and that epoch's end done: the loop's rule, whether model.pt is there or not),
+// every rank throws the AgreedError the loop would throw, naming the checkpoint. The loop's own
+// check stays for a checkpoint this cannot read.
 void refuse_finished_run(const Config& cfg, Communicator& control);
 
 }  // namespace dtrain::detail

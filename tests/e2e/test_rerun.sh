@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# e2e: a rerun never destroys. The same command run again on a finished run, or run again with a
+# e2e: a rerun never destroys. The same command run again on a finished run (also one whose
+# model.pt is gone), or run again with a
 # changed training key (train.lr), is refused before its data is loaded and anything is written: exit 1, one error line
 # (the ranks agree; no MPI abort banner) naming the checkpoint, the step and the fix, and every
 # file of the run directory byte for byte as it was. With more to train (a higher train.epochs)
@@ -37,6 +38,20 @@ for change in "" "train.lr=0.003"; do
   [[ $(files) == "$before" ]] || { diff <(echo "$before") <(files) >&2 || true; fail "$name: the run's files changed"; }
   echo "ok: run again${change:+ with $change}: refused, nothing rewritten ($(grep -m1 -o 'error: .*' "$tmp/$name.err" | cut -c1-90)...)"
 done
+
+# The same refusal, as early, when the finished run's model.pt is gone: what marks a finished run
+# is its checkpoint's position, as in the loop.
+mv "$tmp/runs/r/model.pt" "$tmp/model.pt.away"
+gone=$(files)
+run 120 again_nomodel "${np2[@]}" train.epochs=2
+[[ $rc == 1 ]] || { show again_nomodel; fail "again_nomodel: a finished run without model.pt run again: exit $rc, expected 1"; }
+grep -qF "this run has finished: its checkpoint is at step 32, the end of training (train.epochs 2)" "$tmp/again_nomodel.err" ||
+  { show again_nomodel; fail "again_nomodel: not the finished run's error"; }
+[[ $(grep -c "error: " "$tmp/again_nomodel.err") == 1 ]] || { show again_nomodel; fail "again_nomodel: the error is not printed once"; }
+! grep -q "^data: " "$tmp/again_nomodel.out" || { show again_nomodel; fail "again_nomodel: the data was loaded before the refusal"; }
+[[ $(files) == "$gone" ]] || fail "again_nomodel: the run's files changed"
+mv "$tmp/model.pt.away" "$tmp/runs/r/model.pt"
+echo "ok: run again without model.pt: refused before the data is loaded, with the same error"
 
 run 120 more "${np2[@]}" train.epochs=3
 [[ $rc == 0 ]] || { show more; fail "train.epochs 3 after 2: exit $rc"; }
