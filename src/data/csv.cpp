@@ -3,7 +3,8 @@
 // mean and std (data.normalize); targets (N,) int64 class ids (data.csv_task classification,
 // named by data.class_names) or (N, D) float (regression). The test split is data.test_files,
 // or else data.test_fraction of the train files' rows drawn with run.seed (the same rows on
-// every rank).
+// every rank). dtrain eval's test split (make_csv_test_split) reads data.test_files alone, with the
+// run's statistics and classes.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -124,19 +125,55 @@ std::string files_text(const std::vector<std::string>& files) {
   return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
 }
 
+// The columns the config names (data.target_columns, data.feature_columns, data.csv_task).
+CsvColumns columns_of(const DataConfig& cfg) {
+  CsvColumns columns;
+  columns.targets = split_list(cfg.target_columns);
+  columns.features = split_list(cfg.feature_columns);
+  columns.class_ids = cfg.csv_task == CsvTask::kClassification;
+  if (!columns.class_ids && cfg.num_classes > 0)
+    throw Error("is " + std::to_string(cfg.num_classes) + ", but data.csv_task is regression: leave it at 0",
+                "data.num_classes");
+  return columns;
+}
+
 }  // namespace
+
+std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed) {
+  if (cfg.test_files.empty()) return make_csv_splits(cfg, seed, &recorded).test;  // rows of the train files
+  const CsvColumns columns = columns_of(cfg);
+  const bool classify = columns.class_ids;
+  const CsvTable test = read_csv(expand_files(cfg, cfg.test_files, "data.test_files"), columns, "data.test_files");
+  const Rows rows = all_rows(test);
+  DataSpec spec;
+  spec.input_shape = {static_cast<int64_t>(test.features.size())};
+  if (classify) {
+    const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
+    check_class_ids(test, rows, space, test.targets[0]);
+    spec.num_classes = space.classes;
+    spec.recipe.class_names = class_names(cfg, space);
+  } else {
+    spec.target_dim = static_cast<int64_t>(test.targets.size());
+  }
+  std::vector<double> mean, stdev;
+  // Columns or statistics other than the run's: dtrain eval's comparison with preprocess.json
+  // names the key that differs.
+  if (cfg.normalize && recorded.recipe.mean.size() == test.features.size())
+    mean = recorded.recipe.mean, stdev = recorded.recipe.std;
+  spec.recipe.feature_names = test.features;
+  spec.recipe.target_names = test.targets;
+  spec.recipe.mean = mean, spec.recipe.std = stdev;
+  const Columns te = tensors_of(test, rows, classify, mean, stdev);
+  return std::make_shared<TensorDataset>(
+      te.inputs, te.targets, spec,
+      format("csv %s (%lld rows)", files_text(test.files).c_str(), static_cast<long long>(rows.size())));
+}
 
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* recorded) {
   Config::check_value("data.test_fraction", cfg.test_fraction);
   if (cfg.train_files.empty()) throw Error("is empty: name the CSV file(s)", "data.train_files");
-  CsvColumns columns;
-  columns.targets = split_list(cfg.target_columns);
-  columns.features = split_list(cfg.feature_columns);
-  const bool classify = cfg.csv_task == CsvTask::kClassification;
-  columns.class_ids = classify;
-  if (!classify && cfg.num_classes > 0)
-    throw Error("is " + std::to_string(cfg.num_classes) + ", but data.csv_task is regression: leave it at 0",
-                "data.num_classes");
+  const CsvColumns columns = columns_of(cfg);
+  const bool classify = columns.class_ids;
 
   const std::vector<std::string> train_files = expand_files(cfg, cfg.train_files, "data.train_files");
   const CsvTable train = read_csv(train_files, columns, "data.train_files");

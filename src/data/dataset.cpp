@@ -107,7 +107,7 @@ std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const D
     case DataFormat::kIdx: return make_idx_test_split(cfg, recorded);
     case DataFormat::kCifar10:
     case DataFormat::kCifar100: return make_cifar_test_split(cfg, recorded);
-    case DataFormat::kCsv: return make_csv_splits(cfg, seed, &recorded).test;
+    case DataFormat::kCsv: return make_csv_test_split(cfg, recorded, seed);
     default: return make_splits(cfg, seed, device).test;
   }
 }

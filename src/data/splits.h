@@ -31,6 +31,11 @@ std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const Data
 // `recorded` (dtrain eval: the run's preprocess.json) gives the statistics and the classes
 // instead of the train rows.
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* recorded = nullptr);
+// dtrain eval's csv test split: data.test_files alone, with `recorded`'s statistics and classes
+// (the train files unread; dtrain eval compares its columns with preprocess.json's); without
+// data.test_files, the rows data.test_fraction holds out of the train files (make_csv_splits
+// with `recorded`).
+std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed);
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
 // in the loader's threads (Note [image transforms]) or on `device`'s GPU (data.decode, Note [GPU
 // decoding]); random crops drawn from `seed`.
@@ -44,8 +49,8 @@ ImageDecodeCounts image_decode_counts(const Dataset& dataset);
 
 // dtrain eval's test split (null when the config has none), preprocessed as the run was:
 // `recorded` is the DataSpec read from its preprocess.json. idx and cifar10/100 read the test
-// files alone, with the recorded statistics; csv takes the recorded statistics and classes (it
-// reads the train files only for held-out rows, data.test_fraction); image folders, synthetic,
+// files alone, with the recorded statistics; csv takes the recorded statistics and classes and
+// reads data.test_files alone (the train files only for held-out rows, data.test_fraction); image folders, synthetic,
 // token and text data compute nothing from their training split, and are built as for training.
 std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
                                                   const at::Device& device);

@@ -115,6 +115,20 @@ print("dtrain eval, 2 ranks:", two, "\n  1 rank:", one)
 PY
 echo "ok: dtrain eval gives the training's numbers (2 ranks and the checkpoint: bit for bit; 1 rank: the loss within 1e-6); the run directory is unchanged"
 
+# dtrain eval reads the test file alone (preprocess.json has the statistics): without the train
+# file it gives the same numbers.
+mv "$tmp/train.csv" "$tmp/train.csv.away"
+run 300 evalnotrain "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" --json
+mv "$tmp/train.csv.away" "$tmp/train.csv"
+[[ $rc == 0 ]] || { show evalnotrain; fail "eval without the train file: exit $rc"; }
+"$py" - "$tmp/eval2.out" "$tmp/evalnotrain.out" <<'PY' || fail "dtrain eval without the train file gives other numbers"
+import json, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+for k in ("test_loss", "test_accuracy", "test_count"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
+echo "ok: dtrain eval without the train file: the same numbers"
+
 # 4. Bad input: each an error naming the key or the file, exit 1.
 expect_error() {  # NAME TEXT: exit 1 and TEXT in stderr
   [[ $rc == 1 ]] || { show "$1"; fail "$1: exit $rc, not 1"; }
