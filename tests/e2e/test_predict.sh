@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e: `dtrain predict`. Three tiny models train in seconds on one rank: a CNN on a folder of PNG
 # images (image_folder), an MLP on CSV rows (csv) and a GPT on text bytes (text). For each,
-# predict runs on 1 and on 2 ranks and the two output files are the same, byte for byte (the CSV
+# predict runs on 1 and on 2 ranks (also ranks of different run.threads) and the output files
+# are the same, byte for byte (the CSV
 # rows on 3 ranks too, whose number does not divide the training's global batch). PyTorch
 # alone (the twins of python/dtrain_models.py loading model.pt, python/dtrain_inputs.py applying
 # preprocess.json with PIL, no dtrain) gives every listed class probability within 1e-5 and the same top class, and the
@@ -102,6 +103,21 @@ run 120 imgcsv "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" predict "$tmp/img.yaml"
 np1_np2 csv jsonl "$tmp/csv.yaml" --input "$tmp/rows.csv" --batch-size 8
 np1_np2 gpt txt "$tmp/gpt.yaml" --input "$tmp/prompt.txt" --max-new-tokens 40
 np1_np2 sample txt "$tmp/gpt.yaml" --prompt "the lazy" --max-new-tokens 40 --temperature 0.8 --top-k 5 --seed 7
+
+# The same bytes when the ranks run different numbers of intra-op threads (run.threads 1 on rank
+# 0, 2 on rank 1: mpiexec's MPMD form) as with 1 rank.
+unequal_threads() {  # NAME EXT ARGS...: NAME.u.EXT on 2 ranks of 1 and 2 threads; equal to NAME.1.EXT
+  local name=$1 ext=$2
+  shift 2
+  run 120 "$name.u" "$mpiexec" "${mpi_flags[@]}" -np 1 "$bin" predict "$@" run.threads=1 --output "$tmp/$name.u.$ext" \
+    : -np 1 "$bin" predict "$@" run.threads=2 --output "$tmp/$name.u.$ext"
+  [[ $rc == 0 ]] || { show "$name.u"; fail "$name on 2 ranks of 1 and 2 threads: exit $rc"; }
+  cmp "$tmp/$name.1.$ext" "$tmp/$name.u.$ext" || fail "$name: 2 ranks of 1 and 2 threads wrote other bytes than 1 rank"
+  echo "ok: $name: 2 ranks of 1 and 2 intra-op threads wrote 1 rank's bytes"
+}
+unequal_threads img jsonl "$tmp/img.yaml" --input "$tmp/new" --top-k 2 --batch-size 4
+unequal_threads csv jsonl "$tmp/csv.yaml" --input "$tmp/rows.csv" --batch-size 8
+unequal_threads gpt txt "$tmp/gpt.yaml" --input "$tmp/prompt.txt" --max-new-tokens 40
 [[ $(head -c 12 "$tmp/gpt.1.txt") == "the quick br" && $(wc -c <"$tmp/gpt.1.txt") == 52 ]] ||
   fail "the GPT's output is not the prompt and 40 bytes: $(cat "$tmp/gpt.1.txt")"
 [[ $(snapshot) == "$before" ]] || fail "dtrain predict changed files of the run directories"
