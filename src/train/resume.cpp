@@ -11,6 +11,7 @@
 #include "config/schema.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "train/run_directory.h"
 #include "util/dir.h"
 #include "util/format.h"
 #include "util/fs.h"
@@ -132,7 +133,9 @@ void refuse_finished_run(const Config& cfg, Communicator& control) {
   std::string failure;
   if (control.rank() == 0) {
     try {
-      const std::string path = pick(cfg, /*say=*/false);
+      // A run that holds the directory now is still writing its checkpoints: claiming the
+      // directory reports it (naming the holder), not this.
+      const std::string path = run_directory_holder(cfg).empty() ? pick(cfg, /*say=*/false) : std::string();
       if (!path.empty()) {
         const std::string file = join_path(path, "state.pt");
         const LoopPosition p = decode_shared(read_file(file), file).position;

@@ -40,7 +40,8 @@ std::string finished_run_error(int64_t step, const TrainConfig& t);
 // from is at the end of training under `cfg` (its steps per epoch x train.epochs, or
 // train.max_steps, and that epoch's end done: the loop's rule, whether model.pt is there or not),
 // every rank throws the AgreedError the loop would throw, naming the checkpoint. The loop's own
-// check stays for a checkpoint this cannot read.
+// check stays for a checkpoint this cannot read. A directory another run holds now
+// (run_directory_holder) is left to the claim of the directory, which names that run.
 void refuse_finished_run(const Config& cfg, Communicator& control);
 
 }  // namespace dtrain::detail

@@ -30,6 +30,23 @@ std::string host_name() {
 
 }  // namespace
 
+std::string run_directory_holder(const Config& cfg) {
+  const std::string dir = cfg.run.run_dir();
+  if (dir.empty()) return "";
+  const std::string path = join_path(dir, ".lock");
+  const int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) return "";
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  if (!held) return "";
+  std::string holder = read_file(path);
+  while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+  return holder.empty() ? "holder unknown" : holder;
+}
+
 RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
     : dir_(cfg.run.run_dir()), checkpoints_(cfg.checkpoint.folder(cfg.run)) {
   if (dir_.empty()) return;

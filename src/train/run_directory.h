@@ -15,6 +15,12 @@
 
 namespace dtrain::detail {
 
+// Whether another process holds <run dir>/.lock now (fcntl's F_GETLK: nothing is taken): its
+// holder as the lock file says ("pid N on host", or "holder unknown"), or "" when the file is
+// absent or free. For checks that run before RunDirectory claims the directory, so that a busy
+// directory is reported as busy.
+std::string run_directory_holder(const Config& cfg);
+
 class RunDirectory {
  public:
   // Creates the directory and takes the lock (rank 0; every rank learns the outcome: a
