@@ -35,6 +35,10 @@ enum class GraphMode { kAuto, kOn, kOff };                          // train.cud
 enum class ActivationCheckpointing { kOff, kBlocks };               // train.activation_checkpointing
 enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
 enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
+// dist.shard_optimizer: nothing sharded (false), the optimizer state (true, ZeRO-1), or the
+// optimizer state and the averaged gradients, each bucket's released once it is sent (gradients,
+// ZeRO-2).
+enum class ShardOptimizer { kOff, kState, kGradients };
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
 enum class TokenDtype { kAuto, kUint16, kUint32 };                // data.token_dtype
 enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
@@ -55,6 +59,7 @@ const char* to_string(GraphMode v);
 const char* to_string(ActivationCheckpointing v);
 const char* to_string(Backend v);
 const char* to_string(GradDtype v);
+const char* to_string(ShardOptimizer v);
 const char* to_string(ProgressMode v);
 const char* to_string(Attention v);
 const char* to_string(TokenDtype v);
@@ -252,9 +257,11 @@ struct DistConfig {
   GradDtype grad_dtype = GradDtype::kFp32;  // gradient communication dtype
   bool find_unused_parameters = false;
   bool reduce_single_rank = false;  // run the gradient engine even with one rank (to measure it)
-  // ZeRO-1: each rank keeps the optimizer state of its shard of the parameters (Note [sharded
-  // optimizer], src/dist/optimizer_shard.h); with one rank a warning, and nothing is sharded.
-  bool shard_optimizer = false;
+  // ZeRO-1 (kState): each rank keeps the optimizer state of its shard of the parameters, and
+  // receives the averaged gradients of its shard only; ZeRO-2 (kGradients): besides, a rank keeps
+  // no gradient beyond its shard past each bucket's reduce-scatter (Note [sharded optimizer],
+  // src/dist/optimizer_shard.h). With one rank a warning, and nothing is sharded.
+  ShardOptimizer shard_optimizer = ShardOptimizer::kOff;
 };
 
 // What the world size decides. Filled by resolve(); world 0 means "not resolved yet".

@@ -16,7 +16,7 @@ std::string setting_name(const Row& r) {
   std::string s = "micro-batch " + std::to_string(r.micro_batch) + ", data.workers " +
                   std::to_string(r.workers);
   if (r.checkpointing != ActivationCheckpointing::kOff) s += ", train.activation_checkpointing=blocks";
-  if (r.shard_optimizer) s += ", dist.shard_optimizer=true";
+  if (r.shard_optimizer != ShardOptimizer::kOff) s += std::string(", dist.shard_optimizer=") + to_string(r.shard_optimizer);
   if (r.decode != DecodeMode::kCpu) s += std::string(", data.decode=") + to_string(r.decode);
   for (const auto& [key, value] : r.keys) s += ", " + key + "=" + value;
   return s;
@@ -35,6 +35,12 @@ nlohmann::json json_value(const std::string& v) {
   nlohmann::json j = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
   if (j.is_number() || j.is_boolean()) return j;
   return v;
+}
+
+// true or false as before ZeRO-2 was a choice, "gradients" for it.
+nlohmann::json shard_json(ShardOptimizer s) {
+  if (s == ShardOptimizer::kGradients) return "gradients";
+  return s == ShardOptimizer::kState;
 }
 
 const char* checkpointing_name(const Row& r) {
@@ -165,7 +171,7 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     const Row& r = res.rows[i];
     std::vector<std::string> c = {std::to_string(r.micro_batch), std::to_string(r.workers),
                                   std::to_string(r.global_batch), std::to_string(r.accum_steps)};
-    if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer ? "yes" : "no");
+    if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer == ShardOptimizer::kOff ? "no" : r.shard_optimizer == ShardOptimizer::kState ? "yes" : "gradients");
     if (res.decoders) c.push_back(to_string(r.decode));
     for (const std::string& key : res.keys) c.push_back(value_of(r, key));
     std::string note = r.note;
@@ -238,7 +244,7 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
       line += ",,,,,,,,,,";
     }
     line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note) +
-            "," + checkpointing_name(r) + "," + (r.shard_optimizer ? "true" : "false") + "," + to_string(r.decode);
+            "," + checkpointing_name(r) + "," + to_string(r.shard_optimizer) + "," + to_string(r.decode);
     for (const std::string& key : res.keys) line += "," + csv_field(value_of(r, key));
     out += line + "\n";
   }
@@ -253,7 +259,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
               {"global_batch", r.global_batch}, {"accum_steps", r.accum_steps},
               {"fits", r.fits}, {"note", r.note},
               {"activation_checkpointing", checkpointing_name(r)},
-              {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
+              {"shard_optimizer", shard_json(r.shard_optimizer)}, {"decode", to_string(r.decode)}};
     for (const auto& [key, value] : r.keys) j[key] = json_value(value);
     for (const char* k : {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s",
                           "tokens_per_s", "step_mean_s", "step_p50_s", "step_p90_s",
@@ -292,7 +298,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
     const Row& r = res.rows[static_cast<size_t>(rec.row)];
     out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers},
                           {"activation_checkpointing", checkpointing_name(r)},
-                          {"shard_optimizer", r.shard_optimizer}, {"decode", to_string(r.decode)}};
+                          {"shard_optimizer", shard_json(r.shard_optimizer)}, {"decode", to_string(r.decode)}};
     for (const auto& [key, value] : r.keys) out["recommended"][key] = json_value(value);
   }
   return out.dump(2) + "\n";

@@ -47,7 +47,8 @@ std::string describe(const Setting& s, int world) {
   d += ", data.workers " + std::to_string(s.workers);
   const Config& c = s.config;
   if (c.train.activation_checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
-  if (c.dist.shard_optimizer) d += ", dist.shard_optimizer";
+  if (c.dist.shard_optimizer != ShardOptimizer::kOff)
+    d += std::string(", dist.shard_optimizer=") + to_string(c.dist.shard_optimizer);
   if (c.data.decode != DecodeMode::kCpu) d += std::string(", data.decode ") + to_string(c.data.decode);
   for (const auto& [key, value] : s.values)
     if (!has_own_column(key)) d += ", " + key + " " + value;
@@ -131,7 +132,7 @@ const std::vector<SweepAlias>& sweep_aliases() {
       {"--activation-checkpointing", "train.activation_checkpointing",
        "train.activation_checkpointing values to time: off,blocks (the memory ladder)", kNotSizes},
       {"--shard-optimizer", "dist.shard_optimizer",
-       "dist.shard_optimizer values to time: false,true (the memory ladder)", kNotSizes},
+       "dist.shard_optimizer values to time: false,true,gradients (the memory ladder)", kNotSizes},
       {"--decode", "data.decode", "data.decode values to time: cpu,gpu (an image folder's decoders)", kNotSizes}};
   return aliases;
 }

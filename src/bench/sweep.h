@@ -130,7 +130,7 @@ struct Row {
   int64_t global_batch = 0;
   int64_t accum_steps = 0;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;
-  bool shard_optimizer = false;
+  ShardOptimizer shard_optimizer = ShardOptimizer::kOff;
   DecodeMode decode = DecodeMode::kCpu;
   // The swept keys without a column of their own (SweepPlan::keys) and their values.
   std::vector<std::pair<std::string, std::string>> keys;

@@ -47,6 +47,8 @@ DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kO
 DTRAIN_CHOICE_NAMES(ActivationCheckpointing, {{"off", ActivationCheckpointing::kOff}, {"blocks", ActivationCheckpointing::kBlocks}})
 DTRAIN_CHOICE_NAMES(Backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"mpi", Backend::kMpi}})
 DTRAIN_CHOICE_NAMES(GradDtype, {{"fp32", GradDtype::kFp32}, {"bf16", GradDtype::kBf16}})
+DTRAIN_CHOICE_NAMES(ShardOptimizer, {{"false", ShardOptimizer::kOff}, {"true", ShardOptimizer::kState},
+                                     {"gradients", ShardOptimizer::kGradients}})
 DTRAIN_CHOICE_NAMES(ProgressMode, {{"auto", ProgressMode::kAuto}, {"live", ProgressMode::kLive}, {"lines", ProgressMode::kLines}, {"off", ProgressMode::kOff}})
 DTRAIN_CHOICE_NAMES(Attention, {{"auto", Attention::kAuto}, {"flash", Attention::kFlash}, {"cudnn", Attention::kCudnn},
                                 {"efficient", Attention::kEfficient}, {"math", Attention::kMath}})
@@ -297,7 +299,7 @@ const std::vector<Field>& schema() {
     s.push_back(choice("dist.grad_dtype", &C::dist, &DistConfig::grad_dtype, "dtype of gradients on the wire").always().may_change());
     s.push_back(field("dist.find_unused_parameters", &C::dist, &DistConfig::find_unused_parameters, "allow parameters that get no gradient in a step").always().may_change());
     s.push_back(field("dist.reduce_single_rank", &C::dist, &DistConfig::reduce_single_rank, "run the bucketed all-reduce even with one rank (to measure its cost)").always().may_change());
-    s.push_back(field("dist.shard_optimizer", &C::dist, &DistConfig::shard_optimizer, "ZeRO-1: each rank keeps the optimizer state (moments, momentum) of 1/world of the parameters' values, a flat shard that holds pieces of the tensors it crosses; gradients are reduce-scattered into the shards (each rank receives the averages of its own values only), each rank updates its shard and broadcasts the updated values to every rank after every step; checkpoints hold the whole state, so a run resumes on any number of ranks, sharded or not. One rank: a warning, nothing sharded; fewer values than ranks: an error").always().may_change());
+    s.push_back(choice("dist.shard_optimizer", &C::dist, &DistConfig::shard_optimizer, "true = ZeRO-1: each rank keeps the optimizer state (moments, momentum) of 1/world of the parameters' values, a flat shard that holds pieces of the tensors it crosses; the gradients are reduce-scattered into the shards (each rank receives the averages of its own values only), each rank updates its shard and broadcasts the updated values to every rank after every step. gradients = ZeRO-2: besides, each bucket's gradients and its buffer are released as soon as its reduce-scatter is sent, so past backward a rank holds no gradient beyond its shard (the steps are not captured in a CUDA graph). Checkpoints hold the whole state, so a run resumes on any number of ranks, sharded or not, at any stage. false = every rank keeps everything. One rank: a warning, nothing sharded; fewer values than ranks: an error").always().may_change());
     // checkpoint
     s.push_back(field("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save a checkpoint every this many optimizer steps (0 = off)", at_least(0)).always().may_change());
     s.push_back(field("checkpoint.every_epoch", &C::checkpoint, &CheckpointConfig::every_epoch, "save a checkpoint at the end of every epoch").always().may_change());
@@ -336,6 +338,7 @@ const char* to_string(GraphMode v) { return config::name_of(v); }
 const char* to_string(ActivationCheckpointing v) { return config::name_of(v); }
 const char* to_string(Backend v) { return config::name_of(v); }
 const char* to_string(GradDtype v) { return config::name_of(v); }
+const char* to_string(ShardOptimizer v) { return config::name_of(v); }
 const char* to_string(Attention v) { return config::name_of(v); }
 const char* to_string(TokenDtype v) { return config::name_of(v); }
 const char* to_string(CifarLabels v) { return config::name_of(v); }

@@ -118,7 +118,9 @@ std::vector<EntryShape> parse_entries(const std::string& text) {
 
 }  // namespace
 
-bool shards_optimizer(const Config& cfg, int world) { return cfg.dist.shard_optimizer && world > 1; }
+bool shards_optimizer(const Config& cfg, int world) {
+  return cfg.dist.shard_optimizer != ShardOptimizer::kOff && world > 1;
+}
 
 OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector<std::string>& names,
                                Communicator& comm)

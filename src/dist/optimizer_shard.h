@@ -1,4 +1,5 @@
-// OptimizerShard: the optimizer state sharded over the ranks (dist.shard_optimizer, ZeRO-1).
+// OptimizerShard: the optimizer state sharded over the ranks (dist.shard_optimizer: true, ZeRO-1;
+// gradients, ZeRO-2).
 //
 // Note [sharded optimizer]: every rank keeps the optimizer state (moments, momentum buffers, step
 // counts) of its shard of the parameters' values only: 1/N of the flat sequence of every
@@ -26,8 +27,11 @@
 // all_gather would hold N shards at once, all the parameters again. The reduced values come
 // from another collective than an unsharded run's all-reduce, so they may differ in the last bit
 // where more than two ranks' values are summed (a sum's order); on two ranks they are the same.
-// The parameters and the buckets are not sharded: only the state and the averaged gradients
-// are. A skipped step updates nothing on any rank and gathers nothing. Checkpoints hold the
+// The parameters are not sharded: only the state and the averaged gradients are. The buckets
+// hold the whole local gradient with dist.shard_optimizer=true; with =gradients (ZeRO-2) a
+// bucket's buffer is made when its gradients are ready and released once it is sent, and the
+// parameters' gradients go as they enter it (ReducerOptions::release_buckets), so past backward
+// a rank keeps no gradient beyond its shard. A skipped step updates nothing on any rank and gathers nothing. Checkpoints hold the
 // whole state, as one optimizer over all the parameters writes it: gather_optimizer_state() puts
 // the pieces' entries together on rank 0 (the plan is a pure function of the parameters, so it
 // needs no more than the model), and a sharded checkpoint resumes on any number of ranks,

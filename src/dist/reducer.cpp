@@ -90,6 +90,8 @@ void Reducer::build(const std::vector<size_t>& order) {
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
   flat_.clear();
+  layout_.clear();
+  numel_.clear();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     int64_t numel = 0;
     for (size_t i : buckets_[b]) {
@@ -100,7 +102,9 @@ void Reducer::build(const std::vector<size_t>& order) {
     const at::Tensor& first = params_[buckets_[b].front()];
     at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? first.scalar_type()
                                                                            : options_.comm_dtype;
-    flat_.push_back(at::empty({numel}, first.options().dtype(dt)));
+    layout_.push_back(at::empty({0}, first.options().dtype(dt)));
+    numel_.push_back(numel);
+    flat_.push_back(releases_buckets() ? at::Tensor() : at::empty({numel}, first.options().dtype(dt)));
   }
 }
 
@@ -132,7 +136,7 @@ void Reducer::prepare(bool sync) {
   timeline_.assign(buckets_.size(), BucketTiming{});
   for (size_t b = 0; b < buckets_.size(); ++b) {
     timeline_[b].bucket = static_cast<int>(b);
-    timeline_[b].bytes = flat_[b].numel() * static_cast<int64_t>(flat_[b].element_size());
+    timeline_[b].bytes = numel_[b] * static_cast<int64_t>(layout_[b].element_size());
   }
   step_start_ = std::chrono::steady_clock::now();
 }
@@ -162,6 +166,17 @@ at::Tensor Reducer::slot(size_t i) const {
 }
 
 void Reducer::fill(size_t b) {
+  if (releases_buckets()) {
+    // The buffer lives until the bucket is sent; the gradients, once in it, are not needed.
+    flat_[b] = at::empty({numel_[b]}, layout_[b].options());
+    fill_buffer(b);
+    for (size_t i : buckets_[b]) params_[i].mutable_grad() = at::Tensor();
+    return;
+  }
+  fill_buffer(b);
+}
+
+void Reducer::fill_buffer(size_t b) {
   // One multi-tensor copy per bucket (Note [bucket views]); a gradient that already is its slot
   // is not copied, a missing one is zeros.
   std::vector<at::Tensor> pieces;
@@ -211,6 +226,9 @@ void Reducer::launch(size_t b) {
   if (counts[static_cast<size_t>(me)] > 0)
     mine = shard_received_.narrow(0, std::max(lo, me * S) - me * S, counts[static_cast<size_t>(me)]);
   works_[b] = comm_.reduce_scatter_async(flat_[b], counts, mine, ReduceOp::kAvg);
+  // Sent: the collective holds what it reads (NCCL: the buffer is tied to its stream; MPI: its
+  // thread keeps the tensor), so the buffer may go.
+  if (releases_buckets()) flat_[b] = at::Tensor();
 }
 
 void Reducer::finish(bool abandon) {

@@ -40,6 +40,11 @@ struct ReducerOptions {
   // order of the parameters (never re-planned), so that each bucket is one contiguous range of
   // the flat sequence and its segments go to the ranks whose shards they fall in.
   int64_t shard_values = 0;
+  // With shard_values (dist.shard_optimizer=gradients, ZeRO-2): a bucket's buffer exists only
+  // from its fill to its launch, and its parameters' gradients are released at the fill, so
+  // during backward a rank holds the gradients and buckets not yet sent, and past it none but
+  // its shard.
+  bool release_buckets = false;
 };
 
 class Reducer {
@@ -75,6 +80,7 @@ class Reducer {
   // Whether a step through this reducer can be captured in a CUDA graph (Note [reducer in the
   // graph]): its collectives are NCCL's, on the GPU. MPI's run on the host.
   bool capturable() const { return comm_.backend() == "nccl"; }
+  bool releases_buckets() const { return options_.release_buckets && options_.shard_values > 0; }
   // Once the step is a graph, the hooks no longer run (a replay has no host side): the host-clock
   // bucket timings of the captured step say nothing about the replays, so they are dropped.
   void forget_timeline() {
@@ -88,6 +94,7 @@ class Reducer {
   void attach_hooks();  // at the first prepare()
   void on_ready(size_t param);
   void fill(size_t b);               // mu_ held: the bucket's gradients into its buffer
+  void fill_buffer(size_t b);        // the copy itself
   at::Tensor slot(size_t param) const;  // the parameter's span of its bucket, shaped like it
   void launch_ready_buckets();  // mu_ held
   void launch(size_t b);        // mu_ held
@@ -110,7 +117,11 @@ class Reducer {
   // back (DDP's gradient_as_bucket_view). The next step's clear_gradients() lets autograd make
   // fresh gradients; a loop that does not clear them accumulates into the views, and a gradient
   // that already is its span is not copied again.
-  std::vector<at::Tensor> flat_;              // one buffer per bucket
+  std::vector<at::Tensor> flat_;              // one buffer per bucket (with release_buckets:
+                                              // defined from its fill to its launch)
+  std::vector<at::Tensor> layout_;            // per bucket, an empty tensor of its buffer's
+                                              // dtype and device, and its values' count
+  std::vector<int64_t> numel_;
   std::vector<int64_t> flat_start_;           // with shard_values: each bucket's first value in
                                               // the parameters' flat sequence
   at::Tensor shard_received_;                 // with shard_values: the segments this rank

@@ -33,6 +33,12 @@ MemoryKinds memory_kinds(const StepContext& ctx) {
   }
   if (ctx.optimizer) k.optimizer_state = ctx.optimizer->state_bytes();
   k.shards = ctx.shard ? ctx.world : 1;
+  if (ctx.reducer && ctx.reducer->releases_buckets()) {
+    if (const auto kept = kept_share(ctx.params, static_cast<size_t>(ctx.world))) {
+      k.gradients = static_cast<int64_t>(static_cast<double>(k.gradients) * *kept);
+      k.gradient_shards = ctx.world;
+    }
+  }
   return k;
 }
 
@@ -44,8 +50,9 @@ int64_t usable_memory(const StepContext& ctx) {
 }
 
 std::string describe(const MemoryKinds& k) {
-  std::string s = "weights " + gib(k.weights) + ", gradients " + gib(k.gradients) +
-                  ", optimizer state " + gib(k.optimizer_state);
+  std::string s = "weights " + gib(k.weights) + ", gradients " + gib(k.gradients);
+  if (k.gradient_shards > 1) s += " (its shard of " + std::to_string(k.gradient_shards) + ")";
+  s += ", optimizer state " + gib(k.optimizer_state);
   if (k.shards > 1) s += " (its shard of " + std::to_string(k.shards) + ")";
   return s;
 }
@@ -83,6 +90,22 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
     } else {
       rungs.push_back("dist.shard_optimizer=true on N ranks (each keeps 1/N of the " +
                       gib(k.optimizer_state) + " of optimizer state)");
+    }
+  }
+  if (k.gradient_shards == 1 && k.gradients > 0) {
+    // ZeRO-2: the gradients past backward, beside the state (the rung above, or already taken).
+    const std::string state = ctx.shard ? std::string() : "the optimizer state as above, and ";
+    const auto grads = static_cast<double>(k.gradients);
+    if (ctx.world > 1) {
+      if (const auto kept = kept_share(ctx.params, static_cast<size_t>(ctx.world)))
+        rungs.push_back("dist.shard_optimizer=gradients (frees " + state +
+                        gib(static_cast<int64_t>(grads * (1 - *kept))) + " of the " + gib(k.gradients) +
+                        " of gradients on each of the " + std::to_string(ctx.world) + " ranks, " +
+                        percent(1 - *kept) + ": past backward each keeps the averaged gradients of " +
+                        percent(*kept) + " of the values)");
+    } else {
+      rungs.push_back("dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer state and of the " +
+                      gib(k.gradients) + " of gradients past backward)");
     }
   }
   if (ctx.device.is_cuda() && ctx.precision == Precision::kFp32)

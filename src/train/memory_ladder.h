@@ -11,15 +11,17 @@
 namespace dtrain::detail {
 
 // This rank's memory by kind, in bytes: the trainable parameters (weights), their gradients
-// (the same number of values, whether or not they are allocated at this moment) and the
-// optimizer state this rank holds (its shard's with dist.shard_optimizer: `shards` ranks share
-// it). What a step adds on top of them, the activations and the step's workspace, is the peak
+// (the same number of values, whether or not they are allocated at this moment; with
+// dist.shard_optimizer=gradients, the shard's this rank keeps past backward: `gradient_shards`
+// ranks share them) and the optimizer state this rank holds (its shard's with
+// dist.shard_optimizer: `shards` ranks share it). What a step adds on top of them, the activations and the step's workspace, is the peak
 // minus these.
 struct MemoryKinds {
   int64_t weights = 0;
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
   int shards = 1;
+  int gradient_shards = 1;
   int64_t total() const { return weights + gradients + optimizer_state; }
 };
 MemoryKinds memory_kinds(const StepContext& ctx);
@@ -40,6 +42,9 @@ std::string describe(const MemoryKinds& k);
 //   - dist.shard_optimizer=true: each of N ranks keeps the state of 1/N of the values (flat
 //     shards, dist/shard_plan.h), and the advice says what that frees on each rank; with one
 //     rank, that N ranks would keep 1/N each; not offered where a rank would hold no value;
+//   - dist.shard_optimizer=gradients (ZeRO-2): besides, past backward each rank keeps the
+//     averaged gradients of its shard only, and the advice says what that frees of the
+//     gradients on each rank (the same share), with one rank that N ranks would keep 1/N;
 //   - train.precision=bf16 where a CUDA run computes in fp32: activations take about half;
 // and past them a smaller model (model.*) or sequence (data.seq_len). The run's diagnosis reports
 // the same kinds at the peak (report.txt, "memory by kind").

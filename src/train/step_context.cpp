@@ -62,6 +62,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     // Sharded: each rank receives the averaged gradients of its shard alone (Note [sharded
     // optimizer]).
     if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
+    ro.release_buckets = cfg.dist.shard_optimizer == ShardOptimizer::kGradients;
     ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
   }
 
@@ -79,7 +80,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   if (ctx.shard) {
     ctx.optimizer = ctx.shard->make_optimizer(oo);
   } else {
-    if (cfg.dist.shard_optimizer)
+    if (cfg.dist.shard_optimizer != ShardOptimizer::kOff)
       log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
                 "optimizer holds the state of every parameter");
     ctx.optimizer = std::make_unique<Optimizer>(ctx.params, oo);

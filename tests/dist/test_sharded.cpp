@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,12 +57,14 @@ class CountingComm : public Communicator {
   std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
                                              at::Tensor& output, ReduceOp op) override {
     reduce_scattered += input.numel() * static_cast<int64_t>(input.element_size());
+    if (on_reduce_scatter) on_reduce_scatter();
     return inner_.reduce_scatter_async(input, counts, output, op);
   }
   void broadcast(at::Tensor& t, int root) override { inner_.broadcast(t, root); }
   at::Tensor all_gather(const at::Tensor& t) override { return inner_.all_gather(t); }
   void barrier() override { inner_.barrier(); }
   int64_t all_reduced = 0, reduce_scattered = 0;
+  std::function<void()> on_reduce_scatter;
 
  private:
   Communicator& inner_;
@@ -71,8 +74,12 @@ class CountingComm : public Communicator {
 // (N + 1) / 2 v exactly: each rank's gradient shard holds that for its values of the flat
 // sequence, over buckets of one to several parameters that cross the shards' edges; the wire
 // carries the gradients once, as reduce-scatters, and no all-reduce; the local gradients are
-// released.
+// released: by the step's end (dist.shard_optimizer=true), or each bucket's as it is sent
+// (=gradients, ReducerOptions::release_buckets), so that when the last bucket goes no local
+// gradient is left.
 TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
+ for (const bool release : {false, true}) {
+  SCOPED_TRACE(release ? "release_buckets" : "buckets kept");
   auto control = make_mpi_communicator(MPI_COMM_WORLD);
   CountingComm data(*control);
   const int world = control->world(), rank = control->rank();
@@ -92,7 +99,14 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
   o.shard_values = plan.shard;
   o.first_bucket_cap_bytes = 4 * 10;  // buckets of about ten values: several, of one to three parameters
   o.bucket_cap_bytes = 4 * 20;
+  o.release_buckets = release;
   Reducer reducer(params, names, data, *control, o);
+  EXPECT_EQ(reducer.releases_buckets(), release);
+  int64_t live = -1;  // local gradients when the last reduce-scatter is sent
+  data.on_reduce_scatter = [&] {
+    live = 0;
+    for (const auto& p : params) live += p.grad().defined() ? 1 : 0;
+  };
   EXPECT_GT(reducer.buckets().size(), size_t{2});
   std::vector<at::Tensor> flat;
   for (const auto& v : values) flat.push_back(v.flatten());
@@ -106,6 +120,7 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
     reducer.finish();
     EXPECT_EQ(data.all_reduced, 0);
     EXPECT_EQ(data.reduce_scattered, plan.total * 4);
+    EXPECT_EQ(live, release ? 0 : static_cast<int64_t>(params.size()));
     for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
     const int64_t mine = plan.elements(rank);
     const at::Tensor shard = reducer.gradient_shard();
@@ -113,6 +128,27 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
     EXPECT_TRUE(at::equal(shard.narrow(0, 0, mine), expected_all.narrow(0, rank * plan.shard, mine))) << shard;
     EXPECT_TRUE(at::equal(shard.narrow(0, mine, plan.shard - mine), at::zeros({plan.shard - mine})));
   }
+ }
+}
+
+// ZeRO-2 (dist.shard_optimizer=gradients): the same parameters as one rank unsharded, with
+// accumulation over micro-batches and one-parameter buckets, and with clipping; its steps are
+// not captured in CUDA graphs (GraphStep's blocker says why).
+TEST(Sharded, GradientShardingSameParametersAsOneRankUnsharded) {
+  auto stage2 = [](std::vector<std::string> o) {
+    o.push_back("dist.shard_optimizer=gradients");
+    return o;
+  };
+  const std::vector<std::string> adamw = {"train.optimizer=adamw", "train.lr=0.01", "train.weight_decay=0.1"};
+  expect_equivalent(stage2(adamw), adamw);
+  const std::vector<std::string> accumulation = {"train.micro_batch=4", "dist.bucket_cap_mb=0.000001",
+                                                 "dist.first_bucket_mb=0.000001"};
+  expect_equivalent(stage2(accumulation), accumulation);
+  const std::vector<std::string> clipped = {"train.clip_grad_norm=0.5", "data.synthetic_task=regression",
+                                            "train.loss=mse", "train.optimizer=adam", "train.lr=0.01"};
+  const Result dist = train_with(MPI_COMM_WORLD, stage2(clipped));
+  const Result ref = train_with(MPI_COMM_SELF, clipped);
+  EXPECT_LT(max_relative_difference(dist, ref), 1e-5);
 }
 
 TEST(Sharded, SgdMomentumSameParametersAsOneRankUnsharded) { expect_equivalent({kShard}, {}); }
@@ -134,7 +170,8 @@ TEST(Sharded, AdamWNoDecayGroupsSameParametersAsOneRankUnsharded) {
 }
 
 TEST(Sharded, AdamClippingRegressionSameParametersAsOneRankUnsharded) {
-  // Clipping by the global norm of the whole averaged gradient, which every rank holds.
+  // Clipping by the global norm of the whole averaged gradient: each rank holds its shard of it,
+  // and the ranks sum their squares.
   const std::vector<std::string> o = {"train.clip_grad_norm=0.5", "data.synthetic_task=regression",
                                       "train.loss=mse", "train.optimizer=adam", "train.lr=0.01"};
   const Result dist = train_with(MPI_COMM_WORLD, sharded(o));

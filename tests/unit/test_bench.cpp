@@ -89,13 +89,13 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
     EXPECT_EQ(s.micro_batch, i < 4 ? 8 : 16);
     const bool blocks = (i / 2) % 2 == 1, shard = i % 2 == 1;
     EXPECT_EQ(s.config.train.activation_checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
-    EXPECT_EQ(s.config.dist.shard_optimizer, shard) << i;
+    EXPECT_EQ(s.config.dist.shard_optimizer != dtrain::ShardOptimizer::kOff, shard) << i;
   }
   bench::SweepResult res;
   res.ladder = plan.ladder;
   bench::Row r;
   r.micro_batch = 8, r.global_batch = 16, r.accum_steps = 1, r.samples_per_s = 100, r.timed_steps = 7;
-  r.checkpointing = ActivationCheckpointing::kBlocks, r.shard_optimizer = true;
+  r.checkpointing = ActivationCheckpointing::kBlocks, r.shard_optimizer = dtrain::ShardOptimizer::kState;
   res.rows = {r};
   const bench::Recommendation rec = bench::recommend(res.rows);
   const std::string table = bench::table_text(res, rec);
@@ -126,7 +126,7 @@ TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
   expect_all(message_of([] { bench::parse_alias("--shard-optimizer", "true,true"); }),
              {"--shard-optimizer: ", "true is given twice"});
   expect_all(message_of([&] { plan_of(plain, {{"--shard-optimizer", "maybe"}}); }),
-             {"dist.shard_optimizer: expected true or false, got 'maybe'"});
+             {"dist.shard_optimizer: must be one of false | true | gradients, got 'maybe'"});
   const Config base = Config::from_string(kYaml, "b.yaml", {"train.activation_checkpointing=off"});
   bench::SweepOptions o = options({}, {});
   o.sweeps = {bench::parse_alias("--activation-checkpointing", "off")};

@@ -225,18 +225,25 @@ TEST(MemoryLadder, OneSampleOutOfMemoryMidRunNamesTheSettingsThatFreeMemory) {
 // The sharded optimizer's rung plans flat shards: the mlp's 163 values (tensors of 96, 16, 48 and
 // 3) cut into 4 shards of at most 41 values, so each rank keeps 41/163 (25%) of the state and
 // sharding frees 75% on every rank, whatever the tensors' sizes; with more ranks than values it
-// would refuse, and is not offered.
+// would refuse, and is not offered. The next rung, the gradients sharded too (ZeRO-2), frees the
+// same share of the gradients.
 TEST(MemoryLadder, TheShardedOptimizersRungSaysWhatTheFullestShardKeeps) {
   Engine e;
   e.ctx.world = 4;
   const std::string four = memory_ladder(e.ctx, 0);
   EXPECT_TRUE(has(four, "dist.shard_optimizer=true (frees ")) << four;
   EXPECT_TRUE(has(four, "on each of the 4 ranks, 75%: each keeps the state of 25% of the values)")) << four;
+  // 163 fp32 gradients are 652 bytes: 0.00 GiB at two decimals, so only the shares are checked.
+  EXPECT_TRUE(has(four, "dist.shard_optimizer=gradients (frees the optimizer state as above, and ")) << four;
+  EXPECT_TRUE(has(four, " of gradients on each of the 4 ranks, 75%: past backward each keeps the averaged "
+                        "gradients of 25% of the values)")) << four;
   e.ctx.world = 164;  // more ranks than values: sharding would refuse, so it is not offered
   EXPECT_FALSE(has(memory_ladder(e.ctx, 0), "dist.shard_optimizer")) << memory_ladder(e.ctx, 0);
   e.ctx.world = 1;
   const std::string one = memory_ladder(e.ctx, 0);
   EXPECT_TRUE(has(one, "dist.shard_optimizer=true on N ranks (each keeps 1/N of the ")) << one;
+  EXPECT_TRUE(has(one, "dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer state and of the "))
+      << one;
 }
 
 const std::vector<std::string> kGpt = {
