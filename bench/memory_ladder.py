@@ -8,9 +8,11 @@ Runs dtrain (no PyTorch needed) and reads each run's summary record from metrics
   B. The largest GPT (24 layers, width from --widths) that trains at run.gpu_memory_fraction
      --fraction with B=8, on each rung: the whole batch at once (no out-of-memory retry), micro-
      batches (train.micro_batch: auto), + activation checkpointing, + the optimizer state sharded
-     over 4 ranks sharing the GPU (each capped at the same fraction, as 4 such GPUs would be).
-  C. GPT-2 124M's peak memory per rank with the optimizer state sharded over 1, 2 and 4 ranks
-     sharing the GPU (NCCL over loopback: for memory, not for speed).
+     over 4 ranks sharing the GPU (each capped at the same fraction, as 4 such GPUs would be), +
+     the gradients sharded too (dist.shard_optimizer=gradients, ZeRO-2).
+  C. GPT-2 124M's peak memory per rank on 1, 2 and 4 ranks sharing the GPU (NCCL over loopback:
+     for memory, not for speed), with dist.shard_optimizer false, true (the optimizer state
+     sharded) and gradients (the gradients too).
 
     python3 bench/memory_ladder.py --bin build-gpu/bin/dtrain --out /tmp/ladder [--parts ABC]
 
@@ -112,6 +114,8 @@ RUNGS = [
     ("+ activation checkpointing", ["train.micro_batch=auto", "train.activation_checkpointing=blocks"], 1),
     ("+ optimizer sharded over 4 ranks", ["train.micro_batch=auto", "train.activation_checkpointing=blocks",
                                           "dist.shard_optimizer=true"], 4),
+    ("+ gradients sharded too", ["train.micro_batch=auto", "train.activation_checkpointing=blocks",
+                                 "dist.shard_optimizer=gradients"], 4),
 ]
 
 
@@ -155,8 +159,8 @@ def part_b(args, results):
 def part_c(args, results):
     rows = []
     for ranks in (1, 2, 4):
-        for shard in ("false", "true"):
-            if ranks == 1 and shard == "true":
+        for shard in ("false", "true", "gradients"):
+            if ranks == 1 and shard != "false":
                 continue
             name = f"c_{ranks}_{shard}"
             ok, s, tail, sec = run(args, name, [
@@ -166,7 +170,7 @@ def part_c(args, results):
             rows.append((ranks, shard, gib(s) if ok else "failed"))
             print(f"[C] {name}: ok={ok} {sec:.0f} s", flush=True)
     print("\nGPT-2 124M, B=16 over the ranks, bf16, AdamW: peak memory of rank 0\n")
-    print("| ranks | optimizer state sharded | peak GiB (rank 0) |")
+    print("| ranks | dist.shard_optimizer | peak GiB (rank 0) |")
     print("| --- | --- | --- |")
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
