@@ -24,9 +24,7 @@ using dtrain::Config;
 using dtrain::test::message_of;
 namespace bench = dtrain::bench;
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 TEST(BenchSizes, ParsesAList) {
   EXPECT_EQ(bench::parse_sizes("32,64,128", "--micro-batches", 1), (std::vector<int64_t>{32, 64, 128}));

@@ -23,9 +23,7 @@ using dtrain::Config;
 using dtrain::test::message_of;
 namespace bench = dtrain::bench;
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 const char* kYaml = R"(
 run: {name: b, seed: 3, threads: 1}

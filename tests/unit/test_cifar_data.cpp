@@ -72,9 +72,7 @@ DataConfig cifar_config(const std::string& path, DataFormat format = DataFormat:
   return cfg;
 }
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 TEST(CifarData, Cifar10ShapesLabelsAndEveryPixel) {
   TempDir dir;

@@ -28,9 +28,7 @@ using test::TempDir;
 const std::vector<std::string> kFashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 TEST(ClassNames, ParsedFromYamlAndTheCommandLineAndDumpedBack) {
   const Config yaml = Config::from_string(

@@ -28,9 +28,7 @@ void write(const std::string& path, const std::string& text) {
   ASSERT_TRUE(f.good()) << path;
 }
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 DataConfig csv_config(const TempDir& dir, const std::string& train, const std::string& targets) {
   DataConfig cfg = Config::from_string("data: {format: csv}\n").data;

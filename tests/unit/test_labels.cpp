@@ -50,9 +50,7 @@ dtrain::DataConfig write_split(const TempDir& dir, const std::vector<unsigned ch
   return cfg;
 }
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 TEST(Labels, ClassesFromTheTrainLabelsByDefault) {
   TempDir dir;

@@ -22,9 +22,7 @@ namespace {
 
 using dtrain::test::message_of;
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 TEST(RunLimits, LossMustFitTheKindOfData) {
   dtrain::DataSpec classes;

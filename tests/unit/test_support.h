@@ -74,6 +74,11 @@ inline void write_gzip(const std::string& path, const std::vector<unsigned char>
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 
+// Each of `parts` is somewhere in `msg` (a failure names the part and the whole message).
+inline void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
+}
+
 // What fn throws: a dtrain::Error's message, or a marker saying it threw something else or
 // nothing.
 inline std::string message_of(const std::function<void()>& fn) {

@@ -24,9 +24,7 @@ using dtrain::test::TempDir;
 
 const std::string kNoSpace = std::strerror(ENOSPC);  // "No space left on device"
 
-void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
+using dtrain::test::expect_all;
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
