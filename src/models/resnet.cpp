@@ -10,7 +10,8 @@
 // On CUDA with model.fused_kernels (channels-last), each BatchNorm with the ReLU and the shortcut
 // add after it is one fused op whose output reaches the next block as two uses (Note [fused
 // BatchNorm]), and the stem's max-pool is dtrain's kernel (Note [max-pool kernels]); elsewhere
-// LibTorch's modules and ops.
+// LibTorch's modules and ops. With model.fused_kernels under autocast the weights are cast in one
+// multi-tensor copy at the start of forward (Note [weight casts]).
 #include <torch/nn/init.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -24,6 +25,7 @@
 #include "cuda/fused_batch_norm.h"
 #include "cuda/max_pool.h"
 #include "models/activation_checkpoint.h"
+#include "models/weight_casts.h"
 
 namespace dtrain {
 namespace detail {
@@ -48,6 +50,14 @@ double conv_macs(const torch::nn::Conv2d& c, int64_t& h, int64_t& w) {
   }
   // Every output value: in_channels × kernel area multiply-adds (one group).
   return static_cast<double>(h * w) * static_cast<double>(c->weight.numel());
+}
+
+// c(x) with `casts`'s cast of c's weight where it has one (Note [weight casts]); c made by conv().
+at::Tensor convolve(torch::nn::Conv2d c, const at::Tensor& x, const detail::WeightCasts& casts) {
+  const at::Tensor& w = casts(c->weight);
+  if (w.is_same(c->weight)) return c->forward(x);
+  const auto& k = *c->options.kernel_size();
+  return at::conv2d(x, w, c->bias, *c->options.stride(), {k[0] / 2, k[1] / 2});  // conv()'s padding
 }
 
 torch::nn::BatchNorm2d bn(int64_t c) {
@@ -102,8 +112,11 @@ torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
 
 class Block : public torch::nn::Module {
  public:
-  // The block on x (its two uses); the output forked for the next block when `fork`.
-  virtual Activation forward(const Activation& x, bool fork) = 0;
+  // The block on x (its two uses); the output forked for the next block when `fork`; the
+  // convolutions take their weights' `casts` where there are.
+  virtual Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) = 0;
+  // Appends the block's convolutions' weights.
+  virtual void conv_weights(std::vector<at::Tensor>& out) const = 0;
   // Multiply-adds on one h×w input; h and w become the output's.
   virtual double macs(int64_t& h, int64_t& w) const = 0;
 };
@@ -113,10 +126,16 @@ double downsample_macs(const torch::nn::Sequential& d, int64_t h, int64_t w) {
   return d ? conv_macs(torch::nn::Conv2d(d->ptr<torch::nn::Conv2dImpl>(0)), h, w) : 0.0;
 }
 
+// The downsample's convolution (d not null).
+torch::nn::Conv2d downsample_conv(const torch::nn::Sequential& d) {
+  return torch::nn::Conv2d(std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(d->ptr(0)));
+}
+
 // The shortcut's output: x itself, or the downsample's BN(conv(x)).
-at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, bool fused) {
+at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, bool fused,
+                    const detail::WeightCasts& casts) {
   if (!d) return x;
-  const at::Tensor c = d->ptr<torch::nn::Conv2dImpl>(0)->forward(x);
+  const at::Tensor c = convolve(downsample_conv(d), x, casts);
   const auto b = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(d->ptr(1));
   return norm(torch::nn::BatchNorm2d(b), c, at::Tensor(), false, fused);
 }
@@ -133,10 +152,14 @@ class BasicBlock : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  Activation forward(const Activation& x, bool fork) override {
-    const at::Tensor out = norm(bn1_, conv1_->forward(x.main), at::Tensor(), true, fused_);
-    return norm_forked(bn2_, conv2_->forward(out), shortcut(downsample_, x.shortcut, fused_), true,
-                       fused_, fork);
+  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) override {
+    const at::Tensor out = norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, fused_);
+    return norm_forked(bn2_, convolve(conv2_, out, casts),
+                       shortcut(downsample_, x.shortcut, fused_, casts), true, fused_, fork);
+  }
+  void conv_weights(std::vector<at::Tensor>& out) const override {
+    for (const auto* c : {&conv1_, &conv2_}) out.push_back((*c)->weight);
+    if (downsample_) out.push_back(downsample_conv(downsample_)->weight);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -165,11 +188,15 @@ class Bottleneck : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  Activation forward(const Activation& x, bool fork) override {
-    at::Tensor out = norm(bn1_, conv1_->forward(x.main), at::Tensor(), true, fused_);
-    out = norm(bn2_, conv2_->forward(out), at::Tensor(), true, fused_);
-    return norm_forked(bn3_, conv3_->forward(out), shortcut(downsample_, x.shortcut, fused_), true,
-                       fused_, fork);
+  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) override {
+    at::Tensor out = norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, fused_);
+    out = norm(bn2_, convolve(conv2_, out, casts), at::Tensor(), true, fused_);
+    return norm_forked(bn3_, convolve(conv3_, out, casts),
+                       shortcut(downsample_, x.shortcut, fused_, casts), true, fused_, fork);
+  }
+  void conv_weights(std::vector<at::Tensor>& out) const override {
+    for (const auto* c : {&conv1_, &conv2_, &conv3_}) out.push_back((*c)->weight);
+    if (downsample_) out.push_back(downsample_conv(downsample_)->weight);
   }
   double macs(int64_t& h, int64_t& w) const override {
     const double shortcut = downsample_macs(downsample_, h, w);
@@ -217,21 +244,26 @@ class ResNet : public Model {
                   "model.name");
     }
     at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
-    x = norm(bn1_, conv1_->forward(x), at::Tensor(), true, fused_);
+    // With the fused kernels, every convolution's (and fc's) weight cast to autocast's dtype at
+    // once, when autocast is on (Note [weight casts]).
+    const detail::WeightCasts casts = fused_ ? detail::WeightCasts(cast_weights(), inputs.device())
+                                             : detail::WeightCasts();
+    x = norm(bn1_, convolve(conv1_, x, casts), at::Tensor(), true, fused_);
     x = fused_ && detail::max_pool_applies(x, 3, 2, 1) ? detail::max_pool(x, 3, 2, 1)
                                                        : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
     Activation a{x, x};
     for (size_t i = 0; i < blocks_.size(); ++i) {
       Block* b = blocks_[i].get();
       if (!checkpoint_) {
-        a = b->forward(a, /*fork=*/i + 1 < blocks_.size());
+        a = b->forward(a, /*fork=*/i + 1 < blocks_.size(), casts);
         continue;
       }
       // Only the block's input is kept; it runs again in backward, its BatchNorms' running
-      // statistics left as this forward pass set them (Note [activation checkpointing]).
+      // statistics left as this forward pass set them (Note [activation checkpointing]), with
+      // autocast's casts (the recomputation has no `casts`, Note [weight casts]).
       const at::Tensor y = detail::checkpointed(
           [b](const std::vector<at::Tensor>& in) {
-            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false).main};
+            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false, detail::WeightCasts()).main};
           },
           {a.main}, {/*random=*/false, b->buffers()})[0];
       a = {y, y};
@@ -239,7 +271,7 @@ class ResNet : public Model {
     // The mean over H and W keeps nothing for backward (adaptive_avg_pool2d kept its whole
     // input: 25 MB a step for ResNet-50 at batch 128, the last block's output, kept for nothing).
     x = a.main.mean({2, 3});  // (N, features)
-    return fc_->forward(x);  // (N, classes)
+    return at::linear(x, casts(fc_->weight), casts(fc_->bias));  // (N, classes)
   }
 
   double train_flops_per_sample() const override { return 3 * 2 * forward_macs(); }
@@ -274,6 +306,15 @@ class ResNet : public Model {
         torch::nn::init::zeros_(b->bias);
       }
     }
+  }
+
+  // The weights cast at the start of forward: every convolution's and fc's.
+  std::vector<at::Tensor> cast_weights() const {
+    std::vector<at::Tensor> w{conv1_->weight};
+    for (const auto& block : blocks_) block->conv_weights(w);
+    w.push_back(fc_->weight);
+    w.push_back(fc_->bias);
+    return w;
   }
 
   // Multiply-adds of one sample's forward pass: the stem, the 3x3/2 max-pool's new size, the

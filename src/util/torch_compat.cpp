@@ -89,6 +89,17 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& piece
 #endif
 }
 
+void copy_each(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+#if DTRAIN_TORCH_AT_LEAST(2, 1)
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) {
+    at::Tensor d = dst[i];
+    d.copy_(src[i]);
+  }
+#endif
+}
+
 bool set_sdp_backend(SdpBackend backend) {
 #if DTRAIN_TORCH_AT_LEAST(2, 4)
   auto& ctx = at::globalContext();

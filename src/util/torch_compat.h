@@ -46,6 +46,10 @@ void copy_into_flat(const at::Tensor& flat, const std::vector<at::Tensor>& piece
 // into `pieces` (one dtype, flat's; any layout: each span holds its piece in logical order). One
 // multi-tensor launch from 2.1 (_foreach_copy_), a copy per piece before.
 void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& pieces);
+// dst[i].copy_(src[i]) for each i, converting the dtype: one multi-tensor launch from 2.1
+// (_foreach_copy_) where each src has src[0]'s dtype, each dst dst[0]'s, and each pair the same
+// sizes and strides; otherwise (and before 2.1) a copy per tensor.
+void copy_each(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src);
 
 // Scaled dot-product attention: public at::scaled_dot_product_attention from 2.0, the private
 // tuple-returning one in 1.13. q, k, v: (B, H, T, D).

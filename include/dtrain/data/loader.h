@@ -3,7 +3,8 @@
 // most `prefetch` batches wait in memory; an exception in a worker is rethrown by next() on the
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
 // With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
-// on a stream of their own; next() makes the caller's current stream wait for that copy (on the
+// on a stream of their own, when it is the batch after the one in use (so at most two of the
+// loader's batches are on the device; Note [batches on the device]); next() makes the caller's current stream wait for that copy (on the
 // GPU, not on the host), so copies overlap with compute. Without workers (or pinning), or when a
 // worker's copy finds the device out of memory, next() copies on the current stream. Inputs a
 // dataset made on the device itself (an image folder decoding on the GPU) are handed on without a
@@ -54,7 +55,15 @@ class Loader {
     Batch batch;
     std::shared_ptr<void> ready;  // the copy to the device in flight (null: none)
   };
+  // Fetches plan batch i; starts its copies to the device when `copy_to_device` (and always for
+  // inputs the dataset made on the device, to give them their event).
   Loaded load(int64_t i, bool copy_to_device) const;
+  bool pinned() const;                        // copies to the device go through pinned memory
+  bool copy_pending(const Loaded& l) const;   // host tensors a worker should still copy
+  void start_copies(Loaded& l) const;         // on the calling thread's stream; OOM: left on host
+  // A worker copies batch i once next() has returned batch i - kOnDeviceAhead (Note [batches on
+  // the device]).
+  static constexpr int64_t kOnDeviceAhead = 1;
   Batch to_device(Loaded b) const;
 
   std::shared_ptr<const Dataset> dataset_;
