@@ -31,9 +31,6 @@ std::string GraphStep::blocker() const {
   if (ctx_.reducer && !ctx_.reducer->capturable())
     return "gradients are averaged by the gradient engine over MPI, on the host (dist.backend: "
            "nccl captures it)";
-  if (ctx_.reducer && ctx_.reducer->releases_buckets())
-    return "dist.shard_optimizer=gradients makes and releases each gradient bucket during "
-           "backward, which captured steps are not yet checked with";
   if (ctx_.scaler)
     return "the loss scaler (fp16, or train.skip_nonfinite) decides on the host whether to skip "
            "a step";
