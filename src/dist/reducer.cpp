@@ -174,6 +174,16 @@ void Reducer::fill(size_t b) {
     return;
   }
   fill_buffer(b);
+  // The gradients are in the bucket now: each grad() becomes its span at once (Note [bucket
+  // views]), not at the end of backward, so that autograd's gradient and its copy in the bucket
+  // are not both kept while backward goes on: a whole model's gradients less at the step's peak.
+  // The span holds the local gradient until the collective averages it in place (all-reduce); a
+  // reduce-scatter leaves it local, and finish() lets it go. A bucket of another dtype
+  // (dist.grad_dtype) cannot be the grad(): autograd's is kept and finish() copies back.
+  for (size_t i : buckets_[b]) {
+    if (flat_[b].scalar_type() != params_[i].scalar_type()) break;
+    params_[i].mutable_grad() = slot(i);
+  }
 }
 
 void Reducer::fill_buffer(size_t b) {

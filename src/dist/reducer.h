@@ -111,10 +111,12 @@ class Reducer {
   std::vector<std::vector<size_t>> buckets_;
   // Note [bucket views]: once all of a bucket's gradients are ready they go into its buffer in
   // one multi-tensor copy, flattened in memory order (a CUDA graph replays one kernel per copy,
-  // and per-parameter copies cost about 3 us each there). After the all-reduce the averaged
-  // gradients stay there: each grad() becomes a view of its span, laid out like its parameter
-  // (channels-last weights keep their strides, as the fused optimizers need), in place of a copy
-  // back (DDP's gradient_as_bucket_view). The next step's clear_gradients() lets autograd make
+  // and per-parameter copies cost about 3 us each there). Each grad() then becomes a view of its
+  // span, laid out like its parameter (channels-last weights keep their strides, as the fused
+  // optimizers need): at once, so that autograd's gradients go while backward still runs instead
+  // of being kept beside their copies (a model's gradients less at the peak), and after the
+  // all-reduce the averaged gradients are there, in place of a copy back (DDP's
+  // gradient_as_bucket_view). With a sharded optimizer they go at the step's end. The next step's clear_gradients() lets autograd make
   // fresh gradients; a loop that does not clear them accumulates into the views, and a gradient
   // that already is its span is not copied again.
   std::vector<at::Tensor> flat_;              // one buffer per bucket (with release_buckets:

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,15 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
   Reducer reducer(params, names, data, *control, o);
   EXPECT_EQ(reducer.releases_buckets(), release);
   int64_t live = -1;  // local gradients when the last reduce-scatter is sent
+  std::set<const void*> storages;  // the memory they are in then
   data.on_reduce_scatter = [&] {
     live = 0;
-    for (const auto& p : params) live += p.grad().defined() ? 1 : 0;
+    storages.clear();
+    for (const auto& p : params) {
+      if (!p.grad().defined()) continue;
+      ++live;
+      storages.insert(p.grad().storage().data());
+    }
   };
   EXPECT_GT(reducer.buckets().size(), size_t{2});
   std::vector<at::Tensor> flat;
@@ -121,6 +128,8 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
     EXPECT_EQ(data.all_reduced, 0);
     EXPECT_EQ(data.reduce_scattered, plan.total * 4);
     EXPECT_EQ(live, release ? 0 : static_cast<int64_t>(params.size()));
+    // Kept buckets: each filled bucket's gradients are its spans, autograd's own already gone.
+    if (!release) EXPECT_EQ(storages.size(), reducer.buckets().size());
     for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
     const int64_t mine = plan.elements(rank);
     const at::Tensor shard = reducer.gradient_shard();
