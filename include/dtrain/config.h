@@ -7,7 +7,8 @@
 //     is a dtrain::Error naming the key path and the YAML file:line (or the command-line
 //     argument) it came from; so are an empty config, a key without a value, a key given twice
 //     (in the file or on the command line) and a run.name that leaves run.dir;
-//   - past the parser a choice is an enum, never a string;
+//   - past the parser a choice is an enum, never a string (data.format: a DataFormat, one of the
+//     formats src/config/data_formats.cpp lists);
 //   - resolve() runs once, before training; nothing in dtrain changes a Config after it (the
 //     Trainer holds it const, and the micro-batch that `auto` or out-of-memory recovery picks
 //     lives in the step engine), so a run's config hashes the same from start to end and on
@@ -17,13 +18,38 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtrain {
 
 // The choices of the config, as enums. to_string() gives the name a config file uses.
 enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
-enum class DataFormat { kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, kCsv, kImageFolder };  // data.format
+// data.format: a data format by its name, one of those src/config/data_formats.cpp lists (`dtrain
+// --help` names them; Note [data formats]). The constants name dtrain's own; a value compares
+// by its name.
+class DataFormat {
+ public:
+  // `name` outlives the value: a string literal, or a name config::data_formats() holds.
+  constexpr explicit DataFormat(const char* name) : name_(name) {}
+  const char* name() const { return name_; }
+  friend bool operator==(const DataFormat& a, const DataFormat& b) {
+    return std::string_view(a.name_) == std::string_view(b.name_);
+  }
+  friend bool operator!=(const DataFormat& a, const DataFormat& b) { return !(a == b); }
+  static const DataFormat kIdx, kSynthetic, kTokens, kText, kCifar10, kCifar100, kCsv, kImageFolder;
+
+ private:
+  const char* name_;
+};
+inline constexpr DataFormat DataFormat::kIdx{"idx"};
+inline constexpr DataFormat DataFormat::kSynthetic{"synthetic"};
+inline constexpr DataFormat DataFormat::kTokens{"tokens"};
+inline constexpr DataFormat DataFormat::kText{"text"};
+inline constexpr DataFormat DataFormat::kCifar10{"cifar10"};
+inline constexpr DataFormat DataFormat::kCifar100{"cifar100"};
+inline constexpr DataFormat DataFormat::kCsv{"csv"};
+inline constexpr DataFormat DataFormat::kImageFolder{"image_folder"};
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
@@ -161,7 +187,7 @@ struct DataConfig {
   // cifar10 / cifar100, training: RandomCrop(32, padding=crop_padding) on zero-padded images
   // (Note [cifar augmentation]); 0 = off
   int64_t crop_padding = 0;
-  // csv: a header of column names, then numeric rows (src/data/csv.cpp)
+  // csv: a header of column names, then numeric rows (src/data/formats/csv.cpp)
   CsvTask csv_task = CsvTask::kClassification;
   std::string target_columns;    // csv: the target column(s), comma-separated names
   std::string feature_columns;   // csv: the input columns, comma-separated; "" = all the others
@@ -177,7 +203,7 @@ struct DataConfig {
   bool hflip = true;
   bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
   // where JPEGs are decoded and transformed: the loader threads' CPU (libjpeg-turbo), the GPU
-  // (nvJPEG, src/data/gpu_decode.h), or auto: the GPU on a CUDA rank where nvJPEG loads
+  // (nvJPEG, src/data/images/gpu_decode.h), or auto: the GPU on a CUDA rank where nvJPEG loads
   DecodeMode decode = DecodeMode::kCpu;
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};

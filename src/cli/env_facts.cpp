@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "config/data_formats.h"
 #include "cuda/device.h"
 #include "dtrain/error.h"
 #include "dtrain/session.h"
@@ -171,7 +172,7 @@ json to_json(const MachineFacts& m) {
 }
 
 std::string data_problem(const DataConfig& data) {
-  if (data.format == DataFormat::kSynthetic) return "";
+  if (!config::format_reads(data.format, "data.path")) return "";  // generated data
   const std::string dir = data.path.empty() ? "." : data.path;
   if (detail::is_dir(dir)) return "";
   return "data.path: no such folder: " + dir + " (data.format " + to_string(data.format) +

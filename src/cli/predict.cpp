@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "checkpoint/weights.h"
-#include "data/inputs.h"
+#include "data/formats/inputs.h"
+#include "data/formats/registry.h"
 #include "data/pixels.h"
 #include "data/preprocess.h"
 #include "dtrain/config.h"
@@ -56,7 +57,8 @@ struct Options {
   bool force = false, prompt_given = false;
 };
 
-bool is_language_data(DataFormat f) { return f == DataFormat::kText || f == DataFormat::kTokens; }
+// Text and token data: the format reads prompts (formats/registry.h).
+bool is_language_data(DataFormat f) { return static_cast<bool>(detail::registered_format(f).prompt_tokens); }
 
 bool ends_with_csv(const std::string& path) {
   if (path.size() < 4) return false;
@@ -87,63 +89,29 @@ void check_files(const Options& o, DataFormat format) {
   if (!detail::path_exists(o.input)) throw Error("no such file or folder: " + o.input, "--input");
 }
 
-// The inputs of a classifier or regression model, preprocessed as the run's.
+// The inputs of a classifier or regression model, preprocessed as the run's: its format's reader.
 detail::PredictInputs read_inputs(const Options& o, const detail::RunRecipe& recipe, const Config& cfg) {
-  switch (recipe.format) {
-    case DataFormat::kImageFolder: return detail::image_file_inputs(o.input, recipe.spec, cfg.data.scaled_decode);
-    case DataFormat::kCifar10:
-    case DataFormat::kCifar100: return detail::picture_inputs(o.input, recipe.spec);
-    case DataFormat::kCsv: return detail::csv_inputs(o.input, recipe.spec);
-    case DataFormat::kIdx: return detail::idx_inputs(o.input, recipe.spec);  // IDX files or pictures
-    default:
-      throw Error(std::string("is ") + to_string(recipe.format) +
-                      " in the run's preprocess.json: predict reads image files (image_folder, cifar10, "
-                      "cifar100, idx), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
-                  "data.format");
-  }
+  const detail::FormatRegistration format = detail::registered_format(recipe.format);
+  if (!format.predict_inputs)
+    throw Error(std::string("is ") + to_string(recipe.format) +
+                    " in the run's preprocess.json: predict reads image files (image_folder, cifar10, "
+                    "cifar100, idx), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
+                "data.format");
+  return format.predict_inputs(o.input, recipe.spec, cfg.data);
 }
 
-// The prompt as token ids: text, its bytes; tokens, decimal ids separated by white space.
+// The prompt as token ids (text: its bytes; tokens: decimal ids separated by white space).
 std::vector<int64_t> prompt_tokens(const Options& o, DataFormat format, int64_t vocab) {
   const std::string where = o.prompt_given ? "--prompt" : o.input;
   const std::string text = o.prompt_given ? o.prompt : detail::read_file(o.input);
-  std::vector<int64_t> ids;
-  if (format == DataFormat::kText) {
-    for (unsigned char c : text) ids.push_back(c);
-  } else {
-    size_t i = 0;
-    while (i < text.size()) {
-      if (std::isspace(static_cast<unsigned char>(text[i]))) {
-        ++i;
-        continue;
-      }
-      size_t end = i;
-      while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-      if (end == i || (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))))
-        throw Error("byte " + std::to_string(i) + ": a token id is a decimal number (data.format tokens: "
-                    "the prompt is token ids separated by white space)",
-                    where);
-      ids.push_back(std::stoll(text.substr(i, std::min<size_t>(end - i, 18))));
-      if (end - i > 18 || ids.back() >= vocab)
-        throw Error("token " + text.substr(i, end - i) + " is not below the vocabulary size " + std::to_string(vocab),
-                    where);
-      i = end;
-    }
-  }
+  const std::vector<int64_t> ids = detail::registered_format(format).prompt_tokens(text, vocab, where);
   if (ids.empty()) throw Error("the prompt is empty: generation starts from at least one token", where);
   return ids;
 }
 
-std::string generated_text(DataFormat format, const std::vector<int64_t>& prompt, const std::vector<int64_t>& more) {
-  std::string out;
-  if (format == DataFormat::kText) {
-    for (int64_t t : prompt) out += static_cast<char>(t);
-    for (int64_t t : more) out += static_cast<char>(t);
-    return out;
-  }
-  for (const auto* ids : {&prompt, &more})
-    for (int64_t t : *ids) out += (out.empty() ? "" : " ") + std::to_string(t);
-  return out + "\n";
+std::string generated_text(DataFormat format, std::vector<int64_t> prompt, const std::vector<int64_t>& more) {
+  prompt.insert(prompt.end(), more.begin(), more.end());
+  return detail::registered_format(format).token_text(prompt);
 }
 
 void add_options(CLI::App& app, Options& o) {

@@ -7,9 +7,9 @@
 //   image_folder: --input an image file or a folder of them (sorted by path), each as the run's
 //     evaluation images (resize, center crop, pixel mean and std); cifar10/100 and idx: PNG or
 //     JPEG pictures likewise, made the run's channels (idx: gray) and resized whole to its size
-//     (data/inputs.h, picture_inputs), or for idx an IDX file of images; csv: a CSV file with the
-//     run's feature columns (others, the label too, are not read), standardized with the run's
-//     statistics. Output: one record per input in input order, the top-k classes with their
+//     (data/formats/inputs.h, picture_inputs), or for idx an IDX file of images; csv: a CSV file
+//     with the run's feature columns (others, the label too, are not read), standardized with the
+//     run's statistics. Output: one record per input in input order, the top-k classes with their
 //     probabilities (and names: preprocess.json's class_names) or the regression values
 //     (cli/predict_output.h); the inputs are cut into batches of --batch-size, batch k computed
 //     by rank k % world, gathered on rank 0, so the file is the same on any number of ranks.

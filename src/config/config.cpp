@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "config/data_formats.h"
 #include "config/schema.h"
 #include "config/values.h"
 #include "dtrain/error.h"
@@ -168,10 +168,8 @@ Config Config::from_string(const std::string& yaml, const std::string& origin,
                   key);
     c.apply_override(o);
   }
-  // A config that does not set data.hflip flips no CIFAR image (Note [cifar augmentation]).
-  if ((c.data.format == DataFormat::kCifar10 || c.data.format == DataFormat::kCifar100) &&
-      c.origin_of("data.hflip") == "default")
-    c.data.hflip = false;
+  // The format's defaults for keys the config leaves unset (config/data_formats.h).
+  if (const auto& on_read = config::rules_of(c.data.format).on_read) on_read(c);
   return c;
 }
 
@@ -230,16 +228,9 @@ void Config::resolve(int world) {
     throw Error("the config was already resolved for world " + std::to_string(resolved.world) +
                 "; resolve a fresh copy for world " + std::to_string(world) + " (internal error)");
   check_run_name(run, origin_of("run.name"));
-  // Token and text data (Note [token windows]) take their window length and vocabulary from the
-  // model unless the data section sets them (text is bytes: 256 tokens).
-  if (data.format == DataFormat::kTokens || data.format == DataFormat::kText) {
-    if (data.seq_len == 0) data.seq_len = model.seq_len;
-    if (data.num_classes == 0) data.num_classes = data.format == DataFormat::kText ? 256 : model.vocab_size;
-  }
-  // Evaluation resizes the shorter side to data.resize (Note [image transforms]), by default
-  // data.image_size x 8/7 rounded (torchvision's recipe: 256 for 224).
-  if (data.format == DataFormat::kImageFolder && data.resize == 0)
-    data.resize = std::llround(static_cast<double>(data.image_size) * 8.0 / 7.0);
+  // The format's keys derived from others (config/data_formats.h: token windows from the model,
+  // an image folder's evaluation resize from its crop).
+  if (const auto& on_resolve = config::rules_of(data.format).on_resolve) on_resolve(*this);
   const int64_t g = train.global_batch;
   if (g % world != 0) {
     throw Error("global batch " + std::to_string(g) + " is not divisible by the world size " +

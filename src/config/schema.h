@@ -23,7 +23,8 @@ class Config;
 namespace dtrain::config {
 
 // What a key applies to: every run; the model whose registration declares it (model.* keys,
-// models.h's register_model); or runs the row's condition accepts. kUnset: the row does not say.
+// models.h's register_model); or runs the row's condition accepts (data.* keys: the data format
+// that lists it, by_format()). kUnset: the row does not say.
 enum class Applies { kUnset, kAlways, kModel, kWhen };
 // Whether a checkpoint written under another value may be resumed. kUnset: the row does not say.
 enum class OnResume { kUnset, kMayChange, kMustMatch };
@@ -45,6 +46,8 @@ struct Field {
   Applies applies = Applies::kUnset;
   // kWhen: "" when a run with this config reads the key, else why not ("data.format is csv").
   std::function<std::string(const Config&)> unused_because;
+  // by_format(): the data formats that list the key decide (config/data_formats.h).
+  bool read_by_formats = false;
   OnResume on_resume = OnResume::kUnset;
   Sizes sizes = Sizes::kNothing;
 
@@ -56,6 +59,9 @@ struct Field {
     unused_because = std::move(why_not);
     return *this;
   }
+  // A data.* key read by the formats that list it among their keys (config/data_formats.h), and
+  // there only where `also` (if given) finds nothing against it: a kWhen row.
+  Field& by_format(std::function<std::string(const Config&)> also = {});
   Field& may_change() { on_resume = OnResume::kMayChange; return *this; }
   Field& must_match() { on_resume = OnResume::kMustMatch; return *this; }
   Field& sizes_data() { sizes = Sizes::kData; return *this; }

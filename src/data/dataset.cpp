@@ -1,13 +1,13 @@
 // In-memory datasets, and the factory that builds a run's train and test splits from DataConfig
-// (IDX files: idx_splits.cpp; generated data: synthetic.cpp; token and text files: tokens.cpp;
-// CIFAR: cifar.cpp; CSV: csv.cpp; image folders: image_folder.cpp).
+// by its format's registration (formats/registry.h, Note [data formats]).
 #include "dtrain/data/dataset.h"
 
 #include <cstring>
 #include <utility>
 
-#include "dtrain/config.h"
+#include "data/formats/registry.h"
 #include "data/splits.h"
+#include "dtrain/config.h"
 #include "dtrain/error.h"
 
 namespace dtrain {
@@ -75,24 +75,8 @@ Batch TensorDataset::get_pinned(const std::vector<int64_t>& indices) const {
   return Batch{gather(inputs_), gather(targets_)};
 }
 
-namespace {
-Splits make_splits(const DataConfig& cfg, int64_t seed, const at::Device& device) {
-  switch (cfg.format) {
-    case DataFormat::kIdx: return detail::make_idx_splits(cfg);
-    case DataFormat::kSynthetic: return detail::make_synthetic_splits(cfg, seed);
-    case DataFormat::kTokens: return detail::make_token_splits(cfg, seed);
-    case DataFormat::kText: return detail::make_text_splits(cfg, seed);
-    case DataFormat::kCifar10:
-    case DataFormat::kCifar100: return detail::make_cifar_splits(cfg, seed);
-    case DataFormat::kCsv: return detail::make_csv_splits(cfg, seed);
-    case DataFormat::kImageFolder: return detail::make_image_folder_splits(cfg, seed, device);
-  }
-  throw Error("unknown data format (internal error)", "data.format");
-}
-}  // namespace
-
 Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& device) {
-  Splits splits = make_splits(cfg, seed, device);
+  Splits splits = detail::registered_format(cfg.format).make_splits(cfg, seed, device);
   // Each format names its empty file itself; this holds for every format, whatever it checks.
   if (splits.train->size() == 0)
     throw Error("the training split is empty: " + splits.train->describe(), "data.path");
@@ -103,13 +87,9 @@ namespace detail {
 
 std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
                                                   const at::Device& device) {
-  switch (cfg.format) {
-    case DataFormat::kIdx: return make_idx_test_split(cfg, recorded);
-    case DataFormat::kCifar10:
-    case DataFormat::kCifar100: return make_cifar_test_split(cfg, recorded);
-    case DataFormat::kCsv: return make_csv_test_split(cfg, recorded, seed);
-    default: return make_splits(cfg, seed, device).test;
-  }
+  const FormatRegistration format = registered_format(cfg.format);
+  if (format.recorded_test_split) return format.recorded_test_split(cfg, recorded, seed);
+  return format.make_splits(cfg, seed, device).test;
 }
 
 }  // namespace detail

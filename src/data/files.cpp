@@ -2,13 +2,16 @@
 // export their own std::filesystem symbols, which can shadow libstdc++'s).
 #include "data/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "dtrain/config.h"
@@ -16,6 +19,16 @@
 
 namespace dtrain::detail {
 namespace {
+
+void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& seen,
+          std::vector<std::pair<std::string, std::vector<std::string>>>& out, const std::string& key) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
+  std::vector<std::string> files, folders;
+  for (auto& [name, folder] : folder_entries(dir, key)) (folder ? folders : files).push_back(name);
+  out.emplace_back(dir, std::move(files));
+  for (const auto& f : folders) walk(dir + "/" + f, seen, out, key);
+}
 
 std::string under_path(const DataConfig& cfg, const std::string& name) {
   if (name.front() == '/' || cfg.path.empty()) return name;
@@ -109,6 +122,33 @@ size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
   ::close(fd);
   if (size == 0) throw Error(path + ": an empty file");
   return size;
+}
+
+std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir, const std::string& key) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) throw Error("cannot read the folder " + dir + ": " + std::strerror(errno), key);
+  std::vector<std::pair<std::string, bool>> out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool folder = e->d_type == DT_DIR;
+    if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+      struct stat st {};
+      folder = ::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    out.emplace_back(name, folder);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> walk_folder(const std::string& dir,
+                                                                          const std::string& key) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  walk(dir, seen, out, key);
+  return out;
 }
 
 }  // namespace dtrain::detail

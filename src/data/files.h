@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrain {
@@ -31,6 +32,16 @@ bool is_directory(const std::string& path);
 // The whole file into `bytes` (grown as needed, never shrunk: a buffer reused file after file),
 // its size returned; a file that cannot be opened or read, or is empty, is an Error naming it.
 size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes);
+
+// The entries of `dir` (symbolic links followed) as (name, is a folder), sorted by name; an Error
+// naming `key` when it cannot be read.
+std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir, const std::string& key);
+
+// os.walk(dir, followlinks=True): every folder under `dir` (itself first, then each subfolder's
+// walk in name order) with its file names, sorted; a folder reached twice through links is
+// walked once. A folder that cannot be read is an Error naming `key`.
+std::vector<std::pair<std::string, std::vector<std::string>>> walk_folder(const std::string& dir,
+                                                                          const std::string& key);
 
 // The comma-separated entries of `list`, without surrounding spaces; empty entries dropped.
 std::vector<std::string> split_list(const std::string& list);

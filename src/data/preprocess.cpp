@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/data_formats.h"
+#include "data/formats/registry.h"
 #include "dtrain/error.h"
 
 namespace dtrain::detail {
@@ -14,15 +16,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-bool is_format(const DataConfig& cfg, std::initializer_list<DataFormat> formats) {
-  for (DataFormat f : formats)
-    if (cfg.format == f) return true;
-  return false;
-}
-
 Json numbers_or_null(const std::vector<double>& v) { return v.empty() ? Json(nullptr) : Json(v); }
 
 Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
+  const FormatRegistration format = registered_format(cfg.format);
   Json j;
   j["format"] = to_string(cfg.format);
   j["input_shape"] = spec.input_shape;
@@ -43,13 +40,13 @@ Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
   }
   if (!spec.pixel_mean.empty()) {
     j["pixels"] = {{"scale", 255}, {"mean", spec.pixel_mean}, {"std", spec.pixel_std}};
-  } else if (cfg.format == DataFormat::kIdx) {
-    // IDX images are standardized on the host, one mean and std for every pixel of x / 255.
+  } else if (format.host_pixels) {
+    // Images standardized on the host (IDX's), one mean and std for every pixel of x / 255.
     j["pixels"] = {{"scale", 255},
                    {"mean", r.mean.empty() ? std::vector<double>{0.0} : r.mean},
                    {"std", r.std.empty() ? std::vector<double>{1.0} : r.std}};
   }
-  if (cfg.format == DataFormat::kImageFolder && spec.input_shape.size() == 3)
+  if (format.eval_transform && spec.input_shape.size() == 3)
     j["eval_transform"] = {{"resize", r.resize},
                            {"center_crop", spec.input_shape[2]},
                            {"interpolation", "bilinear"}};
@@ -58,44 +55,32 @@ Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
   return j;
 }
 
-// The config key(s) that set a field (a JSON pointer such as /pixels/mean) under this format.
+// The config key(s) that set a field (a JSON pointer such as /pixels/mean) under this format:
+// its registration's where they differ (formats/registry.h), else the keys every format shares.
 std::string keys_of(const std::string& field, const DataConfig& cfg) {
-  const bool csv = cfg.format == DataFormat::kCsv, folder = cfg.format == DataFormat::kImageFolder;
-  const bool idx = cfg.format == DataFormat::kIdx;
-  const bool cifar = is_format(cfg, {DataFormat::kCifar10, DataFormat::kCifar100});
-  const bool synthetic = cfg.format == DataFormat::kSynthetic;
-  const bool tokens = is_format(cfg, {DataFormat::kTokens, DataFormat::kText});
-  auto starts = [&](const char* prefix) { return field.rfind(prefix, 0) == 0; };
-  if (field == "/format") return "data.format";
-  if (field == "/input_shape") {
-    if (csv) return "data.feature_columns";
-    if (folder) return "data.image_size";
-    if (idx) return "data.train_images";
-    if (tokens) return "data.seq_len";
-    if (synthetic) return "data.synthetic_features, data.synthetic_shape";
-    return "data.format";
-  }
-  if (field == "/input_dtype" || field == "/task")
-    return csv ? "data.csv_task" : synthetic ? "data.synthetic_task" : "data.format";
-  if (field == "/num_classes") return cifar ? "data.num_classes, data.cifar_labels" : "data.num_classes";
-  if (field == "/target_dim" || starts("/targets")) return "data.target_columns";
-  if (starts("/class_names")) {
-    if (folder) return "data.train_dir (its class folders)";
-    return cifar ? "data.class_names (else the data folder's label-name file)" : "data.class_names";
-  }
-  if (starts("/features/names")) return "data.feature_columns";
-  if (starts("/features")) return "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)";
-  if (starts("/pixels")) {
-    if (folder) return field.find("/std") != std::string::npos ? "data.pixel_std, data.normalize"
-                                                                : "data.pixel_mean, data.normalize";
-    if (idx) return "data.normalize, data.train_images (the train images' statistics)";
-    if (cifar) return "data.normalize, data.train_files (the train images' statistics)";
-    return "data.synthetic_uint8";
-  }
-  if (starts("/eval_transform/resize")) return "data.resize";
-  if (starts("/eval_transform")) return "data.image_size";
-  if (starts("/tokens/vocab")) return "data.num_classes, model.vocab_size";
-  if (starts("/tokens")) return "data.seq_len";
+  static const std::vector<std::pair<std::string, std::string>> shared = {
+      {"/format", "data.format"},
+      {"/input_shape", "data.format"},
+      {"/input_dtype", "data.format"},
+      {"/task", "data.format"},
+      {"/num_classes", "data.num_classes"},
+      {"/target_dim", "data.target_columns"},
+      {"/targets", "data.target_columns"},
+      {"/class_names", "data.class_names"},
+      {"/features/names", "data.feature_columns"},
+      {"/features", "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)"},
+      {"/eval_transform/resize", "data.resize"},
+      {"/eval_transform", "data.image_size"},
+      {"/tokens/vocab_size", "data.num_classes, model.vocab_size"},
+      {"/tokens", "data.seq_len"}};
+  // `field` is `pointer` or lies under it.
+  auto within = [&](const std::string& pointer) {
+    return field.rfind(pointer, 0) == 0 && (field.size() == pointer.size() || field[pointer.size()] == '/');
+  };
+  const FormatRegistration format = registered_format(cfg.format);
+  for (const auto* keys : {&format.preprocess_keys, &shared})
+    for (const auto& [pointer, key] : *keys)
+      if (within(pointer)) return key;
   return "data.format";
 }
 
@@ -210,11 +195,10 @@ RunRecipe read_preprocess(const std::string& text, const std::string& path) {
   const Json j = parse_recipe(text, path);
   RunRecipe out;
   const auto format = field_of<std::string>(j, "/format", path);
-  bool known = false;
-  for (DataFormat f : {DataFormat::kIdx, DataFormat::kSynthetic, DataFormat::kTokens, DataFormat::kText,
-                       DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder})
-    if (format == to_string(f)) out.format = f, known = true;
-  if (!known) throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain", path);
+  const config::FormatRules* known = config::find_format(format);
+  if (known == nullptr)
+    throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain", path);
+  out.format = DataFormat(known->name);
   DataSpec& spec = out.spec;
   spec.input_shape = field_of<std::vector<int64_t>>(j, "/input_shape", path);
   const auto dtype = field_of<std::string>(j, "/input_dtype", path);
@@ -239,7 +223,7 @@ RunRecipe read_preprocess(const std::string& text, const std::string& path) {
     auto stdev = field_of<std::vector<double>>(j, "/pixels/std", path);
     if (field_of<double>(j, "/pixels/scale", path) != 255)
       throw Error("preprocess.json's pixels.scale is not 255, the only scale dtrain writes", path);
-    if (out.format == DataFormat::kIdx) {
+    if (registered_format(out.format).host_pixels) {
       r.mean = std::move(mean), r.std = std::move(stdev);
     } else {
       spec.pixel_mean = std::move(mean), spec.pixel_std = std::move(stdev);

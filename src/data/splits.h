@@ -1,4 +1,5 @@
-// The ways a run's splits are built from DataConfig; make_datasets() picks one by data.format.
+// The ways a run's splits are built from DataConfig, one per format, each registered by its file in
+// src/data/formats/ (formats/registry.h), where make_datasets() looks data.format up.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +49,11 @@ struct ImageDecodeCounts {
 ImageDecodeCounts image_decode_counts(const Dataset& dataset);
 
 // dtrain eval's test split (null when the config has none), preprocessed as the run was:
-// `recorded` is the DataSpec read from its preprocess.json. idx and cifar10/100 read the test
-// files alone, with the recorded statistics; csv takes the recorded statistics and classes and
-// reads data.test_files alone (the train files only for held-out rows, data.test_fraction); image folders, synthetic,
-// token and text data compute nothing from their training split, and are built as for training.
+// `recorded` is the DataSpec read from its preprocess.json. The format's recorded_test_split
+// where it registers one: idx and cifar10/100 read the test files alone, with the recorded
+// statistics; csv takes the recorded statistics and classes and reads data.test_files alone (the
+// train files only for held-out rows, data.test_fraction). Image folders, synthetic, token and
+// text data compute nothing from their training split, and are built as for training.
 std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
                                                   const at::Device& device);
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "session/unused_keys.h"
-#include "data/image_transforms.h"
+#include "data/images/image_transforms.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "test_support.h"

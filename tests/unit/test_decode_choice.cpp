@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cuda/jpeg_batch.h"
-#include "data/gpu_decode.h"
+#include "data/images/gpu_decode.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "image_reference.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "data/csv_table.h"
-#include "data/image_codec.h"
+#include "data/formats/csv_table.h"
+#include "data/images/image_codec.h"
 #include "data/preprocess.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"

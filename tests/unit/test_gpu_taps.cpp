@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cuda/resample_pixel.h"
-#include "data/gpu_decode.h"
-#include "data/image_transforms.h"
+#include "data/images/gpu_decode.h"
+#include "data/images/image_transforms.h"
 
 namespace {
 

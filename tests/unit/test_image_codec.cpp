@@ -1,4 +1,4 @@
-// Image decoding (data/image_codec.h) against PIL: PNGs of every color type give PIL's
+// Image decoding (data/images/image_codec.h) against PIL: PNGs of every color type give PIL's
 // convert("RGB") pixels exactly, JPEGs within one level (the same libjpeg-turbo: in practice
 // exactly), scaled JPEG decodes libjpeg's own scaled output (PIL's draft); the decoder is chosen
 // by content; every damaged file is an error naming it.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_codec.h"
+#include "data/images/image_codec.h"
 #include "image_reference.h"
 #include "test_support.h"
 

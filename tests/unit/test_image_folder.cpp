@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_transforms.h"
+#include "data/images/image_transforms.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/loader.h"

@@ -1,14 +1,14 @@
-// The image transforms (data/image_transforms.h): torchvision's crop geometry from its formulas,
-// PIL's bilinear resampling byte for byte (PIL computes the expected pixels), and the random
-// crop's range, fallback and determinism.
+// The image transforms (data/images/image_transforms.h): torchvision's crop geometry from its
+// formulas, PIL's bilinear resampling byte for byte (PIL computes the expected pixels), and the
+// random crop's range, fallback and determinism.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "data/image_codec.h"
-#include "data/image_transforms.h"
+#include "data/images/image_codec.h"
+#include "data/images/image_transforms.h"
 #include "image_reference.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-// `dtrain predict`'s pictures for runs trained on images of one size (data/inputs.h,
+// `dtrain predict`'s pictures for runs trained on images of one size (data/formats/inputs.h,
 // picture_inputs, idx_inputs): PIL computes the expected pixels (tests/unit/image_reference.py,
 // Debian's python3-pil): for an idx run Image.open(f).convert("L").resize((W, H), BILINEAR),
 // then x / 255 standardized by the formula (in float32: equal); for a cifar run
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "data/inputs.h"
+#include "data/formats/inputs.h"
 #include "dtrain/data/dataset.h"
 #include "image_reference.h"
 #include "test_support.h"

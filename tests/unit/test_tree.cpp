@@ -10,6 +10,8 @@
 //   - LibTorch version tests live only in src/util/torch_compat.{h,cpp};
 //   - CUDA-only code lives in src/cuda/ and src/comm/nccl_comm.cpp; no source tests for CUDA with
 //     the preprocessor (CMake picks src/cuda/stub/ for CPU builds);
+//   - outside src/data/formats/, no source asks which data format a config has: it looks the
+//     format up (Note [data formats]);
 //   - nothing in the library reads the environment (tests set seams such as FaultInjector); the
 //     program's src/cli/main.cpp alone reads the launcher's variables and hands them in;
 //   - include/dtrain/ is the public API: its headers include no internal header;
@@ -145,6 +147,19 @@ TEST(Tree, TheLibraryDoesNotReadTheEnvironment) {
   EXPECT_TRUE(found.empty()) << "environment reads in the library:" << joined(found);
 }
 
+TEST(Tree, OnlyAFormatsOwnFileAsksWhichFormatItIs) {
+  // Note [data formats]: outside its own file in src/data/formats/, a data format is looked up
+  // (its registration, its row in src/config/data_formats.cpp), never compared or switched on.
+  const std::regex asks(R"((==|!=|case)\s*DataFormat::k|DataFormat::k\w+\s*(==|!=))");
+  std::vector<std::string> found;
+  for (const auto& f : sources()) {
+    if (starts_with(f, "src/data/formats/")) continue;
+    const auto m = matches(f, asks);
+    found.insert(found.end(), m.begin(), m.end());
+  }
+  EXPECT_TRUE(found.empty()) << "a data format asked for outside its own file:" << joined(found);
+}
+
 TEST(Tree, PublicHeadersIncludeOnlyPublicHeaders) {
   const std::regex internal(R"(#include\s*"(?!dtrain/)[^"]*")");
   std::vector<std::string> found;
@@ -179,10 +194,11 @@ std::vector<std::string> lines_of(const std::string& rel) {
   return out;
 }
 
-// ARCHITECTURE.md's module map: each folder's row ("| `src/cli/` | ... |"), by folder.
+// ARCHITECTURE.md's module map: each folder's row ("| `src/cli/` | ... |", "| `src/data/formats/` |
+// ... |"), by folder.
 std::map<std::string, std::string> module_map() {
   std::map<std::string, std::string> rows;
-  const std::regex row(R"(^\| `(src/[a-z_]+/)` \|)");
+  const std::regex row(R"(^\| `(src/[a-z_]+/(?:[a-z_]+/)?)` \|)");
   for (const auto& line : lines_of("docs/ARCHITECTURE.md")) {
     std::smatch m;
     if (std::regex_search(line, m, row)) rows[m[1]] = line;

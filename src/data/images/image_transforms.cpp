@@ -1,7 +1,7 @@
 // torchvision's crop geometry and PIL's bilinear resampling (image_transforms.h). The resampling
 // follows PIL's Resample.c (precompute_coeffs, normalize_coeffs_8bpc, ImagingResampleInner):
 // the same coefficients, the same 22-bit fixed point, the same rounding and clipping.
-#include "data/image_transforms.h"
+#include "data/images/image_transforms.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_codec.h"
+#include "data/images/image_codec.h"
 #include "dtrain/error.h"
 
 namespace dtrain::detail {

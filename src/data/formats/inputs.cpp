@@ -1,6 +1,6 @@
 // `dtrain predict`'s CSV rows and IDX images (inputs.h); its image files are image_folder.cpp's
 // and pictures.cpp's.
-#include "data/inputs.h"
+#include "data/formats/inputs.h"
 
 #include <ATen/ATen.h>
 
@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/csv_table.h"
 #include "data/files.h"
-#include "data/image_codec.h"
+#include "data/formats/csv_table.h"
+#include "data/images/image_codec.h"
 #include "dtrain/data/idx.h"
 #include "dtrain/error.h"
 #include "util/format.h"

@@ -1,11 +1,13 @@
 // data.format idx: the train and test splits from IDX files (Fashion-MNIST's layout), the train
 // split's mean and std standardizing both, the classes named by data.class_names (IDX files
 // carry no names); for `dtrain eval`, the test split alone with a run's recorded mean and std.
+// Registered as data.format idx (Note [data formats]).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "data/files.h"
+#include "data/formats/registry.h"
 #include "data/labels.h"
 #include "data/pixels.h"
 #include "data/splits.h"
@@ -121,6 +123,23 @@ std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSp
   d << test->describe();
   if (normalize) d << ", standardized with the run's train mean " << mean << " std " << stdev;
   return std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec, d.str());
+}
+
+std::vector<FormatRegistration> idx_formats() {
+  FormatRegistration f;
+  f.name = DataFormat::kIdx.name();
+  f.make_splits = [](const DataConfig& cfg, int64_t, const at::Device&) { return make_idx_splits(cfg); };
+  f.recorded_test_split = [](const DataConfig& cfg, const DataSpec& recorded, int64_t) {
+    return make_idx_test_split(cfg, recorded);
+  };
+  f.preprocess_keys = {{"/input_shape", "data.train_images"},
+                       {"/pixels", "data.normalize, data.train_images (the train images' statistics)"}};
+  f.host_pixels = true;
+  // IDX image files, or PNG and JPEG pictures made gray (inputs.cpp)
+  f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig&) {
+    return idx_inputs(path, spec);
+  };
+  return {std::move(f)};
 }
 
 }  // namespace dtrain::detail

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "data/image_codec.h"
+#include "data/images/image_codec.h"
 #include "dtrain/error.h"
 
 namespace dtrain::detail {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "data/files.h"
-#include "data/image_codec.h"
-#include "data/image_transforms.h"
-#include "data/inputs.h"
+#include "data/formats/inputs.h"
+#include "data/images/image_codec.h"
+#include "data/images/image_transforms.h"
 #include "dtrain/error.h"
 #include "util/format.h"
 

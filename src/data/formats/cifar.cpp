@@ -14,6 +14,8 @@
 // split can be augmented with random crops of the zero-padded images and flips (data.crop_padding,
 // data.hflip: Note [cifar augmentation]). A file that is empty, not a whole number of records, or
 // holds a label outside the classes is an Error naming the file, the record and its byte offset.
+// Registered as data.format cifar10 and cifar100 (Note [data formats]); `dtrain predict` reads
+// pictures of any size for them (images/pictures.cpp).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -29,8 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/crop_flip.h"
 #include "data/files.h"
+#include "data/formats/registry.h"
+#include "data/images/crop_flip.h"
 #include "data/labels.h"
 #include "data/pixels.h"
 #include "data/splits.h"
@@ -296,6 +299,24 @@ std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const Data
                                   : images_spec(space.classes, {}, {}, std::move(names));
   const std::string scaling = scaling_text(spec, normalize, "the run's train");
   return std::make_shared<TensorDataset>(test.pixels, test.labels, spec, description(cfg, files, test, space, scaling));
+}
+
+std::vector<FormatRegistration> cifar_formats() {
+  FormatRegistration f;
+  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) { return make_cifar_splits(cfg, seed); };
+  f.recorded_test_split = [](const DataConfig& cfg, const DataSpec& recorded, int64_t) {
+    return make_cifar_test_split(cfg, recorded);
+  };
+  f.preprocess_keys = {{"/num_classes", "data.num_classes, data.cifar_labels"},
+                       {"/class_names", "data.class_names (else the data folder's label-name file)"},
+                       {"/pixels", "data.normalize, data.train_files (the train images' statistics)"}};
+  f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig&) {
+    return picture_inputs(path, spec);
+  };
+  FormatRegistration cifar100 = f;
+  f.name = DataFormat::kCifar10.name();
+  cifar100.name = DataFormat::kCifar100.name();
+  return {std::move(f), std::move(cifar100)};
 }
 
 }  // namespace dtrain::detail

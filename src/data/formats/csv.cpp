@@ -4,7 +4,8 @@
 // named by data.class_names) or (N, D) float (regression). The test split is data.test_files,
 // or else data.test_fraction of the train files' rows drawn with run.seed (the same rows on
 // every rank). dtrain eval's test split (make_csv_test_split) reads data.test_files alone, with the
-// run's statistics and classes.
+// run's statistics and classes. Registered as data.format csv (Note [data formats]); `dtrain
+// predict` reads a CSV file's rows (inputs.cpp).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -17,8 +18,9 @@
 #include <tuple>
 #include <vector>
 
-#include "data/csv_table.h"
 #include "data/files.h"
+#include "data/formats/csv_table.h"
+#include "data/formats/registry.h"
 #include "data/labels.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
@@ -252,6 +254,20 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
         te.inputs, te.targets, spec, format("%s (%lld rows)", from.c_str(), static_cast<long long>(test_rows.size())));
   }
   return out;
+}
+
+std::vector<FormatRegistration> csv_formats() {
+  FormatRegistration f;
+  f.name = DataFormat::kCsv.name();
+  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) { return make_csv_splits(cfg, seed); };
+  f.recorded_test_split = make_csv_test_split;
+  f.preprocess_keys = {{"/input_shape", "data.feature_columns"},
+                       {"/input_dtype", "data.csv_task"},
+                       {"/task", "data.csv_task"}};
+  f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig&) {
+    return csv_inputs(path, spec);
+  };
+  return {std::move(f)};
 }
 
 }  // namespace dtrain::detail

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda/jpeg_batch.h"
-#include "data/image_transforms.h"
+#include "data/images/image_transforms.h"
 #include "dtrain/config.h"
 
 namespace dtrain::detail {

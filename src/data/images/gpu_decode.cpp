@@ -1,6 +1,6 @@
 // data.decode (Note [GPU decoding]): the choice, the frame check, and one batch's assembly for
 // the GPU decoder (src/cuda/jpeg_batch.h).
-#include "data/gpu_decode.h"
+#include "data/images/gpu_decode.h"
 
 #include <algorithm>
 #include <cstring>

@@ -15,6 +15,8 @@
 // data.test_fraction of each file is the test split. Every token is checked against the
 // vocabulary (data.num_classes, model.vocab_size by default) when its window is read: one out
 // of range is an error naming the file and the token's index, never a wrong batch.
+// Registered as data.format tokens and text (Note [data formats]), with `dtrain predict`'s
+// prompts: text's bytes, or token ids written in decimal.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "data/files.h"
+#include "data/formats/registry.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -329,6 +333,66 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed) {
     }
   }
   return out;
+}
+
+namespace {
+
+// dtrain predict's prompt as token ids: decimal ids separated by white space.
+std::vector<int64_t> decimal_tokens(const std::string& text, int64_t vocab, const std::string& where) {
+  std::vector<int64_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (std::isspace(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == i || (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))))
+      throw Error("byte " + std::to_string(i) + ": a token id is a decimal number (data.format tokens: "
+                  "the prompt is token ids separated by white space)",
+                  where);
+    ids.push_back(std::stoll(text.substr(i, std::min<size_t>(end - i, 18))));
+    if (end - i > 18 || ids.back() >= vocab)
+      throw Error("token " + text.substr(i, end - i) + " is not below the vocabulary size " + std::to_string(vocab),
+                  where);
+    i = end;
+  }
+  return ids;
+}
+
+std::string decimal_text(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (int64_t t : ids) out += (out.empty() ? "" : " ") + std::to_string(t);
+  return out + "\n";
+}
+
+}  // namespace
+
+std::vector<FormatRegistration> token_formats() {
+  FormatRegistration tokens;
+  tokens.name = DataFormat::kTokens.name();
+  tokens.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) {
+    return make_token_splits(cfg, seed);
+  };
+  tokens.preprocess_keys = {{"/input_shape", "data.seq_len"}};
+  tokens.prompt_tokens = decimal_tokens;
+  tokens.token_text = decimal_text;
+  FormatRegistration text = tokens;
+  text.name = DataFormat::kText.name();
+  text.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) {
+    return make_text_splits(cfg, seed);
+  };
+  text.prompt_tokens = [](const std::string& bytes, int64_t, const std::string&) {
+    return std::vector<int64_t>(reinterpret_cast<const unsigned char*>(bytes.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size());
+  };
+  text.token_text = [](const std::vector<int64_t>& ids) {
+    std::string out;
+    for (int64_t t : ids) out += static_cast<char>(t);
+    return out;
+  };
+  return {std::move(tokens), std::move(text)};
 }
 
 }  // namespace dtrain::detail

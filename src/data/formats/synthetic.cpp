@@ -1,5 +1,6 @@
 // data.format synthetic: generated train and test splits, deterministic per seed, for tests and
 // benchmarks that need no files (regression, classification, random images, random tokens).
+// Registered as data.format synthetic (Note [data formats]).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -7,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "data/formats/registry.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -206,6 +208,19 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
     case SyntheticTask::kTokens: return tokens(cfg, seed, gen, test_gen);
   }
   throw Error("unknown synthetic task (internal error)", "data.synthetic_task");
+}
+
+std::vector<FormatRegistration> synthetic_formats() {
+  FormatRegistration f;
+  f.name = DataFormat::kSynthetic.name();
+  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) {
+    return make_synthetic_splits(cfg, seed);
+  };
+  f.preprocess_keys = {{"/input_shape", "data.synthetic_features, data.synthetic_shape"},
+                       {"/input_dtype", "data.synthetic_task"},
+                       {"/task", "data.synthetic_task"},
+                       {"/pixels", "data.synthetic_uint8"}};
+  return {std::move(f)};
 }
 
 }  // namespace dtrain::detail

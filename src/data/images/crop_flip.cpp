@@ -14,7 +14,7 @@
 // for cifar10 or cifar100 that does not set data.hflip (on by default, for image_folder) gets
 // data.hflip false, so a config written before these keys reads the same pixels. A DataConfig
 // filled in C++ keeps the value it holds.
-#include "data/crop_flip.h"
+#include "data/images/crop_flip.h"
 
 #include <ATen/ATen.h>
 
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/image_transforms.h"
+#include "data/images/image_transforms.h"
 #include "dtrain/error.h"
 #include "util/format.h"
 

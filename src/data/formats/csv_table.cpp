@@ -1,4 +1,4 @@
-#include "data/csv_table.h"
+#include "data/formats/csv_table.h"
 
 #include <algorithm>
 #include <cerrno>

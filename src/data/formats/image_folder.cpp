@@ -1,6 +1,8 @@
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
 // in the loader's threads into uint8 batches, or with data.decode gpu read there and decoded and
-// transformed on the GPU (Note [GPU decoding], src/data/gpu_decode.h) with the same draws.
+// transformed on the GPU (Note [GPU decoding], images/gpu_decode.h) with the same draws.
+// Registered as data.format image_folder (Note [data formats]); `dtrain predict` reads image
+// files for it, transformed as the evaluation images.
 //
 // Note [image transforms]: the folder is read as torchvision's ImageFolder reads it: under
 // data.path/data.train_dir (and data.test_dir) every subfolder is a class, the classes sorted by
@@ -27,7 +29,6 @@
 // A training crop and flip are drawn from (run.seed, epoch, sample index) (SampleRandom), so a
 // run is reproducible on any number of ranks and after a resume; a sample that the sampler
 // repeats within one epoch (padding to a multiple of the world size) gets the same crop twice.
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <ATen/ATen.h>
@@ -45,10 +46,11 @@
 #include <utility>
 
 #include "data/files.h"
-#include "data/gpu_decode.h"
-#include "data/image_codec.h"
-#include "data/image_transforms.h"
-#include "data/inputs.h"
+#include "data/formats/inputs.h"
+#include "data/formats/registry.h"
+#include "data/images/gpu_decode.h"
+#include "data/images/image_codec.h"
+#include "data/images/image_transforms.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -84,40 +86,6 @@ bool is_image_name(const std::string& name) {
   return false;
 }
 
-// The entries of `dir` (symbolic links followed) as (name, is a folder); an Error naming `key`
-// when it cannot be read.
-std::vector<std::pair<std::string, bool>> entries(const std::string& dir, const std::string& key) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) throw Error("cannot read the folder " + dir + ": " + std::strerror(errno), key);
-  std::vector<std::pair<std::string, bool>> out;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    bool folder = e->d_type == DT_DIR;
-    if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
-      struct stat st {};
-      folder = ::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    }
-    out.emplace_back(name, folder);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// os.walk(dir, followlinks=True), sorted by folder path as torchvision sorts it: every folder
-// under `dir` (itself first) with its file names, sorted. A folder reached twice through links
-// is walked once.
-void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& seen,
-          std::vector<std::pair<std::string, std::vector<std::string>>>& out, const std::string& key) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
-  std::vector<std::string> files, folders;
-  for (auto& [name, folder] : entries(dir, key)) (folder ? folders : files).push_back(name);
-  out.emplace_back(dir, std::move(files));
-  for (const auto& f : folders) walk(dir + "/" + f, seen, out, key);
-}
-
 // The classes and images under `root` (data.path/<key's value>). With `known` (the training
 // folder's classes), a class is numbered by its place there.
 Folder scan(const std::string& root, const std::string& key, const std::vector<std::string>* known) {
@@ -129,7 +97,7 @@ Folder scan(const std::string& root, const std::string& key, const std::vector<s
   if (!S_ISDIR(st.st_mode)) throw Error(root + " is not a folder", key);
   Folder f;
   f.root = root;
-  for (const auto& [name, folder] : entries(root, key))
+  for (const auto& [name, folder] : folder_entries(root, key))
     if (folder) f.classes.push_back(name);
   if (f.classes.empty())
     throw Error(root + " holds no class folders: data.format image_folder reads " + root + "/<class>/<image>", key);
@@ -144,9 +112,7 @@ Folder scan(const std::string& root, const std::string& key, const std::vector<s
       label = it - known->begin();
     }
     const std::string dir = root + "/" + f.classes[c];
-    std::vector<std::pair<std::string, std::vector<std::string>>> tree;
-    std::set<std::pair<dev_t, ino_t>> seen;
-    walk(dir, seen, tree, key);
+    auto tree = walk_folder(dir, key);
     std::sort(tree.begin(), tree.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const size_t before = f.samples.size();
     int64_t skipped = 0;
@@ -404,9 +370,7 @@ std::string under(const std::string& path, const std::string& dir) {
 
 // The image files under `dir` (its subfolders too), sorted by path.
 std::vector<std::string> image_files_under(const std::string& dir) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> tree;
-  std::set<std::pair<dev_t, ino_t>> seen;
-  walk(dir, seen, tree, "--input");
+  const auto tree = walk_folder(dir, "--input");
   std::vector<std::string> files;
   int64_t skipped = 0;
   for (const auto& [folder, names] : tree)
@@ -482,6 +446,21 @@ Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::D
                                                     classes, mean, stdev, static_cast<uint64_t>(seed), device, decode);
   }
   return out;
+}
+
+std::vector<FormatRegistration> image_folder_formats() {
+  FormatRegistration f;
+  f.name = DataFormat::kImageFolder.name();
+  f.make_splits = make_image_folder_splits;
+  f.preprocess_keys = {{"/input_shape", "data.image_size"},
+                       {"/class_names", "data.train_dir (its class folders)"},
+                       {"/pixels/std", "data.pixel_std, data.normalize"},
+                       {"/pixels", "data.pixel_mean, data.normalize"}};
+  f.eval_transform = true;
+  f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig& cfg) {
+    return image_file_inputs(path, spec, cfg.scaled_decode);
+  };
+  return {std::move(f)};
 }
 
 }  // namespace dtrain::detail
