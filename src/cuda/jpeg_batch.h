@@ -1,4 +1,4 @@
-// JPEG batches decoded by nvJPEG and resampled on the GPU (data.decode: gpu, src/data/gpu_decode.h).
+// JPEG batches decoded by nvJPEG and resampled on the GPU (data.decode: gpu, src/data/images/gpu_decode.h).
 // Raw pointers and a cudaStream_t passed as void*: no LibTorch and no CUDA header here, so a CPU
 // build compiles the same declarations against src/cuda/stub/jpeg_batch.cpp, which answers that
 // there is no nvJPEG. In a CUDA build nvJPEG is loaded at run time (dlopen, Note [nvJPEG at run
@@ -32,7 +32,7 @@ DecodeMemory decode_memory();
 
 // One JPEG of a batch and how it becomes size x size pixels: nvJPEG decodes the whole image at
 // full size into interleaved RGB, then two passes of PIL's bilinear filter (the taps of
-// src/data/image_transforms.h, computed on the host) read the region [left, left + ...) x [top,
+// src/data/images/image_transforms.h, computed on the host) read the region [left, left + ...) x [top,
 // ...) of it: a horizontal pass over the region's rows [rows_first, rows_end) into size columns,
 // then a vertical pass into size rows, written as 3 planes (R, G, B), mirrored when `flip`.
 // The tap table holds, at `taps`: for the size output columns first[size], count[size],
@@ -67,7 +67,7 @@ class JpegBatchDecoder {
   const char* backend() const;
   // Whether this decoder can take the JPEG: with the hardware backend, nvJPEG's own verdict on
   // the parsed stream (nvjpegDecodeBatchedSupported); the CUDA backend takes every stream the
-  // caller's frame check passed (src/data/gpu_decode.cpp).
+  // caller's frame check passed (src/data/images/gpu_decode.cpp).
   bool supports(const uint8_t* data, size_t size);
   // Decodes and resamples `images` into `out` (device memory, N x 3 x size x size uint8) on
   // `stream` (a cudaStream_t), and returns once that work is done (the caller's buffers may be

@@ -2,7 +2,7 @@
 // the batch next() returns, so a finished batch always has a free slot (i % prefetch) to wait
 // in. Loading happens outside the mutex; next() hands batches out strictly in plan order.
 //
-// Note [batches on the device]
+// Note [batches on the device]:
 // A worker copies its batch to the GPU (on its own stream) only once it is the one next() hands
 // out after the batch in use: batch i's copy starts when next() has returned batch i - 1, so it
 // runs while step i - 1 computes, and at most two batches of the loader (the step's and the next)

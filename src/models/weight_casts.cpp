@@ -1,4 +1,4 @@
-// Note [weight casts]
+// Note [weight casts]:
 // Under autocast each convolution casts its fp32 weight to bf16 (or fp16) as it runs: a kernel
 // per weight each forward pass (53 for ResNet-50), besides autograd's cast of each gradient back.
 // ResNet's forward pass casts all its convolutions' weights first, in one multi-tensor copy
