@@ -33,10 +33,14 @@ class Trainer {
   // standard hooks are installed, in this order (hooks/standard.h): the profiler window
   // (run.profile_steps > 0), stop signals, checkpoints, the metrics file, TensorBoard
   // (run.tensorboard), progress lines, the bucket timeline, the timeline (run.timeline), the
-  // end-of-run report and the weights for Python (model.pt).
+  // end-of-run report and the weights for Python (model.pt). Running out of memory here (the
+  // model to the device, the gradient buckets, the optimizer state, the output check) ends every
+  // rank alike: the same AgreedError, saying what the training state needs on each rank against
+  // what the device allows, and the settings that free it. `faults`: tests only, failures to
+  // inject from the start-up on (FaultInjector::before_start_up; set_fault_injector after).
   Trainer(const Config& cfg, Communicator& comm, Communicator& control, at::Device device,
           std::shared_ptr<Model> model, std::shared_ptr<const Dataset> train,
-          std::shared_ptr<const Dataset> test);
+          std::shared_ptr<const Dataset> test, std::shared_ptr<FaultInjector> faults = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

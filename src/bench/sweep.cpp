@@ -19,6 +19,7 @@
 #include "dtrain/models.h"
 #include "dtrain/session.h"
 #include "train/recovery.h"
+#include "train/start_up_memory.h"
 #include "util/format.h"
 
 namespace dtrain::bench {
@@ -321,10 +322,18 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
 // memory", what the host-memory guard turns into an Error elsewhere) is such an out-of-memory
 // error. Any other failure, or one a single rank saw outside the step's agreement (with several
 // ranks), cannot be known to every rank: it ends the job under dtrain's error policy, naming the
-// setting. With one rank, every out-of-memory error is "does not fit". Between settings the
+// setting. With one rank, every out-of-memory error is "does not fit". Out of memory in the
+// start-up (the Trainer's allocations, the first step before its update: StateDoesNotFit, Note
+// [memory ladder]) is agreed too, and "does not fit" alike. Between settings the
 // CUDA allocator's cached blocks go back to the device, so one setting's leftovers do not
 // crowd the next.
 namespace {
+
+// Out of memory in the start-up (Note [memory ladder]): every rank knows it, at the same point.
+std::string before_first_step(const detail::StateDoesNotFit& e, int world) {
+  return "out of memory in the start-up" +
+         (world > 1 ? " (on rank " + std::to_string(e.first_rank()) + ")" : std::string());
+}
 
 Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const SweepOptions& o,
                 const PrepareTrainer& prepare, SweepResult& result, const std::string& name) {
@@ -338,26 +347,35 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
     if (!has_own_column(kv.first)) row.keys.push_back(kv);
   row.global_batch = st.global_batch;
   row.accum_steps = st.accum_steps;
-  Session s = build_session(rt, st.config, origin);
+  std::string no_fit;
+  Session s;
+  try {
+    s = build_session(rt, st.config, origin);
+  } catch (const detail::StateDoesNotFit& e) {
+    no_fit = before_first_step(e, rt.world());
+  }
   if (result.device.empty())
     result.device = rt.device().is_cuda() ? detail::device_name(rt.device().index()) : "cpu";
   auto timer = std::make_shared<StepTimer>(o.warmup_steps, o.steps, s.config.run.gpu_sample_s);
-  s.trainer->add_hook(timer);
-  // One diagnosis per setting would bury the table: the bench's own line and row say it.
-  s.trainer->remove_hook("report");
-  s.trainer->set_out_of_memory_recovery(false);
-  if (prepare) prepare(*s.trainer, st);
-  std::string no_fit;
-  try {
-    s.trainer->fit();
-  } catch (const detail::MicroBatchDoesNotFit& e) {
-    no_fit = "out of memory at step " + std::to_string(e.step()) + (rt.world() > 1 ? " (on some rank)" : "");
-  } catch (const Error& e) {
-    throw Error(name + ": " + e.cause(), e.where());
-  } catch (const std::exception& e) {
-    if (rt.world() > 1 || !detail::is_out_of_memory(e))
-      throw Error(name + ": " + detail::first_line(e.what()));
-    no_fit = "out of memory (" + detail::first_line(e.what()) + ")";
+  if (no_fit.empty()) {
+    s.trainer->add_hook(timer);
+    // One diagnosis per setting would bury the table: the bench's own line and row say it.
+    s.trainer->remove_hook("report");
+    s.trainer->set_out_of_memory_recovery(false);
+    if (prepare) prepare(*s.trainer, st);
+    try {
+      s.trainer->fit();
+    } catch (const detail::StateDoesNotFit& e) {
+      no_fit = before_first_step(e, rt.world());
+    } catch (const detail::MicroBatchDoesNotFit& e) {
+      no_fit = "out of memory at step " + std::to_string(e.step()) + (rt.world() > 1 ? " (on some rank)" : "");
+    } catch (const Error& e) {
+      throw Error(name + ": " + e.cause(), e.where());
+    } catch (const std::exception& e) {
+      if (rt.world() > 1 || !detail::is_out_of_memory(e))
+        throw Error(name + ": " + detail::first_line(e.what()));
+      no_fit = "out of memory (" + detail::first_line(e.what()) + ")";
+    }
   }
   const Timing& t = timer->timing();
   if (t.tokens_per_sample > 0) result.tokens_per_sample = t.tokens_per_sample;

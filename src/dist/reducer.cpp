@@ -108,6 +108,15 @@ void Reducer::build(const std::vector<size_t>& order) {
   }
 }
 
+int64_t Reducer::bucket_bytes() const {
+  if (releases_buckets()) return 0;
+  int64_t bytes = 0;
+  for (size_t b = 0; b < numel_.size(); ++b)
+    if (layout_[b].scalar_type() != params_[buckets_[b].front()].scalar_type())
+      bytes += numel_[b] * static_cast<int64_t>(layout_[b].element_size());
+  return bytes;
+}
+
 void Reducer::attach_hooks() {
   // For Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when it
   // was made, and the reducer keeps the nodes alive. Made here, at the first backward, they take

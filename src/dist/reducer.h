@@ -81,6 +81,11 @@ class Reducer {
   // graph]): its collectives are NCCL's, on the GPU. MPI's run on the host.
   bool capturable() const { return comm_.backend() == "nccl"; }
   bool releases_buckets() const { return options_.release_buckets && options_.shard_values > 0; }
+  // The bytes of the bucket buffers kept beside the gradients: buckets of another dtype than their
+  // parameters' (dist.grad_dtype), kept between steps; 0 when they are released
+  // (releases_buckets()). A bucket of the parameters' dtype holds their gradients (Note [bucket
+  // views]) and is counted as them.
+  int64_t bucket_bytes() const;
   // Once the step is a graph, the hooks no longer run (a replay has no host side): the host-clock
   // bucket timings of the captured step say nothing about the replays, so they are dropped.
   void forget_timeline() {

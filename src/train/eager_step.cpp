@@ -10,6 +10,7 @@
 #include "optim/clip.h"
 #include "train/loss.h"
 #include "train/memory_ladder.h"
+#include "train/start_up_memory.h"
 #include "util/clock.h"
 #include "util/format.h"
 #include "util/torch_compat.h"
@@ -37,6 +38,7 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   while (!forward_backward(batch, micro_.size(), loss_sum, step, /*capturing=*/false)) {
     // Out of memory on some rank: every rank shrinks the micro-batch (more accumulation) and
     // redoes the step on the same samples. The global batch, and so the result, is unchanged.
+    if (!updated_) end_if_state_does_not_fit(step, micro_.size());
     const auto ladder = [this] { return memory_ladder(ctx_, usable_memory(ctx_)); };
     // At one sample nothing is left to shrink. Every rank is here, none in a collective: the
     // first rank that ran out of memory says why, once (an AgreedError), and no rank aborts.
@@ -50,7 +52,7 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
   ctx_.watchdog->beat("optimizer step");
   t0 = Clock::now();
   gather_seconds_ = 0;
-  update(loss_sum, lr, step);
+  update(loss_sum, lr, step, /*capturing=*/false);
   phases.optimizer += seconds_since(t0) - gather_seconds_;
   phases.comm += gather_seconds_;
 }
@@ -101,6 +103,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
     if (!is_out_of_memory(e) || capturing) throw;
     failed = ran_out_ = true;
     failure = first_line(e.what());
+    ran_out_words_ = allocator_words(e);
   }
   wd.beat("gradient all-reduce");
   const auto t_comm = Clock::now();
@@ -123,7 +126,18 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
   return true;
 }
 
-void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
+void EagerStep::end_if_state_does_not_fit(int64_t step, int64_t micro) {
+  // Uniform on every rank: the flag was agreed, and every rank knows its device's limit or none.
+  const int64_t allowed = allowance(ctx_).bytes();
+  if (allowed == 0) return;  // the CPU: no limit to compare with, so the micro-batch shrinks
+  StartUpMemory memory(ctx_);
+  if (ran_out_ && memory_kinds(ctx_).total() > allowed)
+    memory.ran_out("in the first step's forward and backward (step " + std::to_string(step) +
+                   ", micro-batch " + std::to_string(micro) + ": " + ran_out_words_ + ")");
+  memory.agree();
+}
+
+void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step, bool capturing) {
   bool skip = false;
   // Sharded, each rank holds its shard of the averaged gradients (Note [sharded optimizer]): the
   // scaler's flag and the clipping norm are agreed over the ranks.
@@ -136,7 +150,17 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step) {
   }
   if (!skip) {
     if (ctx_.clip_grad_norm > 0) clip_gradients(grads_of, ctx_.clip_grad_norm, across);
-    ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
+    if (updated_ || capturing) {
+      ctx_.optimizer->step(lr);  // this rank's shard only, with dist.shard_optimizer
+    } else {
+      // The first optimizer step makes its temporaries beside the whole state: out of memory
+      // there is agreed before the parameters' gather, one line on every rank (Note [memory
+      // ladder]). Every rank is here: the skip decision above is the same on every rank.
+      StartUpMemory memory(ctx_);
+      memory.run(FaultInjector::StartUp::kFirstUpdate, [&] { ctx_.optimizer->step(lr); });
+      memory.agree();
+      updated_ = true;
+    }
     if (ctx_.shard) {
       // Every shard's new values to every rank (Note [sharded optimizer]).
       const auto t0 = Clock::now();

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 
 #include "dtrain/data/dataset.h"
 #include "train/loss_window.h"
@@ -34,8 +35,10 @@ class EagerStep {
                         bool capturing);
   // The update after forward_backward: loss-scale check, clipping, the optimizer step (and the
   // sharded optimizer's parameter gather), and the step's loss added to the loss window
-  // (LossWindow::add). Device work only without a loss scaler (capturable).
-  void update(const at::Tensor& loss_sum, double lr, int64_t step);
+  // (LossWindow::add). Device work only without a loss scaler (capturable). The first optimizer
+  // step of this engine, unless `capturing`, is guarded: out of memory in it ends every rank with
+  // one agreed line (start_up_memory.h).
+  void update(const at::Tensor& loss_sum, double lr, int64_t step, bool capturing);
 
   int64_t skipped_steps() const { return skipped_; }
 
@@ -43,6 +46,10 @@ class EagerStep {
   // The batch's inputs as the model takes them (inside the step's autocast guard): uint8 pixels
   // standardized in the form the model asks for (Model::pixel_inputs), other inputs as they are.
   at::Tensor model_inputs(const at::Tensor& inputs) const;
+  // Before the first optimizer step, after some rank ran out of memory (every rank calls it):
+  // where what the state holds is more than the device allows, no micro-batch can fit, so every
+  // rank ends with the start-up's agreed line instead of shrinking it. Nothing on the CPU.
+  void end_if_state_does_not_fit(int64_t step, int64_t micro);
 
   StepContext& ctx_;
   MicroBatch& micro_;
@@ -50,6 +57,8 @@ class EagerStep {
   int64_t skipped_ = 0;
   double gather_seconds_ = 0;  // the last update's parameter gather (counted as communication)
   bool ran_out_ = false;       // whether this rank ran out of memory in the last forward_backward
+  std::string ran_out_words_;  // and the allocator's words then
+  bool updated_ = false;       // whether an optimizer step has run (the first is guarded)
 };
 
 }  // namespace dtrain::detail

@@ -69,7 +69,7 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
     graph->capture([&] {
       static_loss_sum_.zero_();
       eager_.forward_backward(static_batch_, micro, static_loss_sum_, step, /*capturing=*/true);
-      eager_.update(static_loss_sum_, lr, step);
+      eager_.update(static_loss_sum_, lr, step, /*capturing=*/true);
     });
   } catch (const std::exception& e) {
     failure = first_line(e.what());

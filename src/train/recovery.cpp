@@ -11,6 +11,7 @@
 #include "dtrain/log.h"
 #include "train/loss.h"
 #include "train/memory_ladder.h"
+#include "train/start_up_memory.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -75,8 +76,17 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
   std::vector<int64_t> sample(static_cast<size_t>(std::min<int64_t>(rank_batch, train.size())));
   for (size_t i = 0; i < sample.size(); ++i) sample[i] = static_cast<int64_t>(i);
   Batch b = train.get(sample);
-  b.inputs = b.inputs.to(device);
-  b.targets = b.targets.to(device);
+  // Out of memory moving the batch to the device: the state left no room for it (Note [memory
+  // ladder]); agreed below with the search's result.
+  StartUpMemory memory(ctx);
+  try {
+    b.inputs = b.inputs.to(device);
+    b.targets = b.targets.to(device);
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    memory.ran_out("moving a batch of " + std::to_string(b.size()) + " samples to the device (" +
+                   allocator_words(e) + ")");
+  }
   const MemoryStats before = memory_stats(device);
   constexpr double kHeadroom = 0.10;  // leave 10% of the device for fragmentation and spikes
   // Forward and backward of `micro` samples: the peak, or -1 when it ran out of memory.
@@ -101,16 +111,21 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
     empty_cache(device);
     return peak;
   };
-  int64_t micro = rank_batch, peak = 0;
-  for (;;) {
+  int64_t micro = rank_batch, peak = -1;
+  while (memory.failure().empty()) {
     peak = probe(micro);
     const bool fits =
         peak >= 0 && !(before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total));
     if (fits || micro == 1) break;
     micro = next_smaller(micro, rank_batch);
   }
-  std::string failure;
-  if (peak < 0) {
+  std::string failure = memory.failure();
+  const int64_t allowed = allowance(ctx).bytes();
+  if (failure.empty() && peak < 0 && allowed > 0 && memory_kinds(ctx).total() > allowed) {
+    // What the state holds is more than the device allows: no sample can fit.
+    memory.ran_out("in forward and backward of one sample (micro_batch auto)");
+    failure = memory.failure();
+  } else if (failure.empty() && peak < 0) {
     // One sample does not fit: the next rungs of the ladder (Note [memory ladder]), activation
     // checkpointing measured where the model has blocks.
     std::optional<int64_t> checkpointed;

@@ -67,7 +67,9 @@ class MicroBatch {
 // takes the smallest that fits anywhere. Leaves no gradient behind. When one sample runs out of
 // memory on some rank, every rank throws the same AgreedError naming train.micro_batch with the
 // memory ladder (Note [memory ladder]), one sample's peak with activation checkpointing measured
-// where the model has blocks.
+// where the model has blocks; where the batch could not be moved to the device, or what the
+// state holds is more than the device allows, with the start-up's line instead (what the state
+// needs against what is allowed, state_does_not_fit).
 int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t rank_batch);
 
 }  // namespace dtrain::detail

@@ -9,7 +9,11 @@
 // (train/trainer.cpp), the engines (GraphStep: every rank runs the step as a CUDA graph or none
 // does) and the hooks' on_start (a hook may gather). Each is a statement, in start_up() and in
 // that constructor's body, never a member's initializer, whose place would be the member's
-// declaration.
+// declaration. Before them, the Trainer's constructor agrees, on every rank alike, whether the
+// model's move to the device, then the buckets and optimizer state (build_step_context), then
+// the one-sample output check ran out of memory anywhere; and the first optimizer step of a
+// fit() agrees once more, after the optimizer's own step and before a sharded optimizer's
+// gather (Note [memory ladder]).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include "models/activation_checkpoint.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "train/start_up_memory.h"
 
 namespace dtrain::detail {
 
@@ -29,7 +30,14 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   set_activation_checkpointing(*ctx.model, cfg.model.name, t.activation_checkpointing);
   ctx.checkpointing = t.activation_checkpointing;
   ctx.memory_fraction = cfg.run.gpu_memory_fraction;
-  ctx.model->to(ctx.device);
+  // Out of memory in the start-up's allocations (the model, the buckets, the optimizer state) is
+  // agreed before the next collective: one line on every rank (Note [memory ladder]).
+  const StateSettings planned = state_settings(cfg, comm.world());
+  {
+    StartUpMemory memory(ctx, planned);
+    memory.run(FaultInjector::StartUp::kModelToDevice, [&] { ctx.model->to(ctx.device); });
+    memory.agree();
+  }
   for (const auto& p : ctx.model->named_parameters()) {
     if (!p.value().requires_grad()) continue;
     ctx.params.push_back(p.value());
@@ -41,12 +49,15 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   verify_replicas(control, cfg.hash(), ctx.names, ctx.params, train_size, test_size);
   ctx.watchdog->beat("parameter broadcast");
   broadcast_parameters(comm, *ctx.model);
+  StartUpMemory memory(ctx, planned);
   if (shards_optimizer(cfg, comm.world())) {
     // Every rank plans the same shards (the replicas agreed above), so a model that cannot be
     // sharded fails on every rank alike: one line, no MPI_Abort.
     std::string failure;
     try {
-      ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+      memory.run(FaultInjector::StartUp::kGradientBuckets, [&] {
+        ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
+      });
     } catch (const Error& e) {
       failure = e.cause();
     }
@@ -61,9 +72,11 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     if (cfg.dist.grad_dtype == GradDtype::kBf16) ro.comm_dtype = at::kBFloat16;
     // Sharded: each rank receives the averaged gradients of its shard alone (Note [sharded
     // optimizer]).
-    if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
     ro.release_buckets = cfg.dist.shard_optimizer == ShardOptimizer::kGradients;
-    ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
+    memory.run(FaultInjector::StartUp::kGradientBuckets, [&] {
+      if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
+      ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
+    });
   }
 
   OptimizerOptions oo;
@@ -77,14 +90,13 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   oo.beta2 = t.beta2;
   oo.eps = t.eps;
   oo.fused = t.fused_optimizer;
-  if (ctx.shard) {
-    ctx.optimizer = ctx.shard->make_optimizer(oo);
-  } else {
-    if (cfg.dist.shard_optimizer != ShardOptimizer::kOff)
-      log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
-                "optimizer holds the state of every parameter");
-    ctx.optimizer = std::make_unique<Optimizer>(ctx.params, oo);
-  }
+  if (!shards_optimizer(cfg, comm.world()) && cfg.dist.shard_optimizer != ShardOptimizer::kOff)
+    log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
+              "optimizer holds the state of every parameter");
+  memory.run(FaultInjector::StartUp::kOptimizerState, [&] {
+    ctx.optimizer = ctx.shard ? ctx.shard->make_optimizer(oo) : std::make_unique<Optimizer>(ctx.params, oo);
+  });
+  memory.agree();
   log::detail("optimizer: " + ctx.optimizer->describe());
   if (ctx.shard) log::info(ctx.shard->describe(*ctx.optimizer));
 }

@@ -73,7 +73,9 @@ struct StepContext {
 // ranks, or dist.reduce_single_rank) and the optimizer (over this rank's shard with
 // dist.shard_optimizer on several ranks, a model that cannot be sharded being one agreed Error;
 // with one rank and the key set, a warning naming it, and one optimizer over every parameter).
-// Every rank calls it: it agrees over `control` and broadcasts over `comm`.
+// Running out of memory moving the model, or making the buckets or the optimizer state, is agreed
+// after each (StartUpMemory; ctx.faults is asked first): every rank throws the same
+// StateDoesNotFit. Every rank calls it: it agrees over `control` and broadcasts over `comm`.
 void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                         Communicator& control, int64_t train_size, int64_t test_size);
 

@@ -29,6 +29,7 @@
 #include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/start_up.h"
+#include "train/start_up_memory.h"
 #include "train/step_context.h"
 #include "train/telemetry.h"
 #include "util/clock.h"
@@ -41,7 +42,7 @@ using detail::seconds_since;
 struct Trainer::Impl {
   Impl(const Config& c, Communicator& comm_, Communicator& control_, at::Device device,
        std::shared_ptr<Model> model_, std::shared_ptr<const Dataset> train_,
-       std::shared_ptr<const Dataset> test_)
+       std::shared_ptr<const Dataset> test_, std::shared_ptr<FaultInjector> faults_)
       : cfg(c),
         comm(comm_),
         control(control_),
@@ -49,13 +50,15 @@ struct Trainer::Impl {
         train(std::move(train_)),
         test(std::move(test_)),
         watchdog(c.run.timeout_s, comm_.rank(), control_.mpi_handle()),
-        hooks(watchdog) {
+        hooks(watchdog),
+        faults(std::move(faults_)) {
     // When the watchdog fires, no thread may stay inside a collective (NCCL) as the job ends.
     watchdog.on_fire([this] { comm.abort(); });
     ctx.model = model.get();
     ctx.device = device;
     ctx.watchdog = &watchdog;
     ctx.phases = &phases;
+    ctx.faults = faults.get();
     micro = std::max<int64_t>(1, c.resolved.micro_batch);
   }
 
@@ -86,7 +89,7 @@ struct Trainer::Impl {
 
 Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, at::Device device,
                  std::shared_ptr<Model> model, std::shared_ptr<const Dataset> train,
-                 std::shared_ptr<const Dataset> test) {
+                 std::shared_ptr<const Dataset> test, std::shared_ptr<FaultInjector> faults) {
   if (!model) throw Error("Trainer: no model");
   if (!train) throw Error("Trainer: no training data");
   if (cfg.resolved.world != comm.world())
@@ -95,7 +98,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
                 " rank(s); resolve it for this world first (build_session does)");
   detail::check_loss_fits(cfg.train.loss, train->spec(), train->describe());
   impl_ = std::make_unique<Impl>(cfg, comm, control, device, std::move(model), std::move(train),
-                                 std::move(test));
+                                 std::move(test), std::move(faults));
   Impl& m = *impl_;
   m.watchdog.beat("setup");
   if (cfg.run.gpu_memory_fraction > 0) {
@@ -127,11 +130,13 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     const bool was_training = m.model->is_training();
     m.model->eval();
     at::Tensor out;
-    {
+    detail::StartUpMemory memory(m.ctx);  // out of memory here: one agreed line (Note [memory ladder])
+    memory.run(FaultInjector::StartUp::kOutputCheck, [&] {
       at::NoGradGuard no_grad;
       out = m.model->forward(m.ctx.pixels(one.inputs.to(device)));
-    }
+    });
     m.model->train(was_training);
+    memory.agree();
     detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(), m.train->describe());
   }
   for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));

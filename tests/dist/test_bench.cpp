@@ -1,7 +1,8 @@
 // `dtrain bench`'s sweep under mpirun: every rank runs every setting; a size that runs out of
 // memory on one rank only (a FaultInjector, mid-run) is "does not fit" on every rank, is never
 // retried at a smaller size, and the sweep goes on to the next setting; the rows agree on every
-// rank and their rates follow from the timed steps (samples = steps x global batch).
+// rank and their rates follow from the timed steps (samples = steps x global batch). Out of
+// memory in the start-up on one rank (the first optimizer step's) is "does not fit" too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -100,6 +101,35 @@ TEST(BenchSweep, DoesNotFitOnOneRankIsEveryRanksAndTheSweepGoesOn) {
   MPI_Allreduce(mine, low, 3, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(mine, high, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(low[i], high[i]);
+}
+
+// The first optimizer step runs out of memory (Note [memory ladder]).
+class FirstUpdateOom : public FaultInjector {
+ public:
+  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
+  Fault before_start_up(StartUp stage) override {
+    return stage == StartUp::kFirstUpdate ? Fault::kOutOfMemory : Fault::kNone;
+  }
+};
+
+TEST(BenchSweep, OutOfMemoryInTheStartUpOnOneRankDoesNotFitAndTheSweepGoesOn) {
+  Runtime rt(MPI_COMM_WORLD);
+  const int world = rt.world(), victim = world - 1;
+  bench::SweepOptions o;
+  o.micro_batches = {8, 4};
+  o.warmup_steps = 1;
+  o.steps = 2;
+  const bench::SweepPlan plan = bench::plan_sweep(Config::from_string(kCfg, "<bench>"), {}, o, world);
+  auto prepare = [&](Trainer& trainer, const bench::Setting& s) {
+    if (s.micro_batch == 8 && rt.rank() == victim) trainer.set_fault_injector(std::make_shared<FirstUpdateOom>());
+  };
+  const bench::SweepResult res = bench::run_sweep(rt, plan, "<bench>", o, prepare);
+  ASSERT_EQ(res.rows.size(), 2u);
+  EXPECT_FALSE(res.rows[0].fits);
+  EXPECT_EQ(res.rows[0].note, "does not fit: out of memory in the start-up" +
+                                  (world > 1 ? " (on rank " + std::to_string(victim) + ")" : std::string()));
+  EXPECT_TRUE(res.rows[1].fits) << res.rows[1].note;
+  EXPECT_EQ(res.rows[1].timed_steps, 2);
 }
 
 }  // namespace

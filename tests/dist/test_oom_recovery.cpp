@@ -1,17 +1,29 @@
 // Out-of-memory recovery under mpirun: one chosen rank fails one chosen step (a FaultInjector);
 // every rank abandons the step, halves the micro-batch, redoes it, and training ends with the
 // same parameters as a run that never failed. A rank that runs out of memory at every size ends
-// the job on every rank with one AgreedError that names it and the settings that free memory. Under --backend=nccl on the GPU with NCCL
-// gradients (test::nccl_mode()).
+// the job on every rank with one AgreedError that names it and the settings that free memory.
+// Out of memory before the first step (Note [memory ladder]): one chosen rank runs out at one of
+// the start-up's allocations (the injector given to the Trainer's constructor: the model to the
+// device, the gradient buckets, the optimizer state, the output check, the first optimizer step);
+// every rank ends at the same point with the same StateDoesNotFit, the failing rank's line
+// ("start-up failed on rank R: out of memory <what> (<the allocator's words>): the training state
+// needs ... on each rank before any activation (...). Settings that free memory: ..."), in
+// bounded time: no rank is left in a collective; unsharded and with
+// dist.shard_optimizer=gradients. Under --backend=nccl on the GPU with NCCL gradients
+// (test::nccl_mode()).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
+#include "dtrain/faults.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
 #include "dist_support.h"
@@ -109,6 +121,75 @@ TEST(OomRecovery, OneSampleOutOfMemoryOnOneRankIsOneAgreedErrorNamingIt) {
     EXPECT_NE(w.find("Settings that free memory: "), std::string::npos) << w;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "rank " << rank << ": not an AgreedError: " << e.what();
+  }
+}
+
+// Out of memory at one start-up allocation.
+class OomAtStartUp : public FaultInjector {
+ public:
+  explicit OomAtStartUp(StartUp stage) : stage_(stage) {}
+  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
+  Fault before_start_up(StartUp stage) override { return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone; }
+
+ private:
+  StartUp stage_;
+};
+
+struct Case {
+  FaultInjector::StartUp stage;
+  const char* says;
+};
+
+TEST(StartUpOom, OneRankOutOfMemoryAtAnyStartUpAllocationEndsEveryRankWithOneAgreedLine) {
+  const test::World w;
+  const int victim = w.size - 1;  // not rank 0, when there is another
+  using S = FaultInjector::StartUp;
+  const std::vector<Case> cases = {{S::kModelToDevice, "moving the model to the device"},
+                                   {S::kGradientBuckets, "allocating the gradient buckets"},
+                                   {S::kOptimizerState, "allocating the optimizer state"},
+                                   {S::kOutputCheck, "running the model on one sample (the output check)"},
+                                   {S::kFirstUpdate, "in the first optimizer step"}};
+  for (const std::string shard : {"false", "gradients"}) {
+    for (const Case& c : cases) {
+      // With one rank no gradient engine is made: no bucket to run out on.
+      if (c.stage == S::kGradientBuckets && w.size == 1) continue;
+      const std::string name = std::string(c.says) + ", dist.shard_optimizer=" + shard;
+      test::RunSetup s = test::setup_run(kCfg, "<string>", {"dist.shard_optimizer=" + shard}, MPI_COMM_WORLD, 11,
+                                         test::nccl_mode());
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string line;
+      try {
+        std::shared_ptr<FaultInjector> faults;
+        if (w.rank == victim) faults = std::make_shared<OomAtStartUp>(c.stage);
+        Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train, s.data.test,
+                        faults);
+        trainer.fit();
+        ADD_FAILURE() << name << ": rank " << victim << " ran out of memory, and the run trained on";
+      } catch (const AgreedError& e) {
+        EXPECT_EQ(e.first_rank(), victim) << name;
+        line = e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << name << ": rank " << w.rank << ": not an AgreedError: " << e.what();
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(seconds, 60.0) << name;
+      const std::string expected = "start-up failed on rank " + std::to_string(victim) + ": out of memory " +
+                                   c.says + " (injected out-of-memory error (fault injector)): the training "
+                                   "state needs ";
+      EXPECT_EQ(line.rfind(expected, 0), 0u) << name << ": " << line;
+      EXPECT_NE(line.find(" on each rank before any activation (weights "), std::string::npos) << line;
+      EXPECT_NE(line.find(". Settings that free memory: "), std::string::npos) << line;
+      EXPECT_NE(line.find("a smaller model (model.*): this state takes "), std::string::npos) << line;
+      if (w.size > 1 && shard == "false")
+        EXPECT_NE(line.find("dist.shard_optimizer=true (frees "), std::string::npos) << line;
+      if (w.size > 1 && shard == "gradients") {
+        EXPECT_NE(line.find("(its shard of " + std::to_string(w.size) + ")"), std::string::npos) << line;
+        EXPECT_EQ(line.find("dist.shard_optimizer="), std::string::npos) << "both rungs are taken: " << line;
+      }
+      // Every rank holds the one line, word for word.
+      const std::vector<std::string> all = gather_strings(*s.comm, line);
+      for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], line) << name << ": rank " << r;
+    }
   }
 }
 

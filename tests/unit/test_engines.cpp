@@ -3,8 +3,9 @@
 // is redone on the same samples: the same parameters as a run that never failed), the request
 // agreement with one rank, and the loss window's resume arithmetic (a checkpoint of 2 ranks read
 // on 1, a non-finite loss named by its step), and the memory ladder (Note [memory ladder]): the
-// memory by kind, and what an out-of-memory error at one sample names, mid-run and in
-// `micro_batch: auto`.
+// memory by kind, what an out-of-memory error at one sample names, mid-run and in
+// `micro_batch: auto`, and the start-up's one line when one of its allocations runs out of
+// memory (the fault injector's before_start_up).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +25,7 @@
 #include "train/memory_ladder.h"
 #include "train/recovery.h"
 #include "train/requests.h"
+#include "train/start_up_memory.h"
 #include "train/step_context.h"
 
 namespace dtrain::detail {
@@ -38,8 +40,9 @@ train: {epochs: 1, global_batch: 32, micro_batch: 8, optimizer: adamw, lr: 0.01}
 )";
 
 // One rank's engine over a local communicator: the model, its step context, the micro-batch.
+// `faults`: asked from the start-up on.
 struct Engine {
-  explicit Engine(const std::vector<std::string>& overrides = {})
+  explicit Engine(const std::vector<std::string>& overrides = {}, FaultInjector* faults = nullptr)
       : cfg(Config::from_string(kCfg, "engines", overrides)), watchdog(60, 0) {
     cfg.resolve(1);
     data = make_datasets(cfg.data, cfg.run.seed);
@@ -48,6 +51,7 @@ struct Engine {
     ctx.model = model.get();
     ctx.watchdog = &watchdog;
     ctx.phases = &phases;
+    ctx.faults = faults;
     build_step_context(ctx, cfg, comm, comm, data.train->size(), -1);
     micro = std::make_unique<MicroBatch>(cfg.resolved.rank_batch, cfg.resolved.micro_batch,
                                          cfg.train.global_batch);
@@ -279,6 +283,77 @@ TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
   }
   // The probe leaves checkpointing as the config has it: off, the same outputs as before.
   EXPECT_TRUE(e.model->set_activation_checkpointing(ActivationCheckpointing::kOff));
+}
+
+// Out of memory at one start-up allocation, every time it is asked.
+class OomAtStartUp : public FaultInjector {
+ public:
+  explicit OomAtStartUp(StartUp stage) : stage_(stage) {}
+  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
+  Fault before_start_up(StartUp stage) override {
+    asked.push_back(stage);
+    return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone;
+  }
+  std::vector<StartUp> asked;
+
+ private:
+  StartUp stage_;
+};
+
+std::string start_up_line(FaultInjector& faults, const std::vector<std::string>& overrides = {}) {
+  try {
+    Engine e(overrides, &faults);
+  } catch (const StateDoesNotFit& x) {
+    EXPECT_EQ(x.first_rank(), 0);
+    return x.what();
+  }
+  return "no StateDoesNotFit";
+}
+
+// The mlp's 163 values: AdamW in fp32 is 16 bytes a value (weights, gradients, two moments); a
+// gradient engine averaging in bf16 keeps 2 more, its buckets beside the fp32 gradients.
+TEST(MemoryLadder, AStartUpAllocationThatRunsOutOfMemoryIsOneAgreedLine) {
+  using S = FaultInjector::StartUp;
+  const std::string sixteen = "this state takes 16 bytes per parameter value on each rank";
+  OomAtStartUp move(S::kModelToDevice);
+  std::string w = start_up_line(move);
+  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory moving the model to the device (injected "
+                     "out-of-memory error (fault injector)): the training state needs ")) << w;
+  EXPECT_TRUE(has(w, "no device limit is known on the CPU. Settings that free memory: ")) << w;
+  EXPECT_TRUE(has(w, sixteen)) << w;
+  EXPECT_EQ(move.asked.size(), 1u) << "nothing after the move is tried";
+  OomAtStartUp state(S::kOptimizerState);
+  w = start_up_line(state);
+  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the optimizer state")) << w;
+  EXPECT_TRUE(has(w, sixteen)) << w;
+  OomAtStartUp buckets(S::kGradientBuckets);
+  w = start_up_line(buckets, {"dist.reduce_single_rank=true", "dist.grad_dtype=bf16"});
+  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the gradient buckets")) << w;
+  EXPECT_TRUE(has(w, "this state takes 18 bytes per parameter value on each rank")) << w;
+  EXPECT_EQ(buckets.asked.back(), S::kGradientBuckets) << "the optimizer state is not tried";
+  // Built, the same settings hold what was planned.
+  Engine e({"dist.reduce_single_rank=true", "dist.grad_dtype=bf16"});
+  const int64_t values = 6 * 16 + 16 + 16 * 3 + 3;
+  const MemoryKinds k = memory_kinds(e.ctx);
+  const MemoryKinds p = planned_memory({values}, 4, state_settings(e.cfg, 1));
+  EXPECT_EQ(k.buckets, 2 * values);
+  EXPECT_EQ(p.buckets, k.buckets);
+  EXPECT_EQ(p.weights + p.gradients, k.weights + k.gradients);
+}
+
+TEST(MemoryLadder, TheFirstOptimizerStepRunningOutOfMemoryIsOneAgreedLine) {
+  OomAtStartUp oom(FaultInjector::StartUp::kFirstUpdate);
+  Engine e({}, &oom);
+  try {
+    e.train(1);
+    FAIL() << "the first optimizer step ran out of memory, and the step went on";
+  } catch (const StateDoesNotFit& x) {
+    const std::string w = x.what();
+    EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory in the first optimizer step (injected "
+                       "out-of-memory error (fault injector)): the training state needs ")) << w;
+    EXPECT_TRUE(has(w, "this state takes 16 bytes per parameter value on each rank")) << w;
+  }
+  EXPECT_EQ(e.micro->size(), 8) << "the micro-batch does not shrink for the state";
 }
 
 }  // namespace
