@@ -175,6 +175,12 @@ struct TrainSummary {
   int optimizer_shards = 1;
   // Bytes of this rank's trainable parameters and of their gradients (the same number of values).
   int64_t weight_bytes = 0, gradient_bytes = 0;
+  // Bytes this rank sends each optimizer step through the collectives of the gradient engine and
+  // of a sharded optimizer, as NCCL's ring algorithms move them (0 with one rank): the all-reduce
+  // of the gradient buckets 2(N-1)/N of their bytes, their reduce-scatter (dist.shard_optimizer)
+  // (N-1)/N, the sharded optimizer's broadcasts of the updated parameters (N-1)/N of the
+  // parameters' bytes, averaged over the ranks.
+  int64_t wire_all_reduce_bytes = 0, wire_reduce_scatter_bytes = 0, wire_broadcast_bytes = 0;
   std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
   // Every rank's phase times (eval included), index = rank (gathered at the end).
   std::vector<PhaseTimes> rank_phases;

@@ -108,6 +108,12 @@ void Reducer::build(const std::vector<size_t>& order) {
   }
 }
 
+int64_t Reducer::bytes_per_step() const {
+  int64_t bytes = 0;
+  for (size_t b = 0; b < numel_.size(); ++b) bytes += numel_[b] * static_cast<int64_t>(layout_[b].element_size());
+  return bytes;
+}
+
 int64_t Reducer::bucket_bytes() const {
   if (releases_buckets()) return 0;
   int64_t bytes = 0;

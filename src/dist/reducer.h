@@ -81,6 +81,10 @@ class Reducer {
   // graph]): its collectives are NCCL's, on the GPU. MPI's run on the host.
   bool capturable() const { return comm_.backend() == "nccl"; }
   bool releases_buckets() const { return options_.release_buckets && options_.shard_values > 0; }
+  // Whether the buckets are reduce-scattered into the ranks' shards (else all-reduced), and the
+  // bytes of all the buckets, what one synchronized step hands the collectives.
+  bool reduce_scatters() const { return options_.shard_values > 0; }
+  int64_t bytes_per_step() const;
   // The bytes of the bucket buffers kept beside the gradients: buckets of another dtype than their
   // parameters' (dist.grad_dtype), kept between steps; 0 when they are released
   // (releases_buckets()). A bucket of the parameters' dtype holds their gradients (Note [bucket

@@ -181,6 +181,9 @@ class MetricsFile : public Hook {
     j["optimizer_shards"] = s.optimizer_shards;
     j["weight_bytes"] = s.weight_bytes;
     j["gradient_bytes"] = s.gradient_bytes;
+    j["wire_bytes_per_step"] = {{"all_reduce", s.wire_all_reduce_bytes},
+                                {"reduce_scatter", s.wire_reduce_scatter_bytes},
+                                {"broadcast", s.wire_broadcast_bytes}};
     if (s.gpu) {
       j["gpu_util"] = s.gpu->utilization;
       j["power_w"] = s.gpu->power_w;

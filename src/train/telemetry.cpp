@@ -166,6 +166,18 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
   summary.optimizer_state_bytes = kinds.optimizer_state;
   summary.optimizer_shards = kinds.shards;
   summary.weight_bytes = kinds.weights, summary.gradient_bytes = kinds.gradients;
+  if (ctx_.world > 1) {  // NCCL's ring algorithms (TrainSummary)
+    const double share = static_cast<double>(ctx_.world - 1) / static_cast<double>(ctx_.world);
+    auto part = [&](double factor, int64_t bytes) {
+      return static_cast<int64_t>(std::llround(factor * share * static_cast<double>(bytes)));
+    };
+    if (ctx_.reducer) {
+      const int64_t b = ctx_.reducer->bytes_per_step();
+      (ctx_.reducer->reduce_scatters() ? summary.wire_reduce_scatter_bytes : summary.wire_all_reduce_bytes) =
+          part(ctx_.reducer->reduce_scatters() ? 1.0 : 2.0, b);
+    }
+    if (ctx_.shard) summary.wire_broadcast_bytes = part(1.0, kinds.weights);
+  }
   if (gpu_) summary.gpu = gpu_->run_mean();
   const PhaseTimes& p = *ctx_.phases;
   at::Tensor mine = at::tensor({p.data, p.compute, p.comm, p.optimizer, p.eval}, at::kDouble);

@@ -36,6 +36,7 @@ struct Result {
   std::vector<at::Tensor> params;
   EvalResult eval;
   int64_t skipped_steps = 0;
+  TrainSummary summary;
 };
 
 // Train with `comm` (its world size decides the per-rank batch) and return the parameters.
@@ -53,6 +54,7 @@ inline Result train_with(MPI_Comm mpi_comm, const std::vector<std::string>& over
   for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().cpu().clone());
   r.eval = summary.eval;
   r.skipped_steps = summary.skipped_steps;
+  r.summary = summary;
   return r;
 }
 

@@ -241,6 +241,22 @@ TEST(Sharded, GraphStepsWithTheGatherInsideSameParametersAsEagerSteps) {
   }
 }
 
+// The summary's bytes on the wire per step, per stage: the base MLP's 389 values (Linear 12x16,
+// 16x8, 8x5 with biases) in fp32, as NCCL's rings move them on N ranks: unsharded, 2(N-1)/N of
+// them all-reduced; sharded (either stage), (N-1)/N reduce-scattered and (N-1)/N of the
+// parameters broadcast back, the gradients once and the parameters once; nothing on one rank.
+TEST(Sharded, TheSummaryCountsTheBytesOnTheWirePerStep) {
+  const int n = world_size();
+  const double share = (n - 1.0) / n, bytes = 4.0 * (12 * 16 + 16 + 16 * 8 + 8 + 8 * 5 + 5);
+  for (const std::string stage : {"false", "true", "gradients"}) {
+    const TrainSummary s = train_with(MPI_COMM_WORLD, {"dist.shard_optimizer=" + stage, "train.max_steps=2"}).summary;
+    const bool sharded = stage != "false";
+    EXPECT_NEAR(static_cast<double>(s.wire_all_reduce_bytes), sharded ? 0.0 : 2 * share * bytes, 1.0) << stage;
+    EXPECT_NEAR(static_cast<double>(s.wire_reduce_scatter_bytes), sharded ? share * bytes : 0.0, 1.0) << stage;
+    EXPECT_NEAR(static_cast<double>(s.wire_broadcast_bytes), sharded ? share * bytes : 0.0, 1.0) << stage;
+  }
+}
+
 TEST(Sharded, OneRankWarnsNamingTheKeyAndShardsNothing) {
   testing::internal::CaptureStderr();
   const Result one = train_with(MPI_COMM_SELF, {kShard, "train.max_steps=4"});
