@@ -109,6 +109,12 @@ scancel --signal=USR1 "$job"
 for _ in $(seq 1 120); do [[ $(job_field "$job" Restarts) == 1 ]] && break; sleep 0.5; done
 [[ $(job_field "$job" Restarts) == 1 ]] || { joblog preempt; fail "b: job $job was not requeued after USR1"; }
 has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
+# The stop reads as a stop: dtrain's line and the script's, no Open MPI exit block (srun starts
+# the ranks, not mpirun) and none of srun's lines about the tasks' exit 75 and the step's end.
+if grep -qE "Primary job +terminated normally|mpirun detected that one or more processes|MPI_ABORT was invoked|Exited with exit code 75|Terminating StepId" "$tmp/preempt.log"; then
+  joblog preempt
+  fail "b: the job's output holds an exit block of Open MPI or srun"
+fi
 step_b=$(sed -nE 's/.*stopped by SIGUSR1 after step ([0-9]+).*/\1/p' "$tmp/preempt.log" | head -1)
 release "$job"
 wait_log preempt 60 "restart 1)"
