@@ -96,10 +96,16 @@ bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart,
   return true;
 }
 
+// What the gradient engine's collectives are: with dist.shard_optimizer (the state shared by
+// several ranks) the buckets are reduce-scattered, else all-reduced.
+std::string collective(const DiagnosisInput& in) {
+  return in.optimizer_shards > 1 ? "reduce-scatter" : "all-reduce";
+}
+
 void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::vector<Finding>& out) {
   if (waiting_for_ranks(in, share, ranks_apart, out)) return;
   Finding f{"communication-bound",
-            pct(share) + " of step time waiting for gradient all-reduces after backward (" +
+            pct(share) + " of step time waiting for gradient " + collective(in) + "s after backward (" +
                 secs(in.phases.comm) + " of " + secs(in.phases.total()) + " s on rank 0)",
             ""};
   const auto& b = in.buckets;
@@ -136,7 +142,7 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
   if (latency)
     f.what += "; the buckets are small (" + mib(total_bytes) + " in all" +
               (exposed_bytes > 0 ? ", " + mib(exposed_bytes) + " of them exposed" : std::string()) +
-              "): the wait is each all-reduce's fixed cost and the ranks' skew, not bytes on the wire";
+              "): the wait is each " + collective(in) + "'s fixed cost and the ranks' skew, not bytes on the wire";
   if (ranks_apart) f.what += "; part of this wait is for the slowest rank (below)";
   std::vector<std::string> fixes;
   if (!in.overlap) fixes.push_back("set dist.overlap=true (now false: every bucket waits for the end of backward)");
@@ -146,7 +152,7 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
     if (b.size() > 16 && mean_mib < 1)
       fixes.push_back("raise dist.bucket_cap_mb from " + mb(in.bucket_cap_mb) + " (" +
                       std::to_string(b.size()) + " buckets of " + format("%.2f", mean_mib) +
-                      " MiB on average: each all-reduce has a fixed cost)");
+                      " MiB on average: each " + collective(in) + " has a fixed cost)");
     else if (worst.launched >= in.backward_end * 0.99 && b.size() > 0)
       fixes.push_back("lower dist.bucket_cap_mb from " + mb(in.bucket_cap_mb) + " so that less waits for "
                       "the end of backward (bucket " + std::to_string(worst.bucket) +
@@ -232,7 +238,7 @@ void slowest_rank(const DiagnosisInput& in, size_t slow, size_t fast, std::vecto
   Finding f{"slowest rank",
             rank_name(in, slow) + " spent " + secs(busy(s)) + " s in data, compute and optimizer, " +
                 pct(more) + " more than " + rank_name(in, fast) + " (" + secs(busy(q)) +
-                " s), most of it in " + where + "; the other ranks wait for it in every all-reduce",
+                " s), most of it in " + where + "; the other ranks wait for it in every " + collective(in),
             ""};
   f.fix = where == "data wait"
               ? "look at rank " + std::to_string(slow) + "'s loader: its CPUs (other processes, binding) "

@@ -133,6 +133,12 @@ TEST(Diagnosis, CommunicationBoundNamesTheBucketsAndTheirWaits) {
   ASSERT_NE(b1, std::string::npos) << f->what;
   ASSERT_NE(b0, std::string::npos) << f->what;
   EXPECT_LT(b1, b0);
+  // A sharded optimizer's gradient engine reduce-scatters: the finding says so.
+  in.optimizer_shards = 2;
+  f = find(diagnose(in), "communication-bound");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(has(f->what, "waiting for gradient reduce-scatters after backward")) << f->what;
+  EXPECT_FALSE(has(f->what, "all-reduce")) << f->what;
   // The worst bucket could only start as backward ended: smaller buckets; and bf16 on the wire.
   EXPECT_TRUE(has(f->fix, "lower dist.bucket_cap_mb from 25")) << f->fix;
   EXPECT_TRUE(has(f->fix, "dist.grad_dtype=bf16")) << f->fix;
@@ -261,6 +267,11 @@ TEST(Diagnosis, SlowestRankIsNamedWithItsHost) {
   ASSERT_TRUE(f);
   EXPECT_TRUE(has(f->what, "most of it in data wait")) << f->what;
   EXPECT_TRUE(has(f->fix, "rank 3's loader")) << f->fix;
+  EXPECT_TRUE(has(f->what, "the other ranks wait for it in every all-reduce")) << f->what;
+  in.optimizer_shards = 4;  // sharded: the gradients are reduce-scattered
+  f = find(diagnose(in), "slowest rank");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(has(f->what, "the other ranks wait for it in every reduce-scatter")) << f->what;
 }
 
 TEST(Diagnosis, QuietWhenBalanced) {
