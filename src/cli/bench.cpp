@@ -20,7 +20,7 @@
 namespace dtrain::cli {
 namespace {
 
-const char* kFooter = R"(
+const char* kBenchFooter = R"(
 Each setting is a short run of the real training loop (a fresh model from run.seed, nothing
 written, no checkpoint resumed, no evaluation): --warmup-steps steps, then --steps timed ones.
 --sweep section.key=v1,v2 times each value of a config key (repeatable: every list is crossed
@@ -77,7 +77,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   app.add_option("--steps", steps, "steps timed per setting")->capture_default_str();
   app.add_option("--out", out, "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
   app.add_flag("--force", force, "write over existing output files");
-  app.footer(kFooter);
+  app.footer(kBenchFooter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,7 +8,7 @@
 namespace dtrain::cli {
 namespace {
 
-std::string gpus_text(size_t n) { return std::to_string(n) + " GPU(s)"; }
+std::string gpu_count_text(size_t n) { return std::to_string(n) + " GPU(s)"; }
 
 std::string visible_note(const MachineFacts& m) {
   if (!m.cuda_visible_devices) return "";
@@ -35,23 +35,23 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
     if (!m.cuda_build)
       why = "this dtrain was built with a CPU-only LibTorch";
     else if (nvml_gpus > 0)
-      why = "NVML sees " + gpus_text(nvml_gpus) + visible_note(m);
+      why = "NVML sees " + gpu_count_text(nvml_gpus) + visible_note(m);
     else
       why = m.nvml_ok ? "NVML sees none either" : m.nvml_reason;
     stop("run.device is cuda but no CUDA device is visible (" + why + ")");
   } else if (!m.cuda_build && nvml_gpus > 0) {
-    advise("NVML sees " + gpus_text(nvml_gpus) +
+    advise("NVML sees " + gpu_count_text(nvml_gpus) +
            " but this dtrain was built with a CPU-only LibTorch: it trains on the CPU. Build it "
            "against a CUDA LibTorch to use them");
   } else if (m.cuda_build && m.cuda_devices == 0 && device != DeviceKind::kCpu) {
-    advise(nvml_gpus > 0 ? "NVML sees " + gpus_text(nvml_gpus) + " but CUDA none" + visible_note(m) +
+    advise(nvml_gpus > 0 ? "NVML sees " + gpu_count_text(nvml_gpus) + " but CUDA none" + visible_note(m) +
                                ": ranks train on the CPU"
                          : "no GPU is visible to this CUDA build: ranks train on the CPU");
   }
 
   if (r.device != "cpu" && m.cuda_devices > 0 && r.local_world > m.cuda_devices)
     advise(std::to_string(r.local_world) + " ranks on " + r.host + " share " +
-           gpus_text(static_cast<size_t>(m.cuda_devices)) +
+           gpu_count_text(static_cast<size_t>(m.cuda_devices)) +
            ": ranks on one GPU slow each other down and share its memory; start one rank per GPU");
 
   // A launcher that binds each rank to a few CPUs of a larger host (Open MPI binds to one core

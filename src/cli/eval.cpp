@@ -23,7 +23,7 @@
 namespace dtrain::cli {
 namespace {
 
-const char* kFooter = R"(
+const char* kEvalFooter = R"(
 The model is built from the config (model.*, the data's shape; model.init_weights is not read)
 and every rank loads the weights file. Each sample of the config's test split is evaluated by
 one rank and the sums are added over ranks, in batches of train.micro_batch per rank (auto: the
@@ -48,7 +48,7 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
   auto* w = app.add_option("--weights", weights, "a weights file (model.pt, or a torch.save'd state_dict)");
   app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt")->excludes(w);
   app.add_flag("--json", json, "print the result as one JSON object (metrics.jsonl's eval names)");
-  app.footer(kFooter);
+  app.footer(kEvalFooter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -29,7 +29,7 @@
 namespace dtrain::cli {
 namespace {
 
-const char* kFooter = R"(
+const char* kPredictFooter = R"(
 The model is built from the config's model.* keys and the run's preprocess.json (beside the
 weights, else in the run directory), which also gives the inputs' preprocessing; the training
 data is not read. Classifiers and regression models (image_folder, cifar10/100: PNG or JPEG
@@ -137,7 +137,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "language models: the sampling seed (default run.seed)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--force", o.force, "overwrite an existing --output");
-  app.footer(kFooter);
+  app.footer(kPredictFooter);
 }
 
 }  // namespace

@@ -96,6 +96,10 @@ std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& 
   return files;
 }
 
+std::string files_text(const std::vector<std::string>& files) {
+  return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
+}
+
 size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));

@@ -26,6 +26,9 @@ std::string data_file(const DataConfig& cfg, const std::string& name, const std:
 std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& patterns,
                                       const std::string& key);
 
+// The first file and how many more ("a.bin and 4 more"), for the log's one line on a dataset.
+std::string files_text(const std::vector<std::string>& files);
+
 bool is_regular_file(const std::string& path);
 bool is_directory(const std::string& path);
 

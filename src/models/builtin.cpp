@@ -38,9 +38,9 @@ class LinearModel : public Model {
 };
 
 // Fully connected layers with ReLU: (N, F) -> hidden... -> (N, out).
-class Mlp : public Model {
+class MlpModel : public Model {
  public:
-  Mlp(int64_t in, const std::vector<int64_t>& hidden, int64_t out, double dropout)
+  MlpModel(int64_t in, const std::vector<int64_t>& hidden, int64_t out, double dropout)
       : Model("dtrain.mlp"), dropout_(dropout) {
     int64_t width = in;
     for (size_t i = 0; i < hidden.size(); ++i) {
@@ -122,7 +122,7 @@ void register_builtin_models() {
     return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
   }, "one linear layer on flattened inputs", std::vector<std::string>{});
   register_model("mlp", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<Mlp>(flat_size(d.input_shape), c.hidden, output_size(d), c.dropout);
+    return std::make_shared<MlpModel>(flat_size(d.input_shape), c.hidden, output_size(d), c.dropout);
   }, "fully connected ReLU layers (model.hidden)", std::vector<std::string>{"model.hidden", "model.dropout"});
   register_model("cnn", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
     return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout);

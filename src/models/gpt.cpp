@@ -130,9 +130,9 @@ class Mlp : public torch::nn::Module {
 
 // x + attn(ln_1(x)), then x + mlp(ln_2(x)); Gpt::forward runs the pieces so that each residual
 // add is fused with the LayerNorm after it (add_norm).
-class Block : public torch::nn::Module {
+class TransformerBlock : public torch::nn::Module {
  public:
-  Block(int64_t n_embd, int64_t n_head, double dropout, double proj_std) {
+  TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, double proj_std) {
     ln_1_ = register_module("ln_1", make_layer_norm(n_embd));
     attn_ = register_module(
         "attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, proj_std));
@@ -177,7 +177,7 @@ class Gpt : public Model {
     torch::nn::init::normal_(wpe_->weight, 0.0, kInitStd);
     torch::nn::ModuleList h;
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      blocks_.push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, proj_std));
+      blocks_.push_back(std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, proj_std));
       h->push_back(blocks_.back());
     }
     register_module("h", h);
@@ -253,7 +253,7 @@ class Gpt : public Model {
   // Block i on the residual stream x and its normalized y = ln_1(x): the stream after the block
   // and its normalization by the next block's ln_1 (ln_f after the last block).
   std::pair<at::Tensor, at::Tensor> block_forward(size_t i, at::Tensor x, at::Tensor y) {
-    Block& block = *blocks_[i];
+    TransformerBlock& block = *blocks_[i];
     std::tie(x, y) = add_norm(x, block.attn(y, fused_), block.ln_2(), fused_);
     const auto next_norm = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : ln_f_;
     return add_norm(x, block.mlp(y, fused_, fused_mlp_), next_norm, fused_);
@@ -278,7 +278,7 @@ class Gpt : public Model {
   bool fused_head_;  // model.fused_head
   bool checkpoint_ = false;  // train.activation_checkpointing: blocks
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
-  std::vector<std::shared_ptr<Block>> blocks_;
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
 };
 

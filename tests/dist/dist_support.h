@@ -30,6 +30,12 @@ struct World {
   }
 };
 
+inline int world_size() {
+  int w = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  return w;
+}
+
 // Set by main() from --backend=nccl.
 inline bool& nccl_mode() {
   static bool on = false;

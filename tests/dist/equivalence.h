@@ -18,12 +18,6 @@
 
 namespace dtrain::test {
 
-inline int world_size() {
-  int w = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  return w;
-}
-
 inline const char* const kBase = R"(
 run: {dir: "", seed: 3, log_every: 0, threads: 1}
 model: {name: mlp, hidden: [16, 8]}

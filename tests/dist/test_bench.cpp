@@ -18,7 +18,7 @@
 namespace dtrain {
 namespace {
 
-const char* kCfg = R"(
+const char* kBenchCfg = R"(
 run: {name: bench, seed: 5, threads: 1, log_every: 1}
 model: {name: mlp, hidden: [16]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 512,
@@ -28,9 +28,9 @@ train: {epochs: 1, global_batch: 32, optimizer: adamw, lr: 0.01}
 
 // Records every micro-batch attempt of a setting; on the victim rank, fails `fail_micro` from
 // step `fail_step` on (each attempt: a shrunken retry would be seen with another size).
-class Recorder : public FaultInjector {
+class FaultRecorder : public FaultInjector {
  public:
-  Recorder(int64_t fail_micro, int64_t fail_step) : fail_micro_(fail_micro), fail_step_(fail_step) {}
+  FaultRecorder(int64_t fail_micro, int64_t fail_step) : fail_micro_(fail_micro), fail_step_(fail_step) {}
   Fault before_micro_batch(int64_t step, int64_t micro_batch) override {
     attempts.emplace_back(step, micro_batch);
     return micro_batch == fail_micro_ && step >= fail_step_ ? Fault::kOutOfMemory : Fault::kNone;
@@ -48,11 +48,11 @@ TEST(BenchSweep, DoesNotFitOnOneRankIsEveryRanksAndTheSweepGoesOn) {
   o.micro_batches = {4, 8, 2};
   o.warmup_steps = 2;
   o.steps = 3;
-  const Config base = Config::from_string(kCfg, "<bench>");
+  const Config base = Config::from_string(kBenchCfg, "<bench>");
   const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, world);
-  std::map<int64_t, std::shared_ptr<Recorder>> recorders;
+  std::map<int64_t, std::shared_ptr<FaultRecorder>> recorders;
   auto prepare = [&](Trainer& trainer, const bench::Setting& s) {
-    auto r = std::make_shared<Recorder>(rt.rank() == victim ? 8 : -1, 1);
+    auto r = std::make_shared<FaultRecorder>(rt.rank() == victim ? 8 : -1, 1);
     recorders[s.micro_batch] = r;
     trainer.set_fault_injector(r);
   };
@@ -119,7 +119,7 @@ TEST(BenchSweep, OutOfMemoryInTheStartUpOnOneRankDoesNotFitAndTheSweepGoesOn) {
   o.micro_batches = {8, 4};
   o.warmup_steps = 1;
   o.steps = 2;
-  const bench::SweepPlan plan = bench::plan_sweep(Config::from_string(kCfg, "<bench>"), {}, o, world);
+  const bench::SweepPlan plan = bench::plan_sweep(Config::from_string(kBenchCfg, "<bench>"), {}, o, world);
   auto prepare = [&](Trainer& trainer, const bench::Setting& s) {
     if (s.micro_batch == 8 && rt.rank() == victim) trainer.set_fault_injector(std::make_shared<FirstUpdateOom>());
   };

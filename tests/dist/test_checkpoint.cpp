@@ -32,7 +32,7 @@ using test::World;
 
 // 600 samples, global batch 32: 18 steps per epoch, 2 epochs; dropout makes the random
 // generators part of the state.
-const char* kCfg = R"(
+const char* kCheckpointCfg = R"(
 run: {seed: 5, log_every: 5, threads: 1, quiet: true}
 model: {name: mlp, hidden: [16], dropout: 0.1}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 600,
@@ -52,7 +52,7 @@ std::string shared_tmp(Communicator& comm) {
   return gather_strings(comm, dir)[0];
 }
 
-class Recorder : public Hook {
+class ResumeRecorder : public Hook {
  public:
   std::string name() const override { return "recorder"; }
   void on_start(const RunInfo& run, LoopControl&) override { resumed_step = run.resumed_step; }
@@ -77,18 +77,18 @@ class StopAt : public Hook {
   int64_t step_;
 };
 
-struct Result {
+struct RunResult {
   TrainSummary summary;
   std::vector<at::Tensor> params;
-  std::shared_ptr<Recorder> rec;
+  std::shared_ptr<ResumeRecorder> rec;
 };
 
-Result train(MPI_Comm comm, const std::vector<std::string>& overrides,
+RunResult train(MPI_Comm comm, const std::vector<std::string>& overrides,
              std::shared_ptr<Hook> extra = nullptr,
              std::shared_ptr<FaultInjector> faults = nullptr) {
-  test::RunSetup s = test::setup_run(kCfg, "checkpoint", overrides, comm, 3);
+  test::RunSetup s = test::setup_run(kCheckpointCfg, "checkpoint", overrides, comm, 3);
   Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
-  Result r{{}, {}, std::make_shared<Recorder>()};
+  RunResult r{{}, {}, std::make_shared<ResumeRecorder>()};
   trainer.add_hook(r.rec);
   if (extra) trainer.add_hook(extra);
   if (faults) trainer.set_fault_injector(faults);
@@ -109,15 +109,15 @@ std::string message_of(const std::function<void()>& f) {
 TEST(Checkpoint, ResumedMidEpochEqualsUninterruptedBitForBit) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const std::string tmp = shared_tmp(*comm);
-  const Result whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
+  const RunResult whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
   // Saves every 7 steps; stopped at step 10 (one step later with several ranks: the request is
   // agreed at the next boundary), so the resume starts from step 7 with 2 steps in its loss
   // window, and runs through an epoch end and an evaluation to the end.
   const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=7"};
-  const Result first = train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(10));
+  const RunResult first = train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(10));
   EXPECT_TRUE(first.summary.stopped);
   EXPECT_EQ(first.summary.checkpoint_step, 7);
-  const Result rest = train(MPI_COMM_WORLD, cut);
+  const RunResult rest = train(MPI_COMM_WORLD, cut);
   EXPECT_EQ(rest.rec->resumed_step, 7);
   EXPECT_EQ(rest.summary.steps, whole.summary.steps);
   EXPECT_EQ(rest.summary.samples, whole.summary.samples);
@@ -145,11 +145,11 @@ TEST(Checkpoint, ResumedMidEpochEqualsUninterruptedBitForBit) {
 TEST(Checkpoint, ResumedAtAnEpochEndBeforeItsEvaluationRunsThatEvaluation) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const std::string tmp = shared_tmp(*comm);
-  const Result whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
+  const RunResult whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
   // Step 18 is the first epoch's last: saved before the loss read and evaluation of that end.
   const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=18"};
   train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(18));
-  const Result rest = train(MPI_COMM_WORLD, cut);
+  const RunResult rest = train(MPI_COMM_WORLD, cut);
   EXPECT_EQ(rest.rec->resumed_step, 18);
   EXPECT_EQ(rest.rec->evals, whole.rec->evals);  // both epochs' evaluations, the same
   for (size_t i = 0; i < whole.params.size(); ++i)
@@ -171,8 +171,8 @@ TEST(Checkpoint, ResumedOnOneRankContinuesTheSameSamplesWithinTolerance) {
   if (w.rank == 0) {
     auto whole_cfg = no_dropout;
     whole_cfg.push_back("run.name=whole");
-    const Result whole = train(MPI_COMM_SELF, whole_cfg);
-    const Result rest = train(MPI_COMM_SELF, cut);
+    const RunResult whole = train(MPI_COMM_SELF, whole_cfg);
+    const RunResult rest = train(MPI_COMM_SELF, cut);
     EXPECT_EQ(rest.rec->resumed_step, 9);
     EXPECT_EQ(rest.summary.steps, whole.summary.steps);
     for (size_t i = 0; i < whole.params.size(); ++i)
@@ -247,16 +247,16 @@ TEST(Checkpoint, ShardedOnTwoRanksResumesOnOneUnshardedAndOnTheWorldSharded) {
   comm->barrier();
   const std::string ck = tmp + "/cut/checkpoints/step-000000009";
   // Every rank of the world, sharded (2 ranks: the writers' own world; 4: another).
-  const Result on_world = train(MPI_COMM_WORLD, with(base, {"run.name=world", "checkpoint.resume=" + ck, shard}));
+  const RunResult on_world = train(MPI_COMM_WORLD, with(base, {"run.name=world", "checkpoint.resume=" + ck, shard}));
   EXPECT_EQ(on_world.rec->resumed_step, 9);
-  const Result uncut_world = train(MPI_COMM_WORLD, with(base, {"run.name=uncut", shard}));
+  const RunResult uncut_world = train(MPI_COMM_WORLD, with(base, {"run.name=uncut", shard}));
   if (w.size == 2) {  // the same world: bit for bit
     for (size_t i = 0; i < uncut_world.params.size(); ++i)
       EXPECT_TRUE(at::equal(on_world.params[i], uncut_world.params[i])) << "parameter " << i;
   }
   if (w.rank == 0) {
-    const Result whole = train(MPI_COMM_SELF, with(base, {"run.name=whole"}));
-    const Result one = train(MPI_COMM_SELF, with(base, {"run.name=one", "checkpoint.resume=" + ck}));
+    const RunResult whole = train(MPI_COMM_SELF, with(base, {"run.name=whole"}));
+    const RunResult one = train(MPI_COMM_SELF, with(base, {"run.name=one", "checkpoint.resume=" + ck}));
     EXPECT_EQ(one.rec->resumed_step, 9);
     EXPECT_EQ(one.summary.steps, whole.summary.steps);
     for (size_t i = 0; i < whole.params.size(); ++i) {
@@ -339,7 +339,7 @@ TEST(Checkpoint, ANonFiniteLossStopsTheRunNamingItsStepOrIsSkipped) {
 
   auto skip = o;
   skip.push_back("train.skip_nonfinite=true");
-  const Result r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<test::NanAt>(12));
+  const RunResult r = train(MPI_COMM_WORLD, skip, nullptr, std::make_shared<test::NanAt>(12));
   EXPECT_EQ(r.summary.skipped_steps, 1);
   EXPECT_TRUE(std::isfinite(r.summary.last_loss));
   for (const auto& [step, loss] : r.rec->losses) EXPECT_TRUE(std::isfinite(loss)) << step;

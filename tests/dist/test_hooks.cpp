@@ -22,7 +22,7 @@ namespace dtrain {
 namespace {
 
 // 600 samples, global batch 32: 18 full steps per epoch (drop_last), 2 epochs.
-const char* kCfg = R"(
+const char* kHooksCfg = R"(
 run: {dir: "", seed: 4, log_every: 5, threads: 1, quiet: true}
 model: {name: mlp, hidden: [8]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 600,
@@ -37,11 +37,7 @@ int my_rank() {
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
-int world_size() {
-  int w = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  return w;
-}
+using test::world_size;
 
 // Records every event.
 class Recorder : public Hook {
@@ -102,7 +98,7 @@ struct HookRun {
 };
 
 HookRun make_run(const std::vector<std::string>& overrides = {}) {
-  HookRun r{test::setup_run(kCfg, "hooks", overrides, MPI_COMM_WORLD, 4), nullptr};
+  HookRun r{test::setup_run(kHooksCfg, "hooks", overrides, MPI_COMM_WORLD, 4), nullptr};
   r.trainer = std::make_unique<Trainer>(r.setup.cfg, *r.setup.comm, *r.setup.comm, at::kCPU,
                                         r.setup.model, r.setup.data.train, r.setup.data.test);
   return r;
@@ -263,7 +259,7 @@ TEST(Hooks, TheConfigIsTheSameAfterTrainingWithMicroBatchAuto) {
 }
 
 TEST(Hooks, TheTrainerRefusesAConfigResolvedForAnotherWorld) {
-  Config cfg = Config::from_string(kCfg, "hooks");
+  Config cfg = Config::from_string(kHooksCfg, "hooks");
   cfg.resolve(world_size() == 1 ? 2 : 1);
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   Splits data = make_datasets(cfg.data, cfg.run.seed);

@@ -66,7 +66,7 @@ class OomAlways : public FaultInjector {
 };
 
 // `victim` (a rank) fails step `step` once (always, with `always`); -1: nobody fails.
-TrainRun train(int victim, int64_t step, bool always = false) {
+TrainRun train_with_oom(int victim, int64_t step, bool always = false) {
   test::RunSetup s = test::setup_run(kCfg, "<string>", {}, MPI_COMM_WORLD, 11, test::nccl_mode());
   Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
                   s.data.test);
@@ -86,8 +86,8 @@ TEST(OomRecovery, InjectedOnOneRankSameParametersAsCleanRun) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int victim = world - 1;  // not rank 0, when there is another
-  TrainRun clean = train(-1, 0);
-  TrainRun hit = train(victim, 3);
+  TrainRun clean = train_with_oom(-1, 0);
+  TrainRun hit = train_with_oom(victim, 3);
   EXPECT_EQ(clean.summary.oom_retries, 0);
   EXPECT_EQ(hit.summary.oom_retries, 1);  // every rank redid the step, not just the victim
   EXPECT_EQ(hit.summary.micro_batch, clean.summary.micro_batch / 2);
@@ -107,7 +107,7 @@ TEST(OomRecovery, OneSampleOutOfMemoryOnOneRankIsOneAgreedErrorNamingIt) {
   if (world < 2) GTEST_SKIP() << "needs 2 ranks: runs under mpirun -np 2 and -np 4";
   const int victim = world - 1;
   try {
-    train(victim, 0, /*always=*/true);
+    train_with_oom(victim, 0, /*always=*/true);
     ADD_FAILURE() << "rank " << victim << " runs out of memory at every size, and the run trained on";
   } catch (const AgreedError& e) {
     // Every rank, the victim's peers too, throws the same error: printed once, by the victim.

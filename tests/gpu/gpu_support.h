@@ -28,10 +28,9 @@
 #include "dtrain/runtime.h"
 #include "dtrain/trainer.h"
 #include "telemetry/profiler.h"
+#include "tensor_compare.h"  // kGpu
 
 namespace dtrain::test {
-
-inline const at::Device kGpu(at::kCUDA, 0);
 
 struct TrainRun {
   std::vector<at::Tensor> params;  // on the CPU

@@ -99,7 +99,7 @@ Result reference(const Case& k, const Inputs& in) {
   return {y.detach(), g[0], k.residual ? g[3] : at::Tensor(), g[1], g[2], rm, rv, at::Tensor()};
 }
 
-void check(const Case& k) {
+void check_batch_norm(const Case& k) {
   SCOPED_TRACE(name(k));
   at::manual_seed(11);
   const Inputs in = draw(k);
@@ -130,16 +130,16 @@ TEST(FusedBatchNorm, MatchesATenInDoubleWithAndWithoutShortcutAndRelu) {
   for (const auto& shape : kShapes)
     for (auto dtype : {at::kFloat, at::kBFloat16})
       for (bool residual : {false, true})
-        for (bool relu : {false, true}) check({shape, dtype, residual, relu, true});
-  check({{16, 40, 33, 31}, at::kHalf, true, true, true});
-  check({{16, 37, 33, 31}, at::kHalf, false, true, true});
+        for (bool relu : {false, true}) check_batch_norm({shape, dtype, residual, relu, true});
+  check_batch_norm({{16, 40, 33, 31}, at::kHalf, true, true, true});
+  check_batch_norm({{16, 37, 33, 31}, at::kHalf, false, true, true});
 }
 
 TEST(FusedBatchNorm, EvalUsesTheRunningStatisticsAndLeavesThem) {
   for (const auto& shape : {kShapes[0], kShapes[2], kShapes[5]})
     for (auto dtype : {at::kFloat, at::kBFloat16}) {
-      check({shape, dtype, true, true, false});
-      check({shape, dtype, false, false, false});
+      check_batch_norm({shape, dtype, true, true, false});
+      check_batch_norm({shape, dtype, false, false, false});
     }
 }
 

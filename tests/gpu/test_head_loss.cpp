@@ -20,7 +20,7 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-void check(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Precision precision) {
+void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Precision precision) {
   SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(seq) + " rows, C " + std::to_string(c) +
                ", V " + std::to_string(v) + ", chunks of " + std::to_string(chunk) + ", " +
                to_string(precision));
@@ -57,9 +57,9 @@ void check(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Prec
 TEST(FusedHeadLoss, MatchesLinearAndCrossEntropy) {
   at::globalContext().setAllowTF32CuBLAS(false);
   for (auto p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    check(2, 50, 64, 4096, 0, p);    // one chunk
-    check(2, 50, 64, 4096, 40, p);   // chunks of 40, 40 and 20 rows
-    check(3, 7, 32, 5003, 8, p);     // an odd vocabulary: element by element
+    check_head_loss(2, 50, 64, 4096, 0, p);    // one chunk
+    check_head_loss(2, 50, 64, 4096, 40, p);   // chunks of 40, 40 and 20 rows
+    check_head_loss(3, 7, 32, 5003, 8, p);     // an odd vocabulary: element by element
   }
 }
 

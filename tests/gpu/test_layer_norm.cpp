@@ -26,7 +26,7 @@ struct Case {
   Precision autocast;
 };
 
-void check(const Case& k) {
+void check_layer_norm(const Case& k) {
   const std::string name = "C=" + std::to_string(k.width) + " r=" +
                            (k.residual == at::ScalarType::Undefined ? "none" : at::toString(k.residual)) +
                            " autocast=" + to_string(k.autocast);
@@ -88,12 +88,12 @@ TEST(FusedLayerNorm, MatchesLibTorchForwardAndGradients) {
   for (int64_t width : {768, 1024, 384, 100, 2})  // the first three: the register kernels
     for (auto residual : {at::ScalarType::Undefined, at::kFloat, at::kBFloat16, at::kHalf})
       for (auto autocast : {Precision::kFp32, Precision::kBf16, Precision::kFp16})
-        check({width, residual, autocast});
+        check_layer_norm({width, residual, autocast});
 }
 
 TEST(FusedLayerNorm, ManyRowsAndAWideRow) {
   // More rows than the backward's 512 blocks x 8 warps, and a width of 6144 (one warp a block).
-  check({64, at::kBFloat16, Precision::kBf16});
+  check_layer_norm({64, at::kBFloat16, Precision::kBf16});
   at::manual_seed(1);
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
   for (const auto& shape : {std::vector<int64_t>{5000, 64}, std::vector<int64_t>{9, 6144}}) {

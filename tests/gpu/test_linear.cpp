@@ -20,7 +20,7 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-void check(const std::vector<int64_t>& in_shape, int64_t out, Precision precision) {
+void check_linear(const std::vector<int64_t>& in_shape, int64_t out, Precision precision) {
   SCOPED_TRACE("x " + std::to_string(in_shape.size()) + "-d, " + std::to_string(in_shape[0]) +
                " rows, in " + std::to_string(in_shape.back()) + ", out " + std::to_string(out) +
                ", " + to_string(precision));
@@ -62,10 +62,10 @@ void check(const std::vector<int64_t>& in_shape, int64_t out, Precision precisio
 
 TEST(FusedLinear, MatchesAtLinear) {
   for (auto p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    check({2, 64, 48}, 96, p);    // 3-d, vectorized widths
-    check({1, 32}, 100, p);       // one row; 100 columns: the scalar path for 16-bit types
-    check({5000, 24}, 8, p);      // many rows, few columns
-    check({300, 16}, 3 * 256, p); // several column tiles
+    check_linear({2, 64, 48}, 96, p);    // 3-d, vectorized widths
+    check_linear({1, 32}, 100, p);       // one row; 100 columns: the scalar path for 16-bit types
+    check_linear({5000, 24}, 8, p);      // many rows, few columns
+    check_linear({300, 16}, 3 * 256, p); // several column tiles
   }
 }
 

@@ -19,7 +19,7 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-void check(const std::vector<int64_t>& in_shape, int64_t hidden, Precision precision) {
+void check_mlp(const std::vector<int64_t>& in_shape, int64_t hidden, Precision precision) {
   SCOPED_TRACE("x " + std::to_string(in_shape.size()) + "-d, " + std::to_string(in_shape[0]) +
                " rows, width " + std::to_string(in_shape.back()) + ", hidden " +
                std::to_string(hidden) + ", " + to_string(precision));
@@ -59,10 +59,10 @@ void check(const std::vector<int64_t>& in_shape, int64_t hidden, Precision preci
 
 TEST(FusedMlp, MatchesLinearGeluLinear) {
   for (auto p : {Precision::kBf16, Precision::kFp16}) {
-    check({2, 64, 48}, 192, p);     // 3-d, GPT's 4x hidden
-    check({1, 16}, 64, p);          // one row
-    check({4096, 64}, 256, p);      // many rows
-    check({3, 40, 768}, 3072, p);   // GPT-2's widths
+    check_mlp({2, 64, 48}, 192, p);     // 3-d, GPT's 4x hidden
+    check_mlp({1, 16}, 64, p);          // one row
+    check_mlp({4096, 64}, 256, p);      // many rows
+    check_mlp({3, 40, 768}, 3072, p);   // GPT-2's widths
   }
 }
 

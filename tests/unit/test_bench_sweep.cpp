@@ -25,7 +25,7 @@ namespace bench = dtrain::bench;
 
 using dtrain::test::expect_all;
 
-const char* kYaml = R"(
+const char* kSweepYaml = R"(
 run: {name: b, seed: 3, threads: 1}
 model: {name: mlp, hidden: [8]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 512, synthetic_features: 4,
@@ -34,7 +34,7 @@ train: {epochs: 2, global_batch: 64, lr: 0.01}
 )";
 
 // `sweeps`: (option, text) pairs, "--sweep" or an alias.
-bench::SweepPlan plan_of(const Config& base, const std::vector<std::pair<std::string, std::string>>& sweeps,
+bench::SweepPlan sweep_plan_of(const Config& base, const std::vector<std::pair<std::string, std::string>>& sweeps,
                          const std::vector<std::string>& overrides = {}, int world = 1) {
   bench::SweepOptions o;
   o.warmup_steps = 3;
@@ -46,8 +46,8 @@ bench::SweepPlan plan_of(const Config& base, const std::vector<std::pair<std::st
 
 std::string plan_error(const std::vector<std::pair<std::string, std::string>>& sweeps,
                        const std::vector<std::string>& overrides = {}) {
-  const Config base = Config::from_string(kYaml, "b.yaml", overrides);
-  return message_of([&] { plan_of(base, sweeps, overrides); });
+  const Config base = Config::from_string(kSweepYaml, "b.yaml", overrides);
+  return message_of([&] { sweep_plan_of(base, sweeps, overrides); });
 }
 
 TEST(BenchKeys, ParsesAKeyAndItsValues) {
@@ -74,9 +74,9 @@ TEST(BenchKeys, ValuesAreReadByTheSchemaAndErrorsNameTheKeyAndTheValue) {
   expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=25,abc"}}), {"dist.bucket_cap_mb: ", "'abc'"});
   expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=0"}}), {"dist.bucket_cap_mb: ", "(--sweep 'dist.bucket_cap_mb=0')"});
   // A value that reads as the command line reads it: 1e1 is a number, "auto" the micro-batch's word.
-  const Config base = Config::from_string(kYaml, "b.yaml");
-  EXPECT_EQ(plan_of(base, {{"--sweep", "dist.bucket_cap_mb=1e1"}}).settings[0].config.dist.bucket_cap_mb, 10.0);
-  EXPECT_EQ(plan_of(base, {{"--sweep", "train.micro_batch=auto"}}, {"train.global_batch=64"}).settings[0].micro_batch, -1);
+  const Config base = Config::from_string(kSweepYaml, "b.yaml");
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "dist.bucket_cap_mb=1e1"}}).settings[0].config.dist.bucket_cap_mb, 10.0);
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.micro_batch=auto"}}, {"train.global_batch=64"}).settings[0].micro_batch, -1);
 }
 
 TEST(BenchKeys, RefusesUnknownInapplicableAndBenchSetKeys) {
@@ -102,14 +102,14 @@ TEST(BenchKeys, RefusesUnknownInapplicableAndBenchSetKeys) {
 }
 
 TEST(BenchKeys, TheOlderOptionsAreAliasesGivingTheSameSettings) {
-  const Config base = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
-  const bench::SweepPlan a = plan_of(base, {{"--micro-batches", "8,16"},
+  const Config base = Config::from_string(kSweepYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
+  const bench::SweepPlan a = sweep_plan_of(base, {{"--micro-batches", "8,16"},
                                             {"--workers", "0,2"},
                                             {"--activation-checkpointing", "off,blocks"},
                                             {"--shard-optimizer", "false,true"},
                                             {"--decode", "cpu,gpu"}},
                                      {}, 2);
-  const bench::SweepPlan b = plan_of(base, {{"--sweep", "train.micro_batch=8,16"},
+  const bench::SweepPlan b = sweep_plan_of(base, {{"--sweep", "train.micro_batch=8,16"},
                                             {"--sweep", "data.workers=0,2"},
                                             {"--sweep", "train.activation_checkpointing=off,blocks"},
                                             {"--sweep", "dist.shard_optimizer=false,true"},
@@ -133,10 +133,10 @@ TEST(BenchKeys, TheOlderOptionsAreAliasesGivingTheSameSettings) {
   // SweepOptions::micro_batches is --micro-batches.
   bench::SweepOptions o;
   o.micro_batches = {8, 16};
-  o.warmup_steps = 3, o.steps = 7;  // as plan_of()
+  o.warmup_steps = 3, o.steps = 7;  // as sweep_plan_of()
   o.sweeps = {bench::parse_alias("--workers", "0,2")};
   const bench::SweepPlan c = bench::plan_sweep(base, {}, o, 2);
-  const bench::SweepPlan d = plan_of(base, {{"--micro-batches", "8,16"}, {"--workers", "0,2"}}, {}, 2);
+  const bench::SweepPlan d = sweep_plan_of(base, {{"--micro-batches", "8,16"}, {"--workers", "0,2"}}, {}, 2);
   ASSERT_EQ(c.settings.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(c.settings[i].config.dump(), d.settings[i].config.dump()) << i;
   // The first sweep outermost, the last innermost: setting 1 differs from 0 by the decoder,
@@ -147,9 +147,9 @@ TEST(BenchKeys, TheOlderOptionsAreAliasesGivingTheSameSettings) {
 }
 
 TEST(BenchKeys, AnotherKeyIsCrossedAndHasAColumnNamedByIt) {
-  const Config base = Config::from_string(kYaml, "b.yaml");
+  const Config base = Config::from_string(kSweepYaml, "b.yaml");
   const bench::SweepPlan plan =
-      plan_of(base, {{"--workers", "0,2"}, {"--sweep", "dist.bucket_cap_mb=25,0.5"}, {"--sweep", "train.lr=0.1,0.2"}});
+      sweep_plan_of(base, {{"--workers", "0,2"}, {"--sweep", "dist.bucket_cap_mb=25,0.5"}, {"--sweep", "train.lr=0.1,0.2"}});
   EXPECT_EQ(plan.rule, bench::GlobalBatch::kConfig);
   EXPECT_EQ(plan.keys, (std::vector<std::string>{"dist.bucket_cap_mb", "train.lr"}));
   ASSERT_EQ(plan.settings.size(), 8u);
@@ -164,7 +164,7 @@ TEST(BenchKeys, AnotherKeyIsCrossedAndHasAColumnNamedByIt) {
   }
   EXPECT_EQ(plan.settings[2].values[1].second, "0.5");
   // train.global_batch swept: the rule says so.
-  EXPECT_EQ(plan_of(base, {{"--sweep", "train.global_batch=32,64"}}).rule, bench::GlobalBatch::kSwept);
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.global_batch=32,64"}}).rule, bench::GlobalBatch::kSwept);
 
   bench::SweepResult res;
   res.keys = plan.keys;

@@ -58,7 +58,7 @@ std::string big_endian32(uint32_t v) {
 }
 
 // IDX bytes: magic 0 0 type ndims, big-endian dims, then the payload.
-std::string idx_bytes(unsigned char type, const std::vector<uint32_t>& dims, size_t item) {
+std::string idx_file_bytes(unsigned char type, const std::vector<uint32_t>& dims, size_t item) {
   std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
   size_t n = 1;
   for (uint32_t v : dims) s += big_endian32(v), n *= v;
@@ -79,8 +79,8 @@ TEST(FuzzData, MutatedIdxFilesEndInAnErrorOrLoad) {
     write(path, bytes);
     expect_named([&] { (void)dtrain::read_idx(path).sum(); }, path);
   };
-  const std::string images = idx_bytes(0x08, {6, 5, 4}, 1);
-  const std::string floats = idx_bytes(0x0D, {3, 7}, 4);
+  const std::string images = idx_file_bytes(0x08, {6, 5, 4}, 1);
+  const std::string floats = idx_file_bytes(0x0D, {3, 7}, 4);
   EXPECT_NO_THROW(read(images));
   expect_some_errors(fuzz("IDX uint8", 11, 300, images, 0, read), "IDX uint8");
   expect_some_errors(fuzz("IDX float32", 12, 200, floats, 0, read), "IDX float32");

@@ -217,10 +217,6 @@ std::string triple(const std::vector<double>& v) {
   return format("(%.4f, %.4f, %.4f)", v[0], v[1], v[2]);
 }
 
-std::string files_text(const std::vector<std::string>& files) {
-  return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
-}
-
 std::string description(const DataConfig& cfg, const std::vector<std::string>& files, const Images& im,
                         const LabelSpace& space, const std::string& scaling) {
   std::ostringstream d;

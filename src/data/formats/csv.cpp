@@ -123,10 +123,6 @@ std::string join(const std::vector<std::string>& names) {
   return s;
 }
 
-std::string files_text(const std::vector<std::string>& files) {
-  return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
-}
-
 // The columns the config names (data.target_columns, data.feature_columns, data.csv_task).
 CsvColumns columns_of(const DataConfig& cfg) {
   CsvColumns columns;
