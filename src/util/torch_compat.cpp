@@ -79,14 +79,7 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& piece
     spans.push_back(flat.narrow(0, at, p.numel()).view(p.sizes()));
     at += p.numel();
   }
-#if DTRAIN_TORCH_AT_LEAST(2, 1)
-  at::_foreach_copy_(pieces, spans);
-#else
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    at::Tensor piece = pieces[i];
-    piece.copy_(spans[i]);
-  }
-#endif
+  copy_each(pieces, spans);
 }
 
 void copy_each(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
