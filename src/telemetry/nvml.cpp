@@ -11,13 +11,10 @@
 #include <type_traits>
 
 namespace dtrain::detail {
-namespace {
-
-using Ret = int;  // nvmlReturn_t
-constexpr Ret kSuccess = 0;
-constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
-constexpr unsigned kNameSize = 96;           // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-constexpr unsigned kDriverSize = 80;         // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+// The structs NVML fills, in a named namespace: Nvml::Functions (a member of a class with
+// linkage) takes pointers to them, which a type of an anonymous namespace must not be (gcc's
+// -Wsubobject-linkage in the unity build; gcc 13 crashed on it).
+namespace nvml_abi {
 
 struct Utilization {  // nvmlUtilization_t
   unsigned gpu, memory;
@@ -30,6 +27,19 @@ struct PciInfo {  // nvmlPciInfo_t (v3)
   unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
   char bus_id[32];
 };
+
+}  // namespace nvml_abi
+
+namespace {
+
+using nvml_abi::Memory;
+using nvml_abi::PciInfo;
+using nvml_abi::Utilization;
+using Ret = int;  // nvmlReturn_t
+constexpr Ret kSuccess = 0;
+constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
+constexpr unsigned kNameSize = 96;           // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+constexpr unsigned kDriverSize = 80;         // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 bool hex_field(const std::string& s, unsigned long max, unsigned long* out) {
   if (s.empty() || s.size() > 8) return false;
