@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# data.decode gpu against cpu on one GPU (Note [GPU decoding]), in one go (about 5 minutes on an
-# H200 with 16 cores), ending with one table:
-#   - ResNet-50 (bench/configs/resnet50_jpeg.yaml) from the JPEG folder on 3 cores (taskset -c 0-2,
-#     data.workers 2) with each decoder, against the synthetic uint8 rate (bench/configs/resnet50.yaml):
-#     the goal is >= 95% of it with a data wait < 2% for gpu;
-#   - the same on every core (data.workers 15): gpu no slower than cpu;
-#   - a data.workers sweep (1, 2, 4, 8, 15) with both decoders;
+# data.decode gpu against cpu on one GPU (Note [GPU decoding]), in one go (about 7 minutes on an
+# H100 with 16 cores), ending with one table:
+#   - ResNet-50 (bench/configs/resnet50_jpeg.yaml) from two JPEG folders (140 kilopixels, and
+#     ImageNet's 500x375) on 1, 2, 3 and 16 cores (taskset -c 0-C-1, data.workers C-1, at least 1)
+#     with each decoder, against the synthetic uint8 rate (bench/configs/resnet50.yaml): the goal
+#     is >= 95% of it on 3 cores with gpu;
+#   - a training run with data.decode auto on 3 cores and one with gpu on 16: what the log says
+#     of the decoder, and the end-of-run diagnosis of a run at the GPU's pace;
+#   - with SWEEP=1, a data.workers sweep (WORKERS) with both decoders on every core;
 #   - the decode rate alone: dtrain's GPU decoder and its CPU path, one thread each
 #     (GpuDecode.Throughput in the gpu tier), and torchvision.io.decode_jpeg(device="cuda") on
 #     the same files (batches of 128) where torchvision is installed.
@@ -13,8 +15,9 @@
 #   bash bench/gpu_decode.sh accuracy       # instead: configs/imagefolder_resnet.yaml on Fashion-
 #                                           # MNIST JPEGs with each decoder (about 3 minutes, a
 #                                           # device call of its own): the same accuracy
-# Environment: OUT (default ./gpu-out/decode: logs and tables only), JPEG_DIR (default
-# /tmp/dtrain-jpeg, written by bench/make_jpeg_folder.py when absent; the Fashion-MNIST JPEGs and
+# Environment: OUT (default ./gpu-out/decode: logs and tables only), JPEG_DIR and JPEG_500_DIR
+# (default /tmp/dtrain-jpeg and /tmp/dtrain-jpeg-500, written by bench/make_jpeg_folder.py when
+# absent), CORES (default 1,2,3,16), DECODERS (default gpu,cpu); the Fashion-MNIST JPEGs and
 # the accuracy runs' folders go under /tmp too, as they hold thousands of files and weights),
 # DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
 # (overrides for every run: a smoke test of this script on a CPU machine with DTRAIN_BIN=build/bin/
@@ -27,6 +30,10 @@ PY=${PYTHON:-python3}
 BIN=${DTRAIN_BIN:-build-gpu/bin/dtrain}
 TESTS=build-gpu/tests/dtrain_gpu_tests
 JPEG=${JPEG_DIR:-/tmp/dtrain-jpeg}
+JPEG_500=${JPEG_500_DIR:-/tmp/dtrain-jpeg-500}
+CORES=${CORES:-1,2,3,16}
+SWEEP=${SWEEP:-}
+DECODERS=${DECODERS:-gpu,cpu}
 SCRATCH=${SCRATCH:-/tmp/dtrain-decode}
 STEPS=${STEPS:-40}
 WARMUP=${WARMUP:-10}
@@ -42,6 +49,7 @@ case $MODE in speed | accuracy) ;; *) echo "usage: $0 [accuracy]"; exit 2 ;; esa
 
 if [ "$MODE" = speed ]; then
 [ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
+[ -d "$JPEG_500/train" ] || $PY bench/make_jpeg_folder.py "$JPEG_500" --images 4000 --size 500x375 || exit 1
 : >"$LOG"
 
 # One dtrain bench sweep: NAME, then dtrain bench's arguments.
@@ -52,13 +60,28 @@ sweep() {
   "$@" "${EXTRA_ARGS[@]}" --warmup-steps "$WARMUP" --steps "$STEPS" --out "$OUT/$name" --force >>"$LOG" 2>&1 ||
     echo "$name: exit $?" | tee -a "$LOG"
 }
-JPEG_ARGS=(bench/configs/resnet50_jpeg.yaml data.path="$JPEG")
-sweep synthetic "$BIN" bench bench/configs/resnet50.yaml --workers 2
-for d in gpu cpu; do
-  sweep "cores3_$d" taskset -c 0-2 "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers 2
-  sweep "sweep_$d" "$BIN" bench "${JPEG_ARGS[@]}" data.decode=$d --workers "$WORKERS"
+sweep synthetic "$BIN" bench bench/configs/resnet50.yaml --workers 2,4,8  # the fastest: the GPU's own rate
+# Each folder on the first C cores (taskset), C - 1 loader threads (at least 1), both decoders.
+for folder in small:$JPEG 500x375:$JPEG_500; do
+  for c in ${CORES//,/ }; do
+    sweep "${folder%%:*}_c$c" taskset -c 0-$((c - 1)) "$BIN" bench bench/configs/resnet50_jpeg.yaml \
+      data.path="${folder#*:}" --decode "$DECODERS" --workers $((c > 1 ? c - 1 : 1))
+  done
 done
+[ -n "$SWEEP" ] && sweep sweep "$BIN" bench bench/configs/resnet50_jpeg.yaml data.path="$JPEG" --decode "$DECODERS" --workers "$WORKERS"
 grep -E "decoded on the|instead of the GPU|nvJPEG" "$LOG" | sort | uniq -c | head -5
+
+# data.decode auto on 3 cores, and the end-of-run diagnosis of a run at the GPU's pace (16 cores,
+# gpu): what the log says about the decoder and whether it calls the run data-bound.
+for run in auto_c3:"taskset -c 0-2":auto:2 gpu_c16::gpu:15; do
+  IFS=: read -r name wrap decode workers <<<"$run"
+  echo "== $name" | tee -a "$LOG"
+  rm -rf "$SCRATCH/runs/$name"
+  $wrap "$BIN" bench/configs/resnet50_jpeg.yaml data.path="$JPEG" data.decode=$decode data.workers=$workers \
+    train.max_steps=$((WARMUP + STEPS + 40)) run.log_every=20 run.dir="$SCRATCH/runs" run.name=$name "${EXTRA_ARGS[@]}" \
+    >"$OUT/$name.log" 2>&1 || echo "$name: exit $?" | tee -a "$LOG"
+  grep -E -i "decod|nvjpeg|data-bound|compute-bound|diagnosis|samples/s" "$OUT/$name.log" | tail -12 | tee -a "$LOG"
+done
 
 echo "== decode alone (GpuDecode.Throughput)" | tee -a "$LOG"
 DTRAIN_DECODE_BENCH_DIR="$JPEG" "$TESTS" --gtest_filter=GpuDecode.Throughput 2>&1 | tee "$OUT/throughput.log" |
@@ -109,16 +132,19 @@ def rows(name):
     return json.load(open(p))["rows"] if os.path.exists(p) else []
 synthetic = max((r["samples_per_s"] or 0 for r in rows("synthetic")), default=0)
 print(f"\nResNet-50, batch 128, bf16; synthetic uint8 batches: {synthetic:.0f} images/s\n")
-print("| setting | decode | workers | images/s | of synthetic | data wait |")
-print("| --- | --- | --- | --- | --- | --- |")
-for name, label in [("cores3_gpu", "taskset -c 0-2"), ("cores3_cpu", "taskset -c 0-2"),
-                    ("sweep_gpu", "all cores"), ("sweep_cpu", "all cores")]:
+print("| folder | cores (taskset) | decode | workers | images/s | of synthetic | data wait |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+names = sorted((n[:-5] for n in os.listdir(out) if n.endswith(".json") and n != "synthetic.json"),
+               key=lambda n: (n.split("_c")[0] != "small", int(n.split("_c")[-1]) if "_c" in n else 99, n))
+for name in names:
+    folder, cores = (name.split("_c") + [""])[:2] if "_c" in name else (name, "all")
     for r in rows(name):
+        decode = r.get("decode", "")
         if not r.get("fits"):
-            print(f"| {label} | {name.split('_')[1]} | {r['workers']} | {r.get('note', '')} | | |")
+            print(f"| {folder} | {cores} | {decode} | {r['workers']} | {r.get('note', '')} | | |")
             continue
         share = r["samples_per_s"] / synthetic if synthetic else float("nan")
-        print(f"| {label} | {name.split('_')[1]} | {r['workers']} | {r['samples_per_s']:.0f} | {100 * share:.1f}% | "
+        print(f"| {folder} | {cores} | {decode} | {r['workers']} | {r['samples_per_s']:.0f} | {100 * share:.1f}% | "
               f"{100 * r['data_wait_share']:.2f}% |")
 print()
 for f in ("throughput.log", "torchvision.log"):

@@ -2,14 +2,15 @@
 """Writes a folder of synthetic JPEGs shaped like ImageNet's, for bench/configs/resnet50_jpeg.yaml,
 or Fashion-MNIST as JPEGs in class folders, for configs/imagefolder_resnet.yaml.
 
-    python3 bench/make_jpeg_folder.py OUT [--images 4000] [--classes 100] [--val 0]
+    python3 bench/make_jpeg_folder.py OUT [--images 4000] [--classes 100] [--val 0] [--size WxH]
     python3 bench/make_jpeg_folder.py OUT --fashion /usr/share/datasets/fashion-mnist [--images N] [--val N]
 
 OUT/train/<class>/<n>.jpg (and OUT/val/... with --val N), as torchvision's ImageFolder and
 dtrain's data.format image_folder read them. Each image is 300-500 x 250-450 pixels (ImageNet's
 training images average about 400 x 350 and 110 KB): a gradient, a few random shapes and fine
 noise, saved by PIL at quality 90 with 4:2:0 chroma, about 90 KB, so that decoding one costs
-about what decoding an ImageNet photo costs. The pixels carry no class: the benchmark measures
+about what decoding an ImageNet photo costs. --size 500x375 makes every image that size (the
+most common of ImageNet's photos; about 125 KB). The pixels carry no class: the benchmark measures
 throughput, not learning. Needs only PIL (Debian's python3-pil); uses every CPU (--jobs).
 Prints the count, the mean size in pixels and bytes, and the time taken.
 
@@ -32,10 +33,10 @@ FASHION_CLASSES = ["0_tshirt_top", "1_trouser", "2_pullover", "3_dress", "4_coat
                    "7_sneaker", "8_bag", "9_ankle_boot"]
 
 
-def make_image(rng):
+def make_image(rng, size=None):
     from PIL import Image, ImageDraw, ImageFilter  # only the synthetic images need PIL
 
-    w, h = rng.randint(300, 500), rng.randint(250, 450)
+    w, h = size or (rng.randint(300, 500), rng.randint(250, 450))
     # Large smooth areas and edges: a gradient between two colors, a few shapes on it.
     grad = Image.linear_gradient("L").resize((w, h)).rotate(rng.uniform(0, 360))
     colors = [Image.new("RGB", (w, h), tuple(rng.randrange(256) for _ in range(3))) for _ in range(2)]
@@ -58,8 +59,8 @@ def make_image(rng):
 
 
 def write_one(job):
-    path, seed, quality = job
-    img = make_image(random.Random(seed))
+    path, seed, quality, size = job
+    img = make_image(random.Random(seed), size)
     img.save(path, quality=quality)
     return img.size[0] * img.size[1], os.path.getsize(path)
 
@@ -127,6 +128,7 @@ def main():
                    help="--fashion: who encodes the JPEGs (auto: PIL if installed, else numpy)")
     p.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
+    p.add_argument("--size", metavar="WxH", help="every image W x H pixels (default: 300-500 x 250-450)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
     a = p.parse_args()
@@ -134,6 +136,14 @@ def main():
         return fashion(a)
     a.images = 4000 if a.images is None else a.images
     a.val = 0 if a.val is None else a.val
+    size = None
+    if a.size:
+        try:
+            size = tuple(int(v) for v in a.size.lower().split("x"))
+        except ValueError:
+            size = ()
+        if len(size) != 2 or min(size) < 40:
+            p.error(f"--size {a.size}: give WIDTHxHEIGHT, each at least 40, e.g. 500x375")
     if a.images < a.classes:
         p.error(f"--images {a.images} is fewer than --classes {a.classes}: every class folder needs an image")
     jobs = []
@@ -141,7 +151,7 @@ def main():
         for i in range(count):
             d = os.path.join(a.out, split, f"c{i % a.classes:04d}")
             os.makedirs(d, exist_ok=True)
-            jobs.append((os.path.join(d, f"{i:07d}.jpg"), a.seed * 1_000_003 + len(jobs), a.quality))
+            jobs.append((os.path.join(d, f"{i:07d}.jpg"), a.seed * 1_000_003 + len(jobs), a.quality, size))
     start = time.time()
     with multiprocessing.Pool(a.jobs) as pool:
         sizes = pool.map(write_one, jobs, chunksize=16)

@@ -1,11 +1,13 @@
 // CUDA build: the loader's asynchronous host-to-device copies, each on its thread's own stream,
-// and the mark of the queued work the data wait is judged by.
+// and the marks of the GPU's clock that the data wait is judged by (Note [data wait]).
 #include "cuda/streams.h"
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
+#include <deque>
 #include <optional>
 
 namespace dtrain::detail {
@@ -52,15 +54,54 @@ void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
   t.record_stream(current);
 }
 
-void QueueMark::record(const at::Device& device) {
-  if (!device.is_cuda()) return;
-  if (!event_) event_ = std::make_shared<at::cuda::CUDAEvent>();
-  static_cast<at::cuda::CUDAEvent*>(event_.get())
-      ->record(c10::cuda::getCurrentCUDAStream(device.index()));
+struct DataWaitClock::Impl {
+  // A wait whose two marks the GPU has not yet been seen to pass.
+  struct Wait {
+    std::shared_ptr<at::cuda::CUDAEvent> step_end, next_start;
+    double seconds = 0;
+  };
+  std::shared_ptr<at::cuda::CUDAEvent> step_end;  // the last step's mark
+  std::deque<Wait> waits;
+  double data = 0;  // settled, not yet taken
+
+  static std::shared_ptr<at::cuda::CUDAEvent> mark(const at::Device& device) {
+    auto e = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);  // timed
+    e->record(c10::cuda::getCurrentCUDAStream(device.index()));
+    return e;
+  }
+};
+
+DataWaitClock::DataWaitClock() : impl_(std::make_unique<Impl>()) {}
+DataWaitClock::~DataWaitClock() = default;
+
+void DataWaitClock::step_queued(const at::Device& device) {
+  if (device.is_cuda()) impl_->step_end = Impl::mark(device);
 }
 
-bool QueueMark::pending() const {
-  return event_ && !static_cast<at::cuda::CUDAEvent*>(event_.get())->query();
+void DataWaitClock::batch_arrived(const at::Device& device, double seconds) {
+  Impl& m = *impl_;
+  if (!device.is_cuda() || !m.step_end) {  // no step queued before it: the GPU had nothing to do
+    m.data += seconds;
+    return;
+  }
+  m.waits.push_back({m.step_end, Impl::mark(device), seconds});
+}
+
+double DataWaitClock::settle(bool wait_for_gpu) {
+  Impl& m = *impl_;
+  while (!m.waits.empty()) {
+    const Impl::Wait& w = m.waits.front();
+    if (wait_for_gpu)
+      w.next_start->synchronize();
+    else if (!w.next_start->query())
+      break;
+    const double gap = std::max(0.0, static_cast<double>(w.step_end->elapsed_time(*w.next_start)) / 1e3);
+    m.data += std::min(w.seconds, gap);
+    m.waits.pop_front();
+  }
+  const double d = m.data;
+  m.data = 0;
+  return d;
 }
 
 }  // namespace dtrain::detail

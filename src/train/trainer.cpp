@@ -196,6 +196,8 @@ struct Trainer::Impl::Fit {
   void read_loss(StepRecord& rec);
   // At an epoch's end: the loss of the steps since the last read.
   void read_rest();
+  // Moves the data seconds the DataWaitClock has settled from compute to data (Note [data wait]).
+  void settle_data_wait(bool wait_for_gpu);
   void save(int asked_by, const std::string& reason);
   // Carries out what the ranks agreed on; whether training stops.
   bool act(const detail::Agreed& a);
@@ -221,7 +223,7 @@ struct Trainer::Impl::Fit {
   detail::RequestAgreement agree;
   TrainSummary summary;
   std::optional<Loader> loader;
-  detail::QueueMark queued;  // the end of the last step's GPU work
+  detail::DataWaitClock data_wait;  // Note [data wait]
 
  private:
   Fit(Impl& impl, detail::StartUp s);
@@ -241,7 +243,7 @@ TrainSummary Trainer::fit() {
       m.hooks.on_step_begin(at.step());
       const double step_lr = f.lr.at(at.step());
       if (!f.graph->run(*batch, at.step(), step_lr)) f.eager.run(*batch, at.step(), step_lr);
-      f.queued.record(m.ctx.device);
+      f.data_wait.step_queued(m.ctx.device);
       at.step_done();
       f.window.add_step();
       f.telemetry->step_done(batch->size() * f.world);
@@ -333,8 +335,11 @@ std::optional<Batch> Trainer::Impl::Fit::next_batch() {
   m.watchdog.beat("waiting for data", at.step() + 1);
   const auto t0 = Clock::now();
   std::optional<Batch> batch = loader->next();
-  // Note [data wait]: a wait the GPU did not see (it still had queued steps) is compute.
-  (queued.pending() ? m.phases.compute : m.phases.data) += seconds_since(t0);
+  // Compute until the GPU's clock says how much of it the GPU starved (Note [data wait]).
+  const double waited = seconds_since(t0);
+  m.phases.compute += waited;
+  data_wait.batch_arrived(m.ctx.device, waited);
+  settle_data_wait(false);
   if (!batch) throw Error("the loader ran out of batches (internal error)");
   return batch;
 }
@@ -357,15 +362,23 @@ void Trainer::Impl::Fit::read_loss(StepRecord& rec) {
   const auto tr = Clock::now();
   rec.loss = summary.last_loss = window.read(at.step());
   m.phases.compute += seconds_since(tr);
+  settle_data_wait(true);  // the GPU is past every mark now: no wait
   rec.phases = m.phases;
   telemetry->fill_window(rec);
 }
 
 void Trainer::Impl::Fit::read_rest() {
-  if (window.steps() == 0) return;
+  if (window.steps() == 0) return settle_data_wait(true);
   const auto tr = Clock::now();
   summary.last_loss = window.read(at.step());
   m.phases.compute += seconds_since(tr);
+  settle_data_wait(true);
+}
+
+void Trainer::Impl::Fit::settle_data_wait(bool wait_for_gpu) {
+  const double data = data_wait.settle(wait_for_gpu);
+  m.phases.compute -= data;
+  m.phases.data += data;
 }
 
 LoopPosition Trainer::Impl::Fit::position() {

@@ -11,7 +11,19 @@ at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, c
   return at::empty(sizes, at::TensorOptions().dtype(dtype));
 }
 void wait_ready(const std::shared_ptr<void>&, const at::Tensor&) {}
-void QueueMark::record(const at::Device&) {}
-bool QueueMark::pending() const { return false; }
+
+// Every wait is data: there is no GPU to have kept busy.
+struct DataWaitClock::Impl {
+  double data = 0;
+};
+DataWaitClock::DataWaitClock() : impl_(std::make_unique<Impl>()) {}
+DataWaitClock::~DataWaitClock() = default;
+void DataWaitClock::step_queued(const at::Device&) {}
+void DataWaitClock::batch_arrived(const at::Device&, double seconds) { impl_->data += seconds; }
+double DataWaitClock::settle(bool) {
+  const double d = impl_->data;
+  impl_->data = 0;
+  return d;
+}
 
 }  // namespace dtrain::detail

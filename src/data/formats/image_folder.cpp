@@ -175,11 +175,19 @@ class ImageFolderDataset : public Dataset {
                           t_.ratio[1], t_.hflip ? ", flipped at random" : "")
                  : format("resized to %lld, center crops of %lld", static_cast<long long>(t_.resize),
                           static_cast<long long>(t_.size));
+    // The decoder a loader thread will use, made now (the pool keeps it for the first fetch), so
+    // that the log says which of nvJPEG's decoders runs.
+    std::string decoder;
+    if (decode_.gpu) {
+      pool_ = std::make_unique<GpuBatchPool>(device_);
+      const GpuBatchPool::Lease first = pool_->take();
+      decoder = std::string(", its ") + first->backend() + " decoder" +
+                (std::string(first->backend()) == "hardware" ? " (the GPU's JPEG engines)" : "");
+    }
     description_ = format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
                           folder_.samples.size(), folder_.classes.size()) +
                    (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
-                   ", " + how + "; decoded on the " + (decode_.gpu ? "GPU" : "CPU") + " (" + decode_.why + ")";
-    if (decode_.gpu) pool_ = std::make_unique<GpuBatchPool>(device_);
+                   ", " + how + "; decoded on the " + (decode_.gpu ? "GPU" : "CPU") + " (" + decode_.why + decoder + ")";
   }
 
   ~ImageFolderDataset() override {

@@ -1,0 +1,87 @@
+// DataWaitClock (Note [data wait]): a wait while the GPU still works through the steps queued
+// before it is compute; a wait while the GPU sits idle is data, at most the host's wait; on the
+// CPU every wait is data.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cuda/streams.h"
+
+namespace dtrain::detail {
+namespace {
+
+// Queues tens of milliseconds of matrix products on the current stream; returns their result.
+at::Tensor busy_gpu(const at::Tensor& a) {
+  at::Tensor b;
+  for (int i = 0; i < 40; ++i) b = a.mm(a);  // about 44 TFLOP
+  return b;
+}
+
+TEST(DataWait, AWaitTheGpuSpentWorkingIsNotData) {
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor a = at::randn({8192, 8192}, at::TensorOptions().device(gpu));
+  (void)a.sum().item<float>();
+  DataWaitClock clock;
+  EXPECT_DOUBLE_EQ(clock.settle(true), 0.0);
+
+  // The first batch: no step before it, the whole wait is data.
+  clock.batch_arrived(gpu, 0.25);
+  EXPECT_DOUBLE_EQ(clock.settle(), 0.25);
+
+  // A step queued (the GPU busy for tens of milliseconds), the next batch after a 0.2 s host
+  // wait, the GPU still busy when it arrives: at most a sliver is data.
+  at::Tensor b = busy_gpu(a);
+  clock.step_queued(gpu);
+  clock.batch_arrived(gpu, 0.2);
+  EXPECT_LT(clock.settle(true), 0.002);
+
+  // The GPU runs dry: a step queued and finished, then 0.1 s with nothing to do before the batch
+  // arrives after a host wait of 0.05 s (the rest of the idle time was not the loader's).
+  b = busy_gpu(a);
+  clock.step_queued(gpu);
+  (void)b.sum().item<float>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  clock.batch_arrived(gpu, 0.05);
+  EXPECT_DOUBLE_EQ(clock.settle(true), 0.05);
+
+  // Idle for 40 ms after the step, the host waited 0.5 s: about the 40 ms are data.
+  b = busy_gpu(a);
+  clock.step_queued(gpu);
+  (void)b.sum().item<float>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  clock.batch_arrived(gpu, 0.5);
+  const double d = clock.settle(true);
+  EXPECT_GT(d, 0.035);
+  EXPECT_LT(d, 0.2);
+
+  // Settled once: nothing left.
+  EXPECT_DOUBLE_EQ(clock.settle(true), 0.0);
+}
+
+TEST(DataWait, WithoutWaitingForTheGpuOnlyThePassedMarksSettle) {
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor a = at::randn({8192, 8192}, at::TensorOptions().device(gpu));
+  (void)a.sum().item<float>();
+  DataWaitClock clock;
+  const at::Tensor b = busy_gpu(a);
+  clock.step_queued(gpu);
+  clock.batch_arrived(gpu, 0.3);
+  EXPECT_DOUBLE_EQ(clock.settle(), 0.0);  // the GPU has not passed the marks: nothing settled yet
+  (void)b.sum().item<float>();
+  EXPECT_LT(clock.settle(), 0.002);  // passed now, and settled: the GPU never idled
+}
+
+TEST(DataWait, OnTheCpuEveryWaitIsData) {
+  const at::Device cpu(at::kCPU);
+  DataWaitClock clock;
+  clock.step_queued(cpu);
+  clock.batch_arrived(cpu, 0.125);
+  clock.batch_arrived(cpu, 0.25);
+  EXPECT_DOUBLE_EQ(clock.settle(), 0.375);
+  EXPECT_DOUBLE_EQ(clock.settle(), 0.0);
+}
+
+}  // namespace
+}  // namespace dtrain::detail
