@@ -204,7 +204,8 @@ struct DataConfig {
   bool scaled_decode = true;  // JPEG: decode at 1/2, 1/4 or 1/8 when that still covers the crop
   // where JPEGs are decoded and transformed: the loader threads' CPU (libjpeg-turbo), the GPU
   // (nvJPEG, src/data/images/gpu_decode.h), or auto: the GPU on a CUDA rank where nvJPEG loads
-  DecodeMode decode = DecodeMode::kCpu;
+  // and fewer than 12 loader threads can decode at once, else the CPU
+  DecodeMode decode = DecodeMode::kAuto;
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};

@@ -9,13 +9,16 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include "cuda/device.h"
 #include "cuda/jpeg_batch.h"
+#include "data/images/gpu_decode.h"
 #include "data/splits.h"
 #include "dtrain/data/loader.h"
 #include "gpu_support.h"
@@ -288,6 +291,31 @@ TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {
   EXPECT_EQ(five.device, one.device);
   EXPECT_EQ(five.pinned, one.pinned);
   EXPECT_EQ(detail::memory_stats(kGpu).allocated, allocated);
+}
+
+// The pool lends at most its limit of decoders at once: the other threads wait their turn, and
+// no more decoders are made than that.
+TEST(GpuDecode, AtMostTheLimitOfDecodersAtOnce) {
+  SKIP_WITHOUT_NVJPEG();
+  EXPECT_EQ(detail::kGpuDecoders, 4);
+  detail::GpuBatchPool pool(kGpu, 2);
+  std::atomic<int> now{0}, most{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&] {
+      const detail::GpuBatchPool::Lease lease = pool.take();
+      const int n = ++now;
+      int m = most.load();
+      while (n > m && !most.compare_exchange_weak(m, n)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      --now;
+      ++done;
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(done.load(), 6);
+  EXPECT_EQ(most.load(), 2);
+  EXPECT_EQ(pool.made(), 2);
 }
 
 // Images per second decoding and transforming a training split, GPU (one thread, batches of

@@ -24,8 +24,8 @@ using dtrain::test::message_of;
 
 const at::Device kCuda(at::kCUDA, 0);
 
-TEST(DecodeChoice, TheKeyTakesCpuGpuAndAutoAndDefaultsToCpu) {
-  EXPECT_EQ(dtrain::Config().data.decode, DecodeMode::kCpu);
+TEST(DecodeChoice, TheKeyTakesCpuGpuAndAutoAndDefaultsToAuto) {
+  EXPECT_EQ(dtrain::Config().data.decode, DecodeMode::kAuto);
   const std::string yaml = "data:\n  format: image_folder\n  path: /x\n";
   for (const auto& [name, mode] : std::vector<std::pair<std::string, DecodeMode>>{
            {"cpu", DecodeMode::kCpu}, {"gpu", DecodeMode::kGpu}, {"auto", DecodeMode::kAuto}}) {
@@ -37,13 +37,36 @@ TEST(DecodeChoice, TheKeyTakesCpuGpuAndAutoAndDefaultsToCpu) {
 }
 
 TEST(DecodeChoice, CpuIsTheCpuAndAutoOnACpuRankSaysWhy) {
-  EXPECT_FALSE(choose_decode(DecodeMode::kCpu, kCuda).gpu);
-  const auto c = choose_decode(DecodeMode::kAuto, at::kCPU);
+  EXPECT_FALSE(choose_decode(DecodeMode::kCpu, kCuda, 2).gpu);
+  const auto c = choose_decode(DecodeMode::kAuto, at::kCPU, 2);
   EXPECT_FALSE(c.gpu);
   EXPECT_NE(c.why.find("data.decode auto: the CPU, as this rank computes on cpu"), std::string::npos) << c.why;
-  const std::string m = message_of([] { choose_decode(DecodeMode::kGpu, at::kCPU); });
+  const std::string m = message_of([] { choose_decode(DecodeMode::kGpu, at::kCPU, 2); });
   EXPECT_NE(m.find("data.decode"), std::string::npos) << m;
   EXPECT_NE(m.find("needs a CUDA device"), std::string::npos) << m;
+}
+
+// auto on a CUDA rank where nvJPEG loads: the GPU while fewer than kCpuDecodeThreads loader
+// threads can decode at once, the CPU from there on; gpu is the GPU whatever the threads.
+TEST(DecodeChoice, AutoIsTheGpuForFewLoaderThreadsAndTheCpuForMany) {
+  const dtrain::detail::NvjpegStatus nvjpeg{true, "nvJPEG 13.0.1"};
+  ASSERT_EQ(dtrain::detail::kCpuDecodeThreads, 12);
+  for (int threads : {1, 2, 3, 11}) {
+    const auto c = choose_decode(DecodeMode::kAuto, kCuda, threads, nvjpeg);
+    EXPECT_TRUE(c.gpu) << threads;
+    EXPECT_EQ(c.why, "data.decode auto: the GPU, nvJPEG 13.0.1 on cuda:0, as only " + std::to_string(threads) +
+                         " loader thread(s) can decode at once (fewer than 12)");
+  }
+  for (int threads : {12, 15, 63}) {
+    const auto c = choose_decode(DecodeMode::kAuto, kCuda, threads, nvjpeg);
+    EXPECT_FALSE(c.gpu) << threads;
+    EXPECT_EQ(c.why, "data.decode auto: the CPU, as " + std::to_string(threads) +
+                         " loader thread(s) can decode at once (12 or more keep up with a fast GPU, and the GPU's "
+                         "decoder takes GPU time from training)");
+  }
+  EXPECT_TRUE(choose_decode(DecodeMode::kGpu, kCuda, 63, nvjpeg).gpu);
+  EXPECT_FALSE(choose_decode(DecodeMode::kCpu, kCuda, 1, nvjpeg).gpu);
+  EXPECT_FALSE(choose_decode(DecodeMode::kAuto, at::kCPU, 1, nvjpeg).gpu);
 }
 
 TEST(DecodeChoice, WithoutNvjpegAutoIsTheCpuAndGpuAnErrorNamingTheKey) {
@@ -52,10 +75,10 @@ TEST(DecodeChoice, WithoutNvjpegAutoIsTheCpuAndGpuAnErrorNamingTheKey) {
   if (!DTRAIN_WITH_CUDA) {
     EXPECT_NE(nvjpeg.text.find("CPU build"), std::string::npos) << nvjpeg.text;
   }
-  const auto c = choose_decode(DecodeMode::kAuto, kCuda);
+  const auto c = choose_decode(DecodeMode::kAuto, kCuda, 2);
   EXPECT_FALSE(c.gpu);
   EXPECT_NE(c.why.find("data.decode auto: the CPU, as " + nvjpeg.text), std::string::npos) << c.why;
-  const std::string m = message_of([] { choose_decode(DecodeMode::kGpu, kCuda); });
+  const std::string m = message_of([] { choose_decode(DecodeMode::kGpu, kCuda, 2); });
   EXPECT_NE(m.find("data.decode"), std::string::npos) << m;
   EXPECT_NE(m.find(nvjpeg.text), std::string::npos) << m;
   // The decoder itself answers alike.

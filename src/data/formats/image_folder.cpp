@@ -55,6 +55,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "runtime/threads.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -294,6 +295,13 @@ class ImageFolderDataset : public Dataset {
   // nvJPEG takes decoded and resampled on the GPU, the others through load().
   at::Tensor fetch_gpu(const std::vector<int64_t>& indices, int64_t epoch) const {
     const auto n = static_cast<int64_t>(indices.size());
+    // The files first, into this thread's buffers, before it takes a decoder: the pool lends at
+    // most kGpuDecoders at once, and reading stays parallel over every loader thread.
+    thread_local std::vector<std::vector<uint8_t>> files;
+    thread_local std::vector<size_t> sizes;
+    if (files.size() < static_cast<size_t>(n)) files.resize(static_cast<size_t>(n));
+    sizes.resize(static_cast<size_t>(n));
+    for (size_t k = 0; k < static_cast<size_t>(n); ++k) sizes[k] = read_file_into(sample(indices[k]).path, files[k]);
     GpuBatchPool::Lease batch = pool_->take();
     batch->start(n, t_.size);
     Worker w;
@@ -302,7 +310,8 @@ class ImageFolderDataset : public Dataset {
       const int64_t i = indices[static_cast<size_t>(k)];
       const std::string& path = sample(i).path;
       std::vector<uint8_t>& bytes = batch->bytes(k);
-      const size_t size = read_file_into(path, bytes);
+      bytes.swap(files[static_cast<size_t>(k)]);  // the batch's old buffer comes back for the next read
+      const size_t size = sizes[static_cast<size_t>(k)];
       std::string why = "a PNG";
       if (sniff_image(bytes.data(), size, path) == ImageFormat::kJpeg) {
         const auto [width, height] = w.jpeg.size(bytes.data(), size, path);
@@ -430,7 +439,12 @@ PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, b
 
 Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::Device& device) {
   check_settings(cfg);
-  const DecodeChoice decode = choose_decode(cfg.decode, device);
+  // Loader threads that can decode at once: data.workers (the training thread itself without
+  // any), at most the CPUs this rank may use but the training thread's.
+  const int cpus = std::max(1, affinity_cpus());
+  const auto decoding_threads =
+      static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, cfg.workers), std::max(1, cpus - 1)));
+  const DecodeChoice decode = choose_decode(cfg.decode, device, decoding_threads);
   if (cfg.train_dir.empty()) throw Error("is empty: name the folder of training images", "data.train_dir");
   Folder train = scan(under(cfg.path, cfg.train_dir), "data.train_dir", nullptr);
   const auto found = static_cast<int64_t>(train.classes.size());

@@ -19,10 +19,15 @@ bool is_frame(int marker) { return marker >= 0xc0 && marker <= 0xcf && marker !=
 
 }  // namespace
 
-DecodeChoice choose_decode(DecodeMode mode, const at::Device& device) {
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads) {
+  return choose_decode(mode, device, decoding_threads,
+                       mode != DecodeMode::kCpu && device.is_cuda() ? nvjpeg_status() : NvjpegStatus{});
+}
+
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads,
+                           const NvjpegStatus& nvjpeg) {
   if (mode == DecodeMode::kCpu) return {false, "data.decode cpu"};
   const bool cuda = device.is_cuda();
-  const NvjpegStatus nvjpeg = cuda ? nvjpeg_status() : NvjpegStatus{};
   if (mode == DecodeMode::kGpu) {
     if (!cuda)
       throw Error("gpu needs a CUDA device, and this rank computes on " + device.str() +
@@ -33,7 +38,12 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device) {
   }
   if (!cuda) return {false, "data.decode auto: the CPU, as this rank computes on " + device.str()};
   if (!nvjpeg.usable) return {false, "data.decode auto: the CPU, as " + nvjpeg.text};
-  return {true, "data.decode auto: the GPU, " + nvjpeg.text + " on " + device.str()};
+  const std::string threads = std::to_string(decoding_threads) + " loader thread(s) can decode at once";
+  if (decoding_threads >= kCpuDecodeThreads)
+    return {false, "data.decode auto: the CPU, as " + threads + " (" + std::to_string(kCpuDecodeThreads) +
+                       " or more keep up with a fast GPU, and the GPU's decoder takes GPU time from training)"};
+  return {true, "data.decode auto: the GPU, " + nvjpeg.text + " on " + device.str() + ", as only " + threads +
+                    " (fewer than " + std::to_string(kCpuDecodeThreads) + ")"};
 }
 
 std::string jpeg_refusal(const uint8_t* data, size_t n) {
@@ -153,20 +163,39 @@ at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& c
 }
 
 GpuBatchPool::Lease::~Lease() {
-  std::lock_guard<std::mutex> lock(pool_.mu_);
-  pool_.idle_.push_back(std::move(batch_));
+  {
+    std::lock_guard<std::mutex> lock(pool_.mu_);
+    pool_.idle_.push_back(std::move(batch_));
+  }
+  pool_.returned_.notify_one();
 }
 
 GpuBatchPool::Lease GpuBatchPool::take() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    returned_.wait(lock, [&] { return !idle_.empty() || made_ < most_; });
     if (!idle_.empty()) {
       std::unique_ptr<GpuImageBatch> b = std::move(idle_.back());
       idle_.pop_back();
       return Lease(*this, std::move(b));
     }
+    ++made_;  // counted before it is made, so that no other thread passes the limit meanwhile
   }
-  return Lease(*this, std::make_unique<GpuImageBatch>(device_));
+  try {
+    return Lease(*this, std::make_unique<GpuImageBatch>(device_));
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --made_;
+    }
+    returned_.notify_one();
+    throw;
+  }
+}
+
+int GpuBatchPool::made() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return made_;
 }
 
 }  // namespace dtrain::detail

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,16 +39,26 @@ namespace dtrain::detail {
 // file: libjpeg-turbo's error names it); and with the hardware decoder, the JPEGs it refuses
 // (nvjpegDecodeBatchedSupported). A chunk whose batched decode fails goes through the CPU path as
 // well, so a damaged JPEG is still an Error naming the file. Memory: one decoder per loader
-// thread fetching at once (GpuBatchPool), its buffers bounded (src/cuda/jpeg_batch.h), counted in
-// the run's memory figures (metrics.jsonl's mem_decode).
+// thread decoding at once, at most kGpuDecoders (GpuBatchPool), its buffers bounded
+// (src/cuda/jpeg_batch.h), counted in the run's memory figures (metrics.jsonl's mem_decode).
 
-// data.decode resolved for a rank on `device`: `gpu`, and why, for the log. gpu on a CPU device,
-// or without a usable nvJPEG, is an Error naming data.decode; auto falls back to cpu, saying why.
+// data.decode resolved for a rank on `device` whose loader can run `decoding_threads` threads at
+// once (data.workers, at most the CPUs it may use but one): `gpu`, and why, for the log. gpu on a
+// CPU device, or without a usable nvJPEG, is an Error naming data.decode. auto is the CPU on a CPU
+// device, without nvJPEG, or with kCpuDecodeThreads threads or more; else the GPU. Why that many:
+// on an H100 (docs/PERFORMANCE.md, 2026-12-06) the CPU path decodes and crops 460-560 images/s
+// per thread, so ResNet-50's 6,000 images/s need 12 or more; with 15 threads it keeps up, while
+// the GPU path, which takes GPU time from the step, runs 82-91% of that rate; with 8 threads or
+// fewer the CPU path gives 47% or less and the GPU path 86-91%.
+constexpr int kCpuDecodeThreads = 12;
 struct DecodeChoice {
   bool gpu = false;
   std::string why;
 };
-DecodeChoice choose_decode(DecodeMode mode, const at::Device& device);
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads);
+// The same with nvJPEG's status given (the rule alone, for tests).
+DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads,
+                           const NvjpegStatus& nvjpeg);
 
 // Why nvJPEG cannot take this JPEG from its markers alone ("" when it can): see Note [GPU
 // decoding]. `data` starts with the JPEG's FF D8 FF.
@@ -96,10 +107,16 @@ class GpuImageBatch {
 };
 
 // GpuImageBatch objects lent to the threads that fetch at once (the loader's workers), each kept
-// for the next fetch and freed with the pool: as many as threads ever fetched together.
+// for the next fetch and freed with the pool: as many as threads ever decoded together, at most
+// `most`; take() waits while that many are lent. Why a limit: each decoder holds 64 MiB of device
+// memory (0.94 GiB for 15 loader threads on an H100), and more decoders than a few only compete
+// with the training step for the GPU: ResNet-50 on 16 cores ran 5,313 / 5,414 / 5,146 / 5,182
+// images/s with 2 / 4 / 8 / 15 loader threads decoding on the GPU (docs/PERFORMANCE.md,
+// 2026-12-06). The threads read their files before they take one, so reading stays parallel.
+constexpr int kGpuDecoders = 4;
 class GpuBatchPool {
  public:
-  explicit GpuBatchPool(const at::Device& device) : device_(device) {}
+  explicit GpuBatchPool(const at::Device& device, int most = kGpuDecoders) : device_(device), most_(most) {}
   class Lease {
    public:
     Lease(GpuBatchPool& pool, std::unique_ptr<GpuImageBatch> batch) : pool_(pool), batch_(std::move(batch)) {}
@@ -114,10 +131,15 @@ class GpuBatchPool {
     std::unique_ptr<GpuImageBatch> batch_;
   };
   Lease take();
+  // Decoders made so far (lent or idle): at most `most`.
+  int made() const;
 
  private:
   at::Device device_;
-  std::mutex mu_;
+  const int most_;
+  mutable std::mutex mu_;
+  std::condition_variable returned_;
+  int made_ = 0;
   std::vector<std::unique_ptr<GpuImageBatch>> idle_;
 };
 
