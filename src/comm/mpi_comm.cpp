@@ -189,7 +189,9 @@ class MpiCommunicator : public Communicator {
     const int64_t mine = counts[static_cast<size_t>(rank_)];
     const at::Tensor src = input.device().is_cpu() ? input : input.to(at::kCPU);
     at::Tensor staged;  // the segment on the host, when the output is not
-    if (mine > 0 && !output.device().is_cpu()) staged = at::empty({mine}, src.options());
+    // MPI_Reduce_scatter's buffers may not overlap: an output inside the input (an in-place
+    // segment, Note [gradient shard in the buckets]) gets its result through a copy too.
+    if (mine > 0 && (!output.device().is_cpu() || output.is_alias_of(src))) staged = at::empty({mine}, src.options());
     at::Tensor dst = staged.defined() ? staged : mine > 0 ? output : at::empty({0}, src.options());
     std::vector<int> ints;
     for (int64_t c : counts) ints.push_back(static_cast<int>(c));

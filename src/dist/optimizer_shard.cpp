@@ -208,6 +208,15 @@ void OptimizerShard::gather_parameters() {
   }
 }
 
+void OptimizerShard::gather_through(const at::Tensor& buffer) {
+  if (!buffer.defined()) return;
+  if (buffer.dim() != 1 || !buffer.is_contiguous() || buffer.numel() < plan_.largest() ||
+      buffer.scalar_type() != buffer_.scalar_type() || buffer.device() != buffer_.device())
+    throw Error("OptimizerShard: a gather buffer of " + std::to_string(buffer.numel()) + " values for shards of " +
+                std::to_string(plan_.largest()) + " (internal error)");
+  buffer_ = buffer;
+}
+
 std::string OptimizerShard::describe(const Optimizer& shard) const {
   const int64_t lo = rank_ * plan_.shard, n = plan_.elements(rank_);
   const size_t pieces = plan_.pieces[static_cast<size_t>(rank_)].size();

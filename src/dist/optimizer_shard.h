@@ -24,7 +24,8 @@
 // forward from the same parameters: one volume of the gradients and one of the parameters on
 // the wire per step, where all-reducing the gradients (two volumes) and broadcasting made three.
 // The broadcasts share one buffer of a shard's size (1/N of the parameters), where one
-// all_gather would hold N shards at once, all the parameters again. The reduced values come
+// all_gather would hold N shards at once, all the parameters again; with dist.shard_optimizer=true
+// that buffer is the gradient buckets' memory (Note [gradient shard in the buckets]). The reduced values come
 // from another collective than an unsharded run's all-reduce, so they may differ in the last bit
 // where more than two ranks' values are summed (a sum's order); on two ranks they are the same.
 // The parameters are not sharded: only the state and the averaged gradients are. The buckets
@@ -96,6 +97,11 @@ class OptimizerShard {
   // ranks copy it into their views of those pieces. A collective: every rank calls it after the
   // same steps.
   void gather_parameters();
+  // The memory gather_parameters() broadcasts through, in place of its own buffer: `buffer` (at
+  // least plan().largest() values of the parameters' dtype, on their device), which nothing may
+  // read between this rank's optimizer step and the next backward (Reducer::spare()). An
+  // undefined tensor keeps the own buffer.
+  void gather_through(const at::Tensor& buffer);
 
   // "optimizer state sharded over 4 ranks: rank 1 holds values 41-81 of 163 (pieces of 2
   // parameters, 0.0 MiB of state)".

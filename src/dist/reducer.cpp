@@ -54,8 +54,15 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     options_.rebuild_after_first_step = false;
     const at::Tensor& p = params_.front();
     const at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? p.scalar_type() : options_.comm_dtype;
-    shard_received_ = at::zeros({options_.shard_values}, p.options().dtype(dt));
-    shard_grad_ = dt == p.scalar_type() ? shard_received_ : at::zeros({options_.shard_values}, p.options());
+    const int64_t S = options_.shard_values;
+    if (!releases_buckets() && dt == p.scalar_type()) {
+      // Note [gradient shard in the buckets]
+      all_buckets_ = at::zeros({S * comm_.world()}, p.options());
+      shard_received_ = all_buckets_.narrow(0, comm_.rank() * S, S);
+    } else {
+      shard_received_ = at::zeros({S}, p.options().dtype(dt));
+    }
+    shard_grad_ = dt == p.scalar_type() ? shard_received_ : at::zeros({S}, p.options());
   }
   build(order);
 }
@@ -104,8 +111,17 @@ void Reducer::build(const std::vector<size_t>& order) {
                                                                            : options_.comm_dtype;
     layout_.push_back(at::empty({0}, first.options().dtype(dt)));
     numel_.push_back(numel);
-    flat_.push_back(releases_buckets() ? at::Tensor() : at::empty({numel}, first.options().dtype(dt)));
+    if (all_buckets_.defined())
+      flat_.push_back(all_buckets_.narrow(0, flat_start_[b], numel));
+    else
+      flat_.push_back(releases_buckets() ? at::Tensor() : at::empty({numel}, first.options().dtype(dt)));
   }
+}
+
+at::Tensor Reducer::spare(int64_t n) const {
+  const int64_t S = options_.shard_values;
+  if (!all_buckets_.defined() || n > S || comm_.world() < 2) return at::Tensor();  // one rank: no other place
+  return all_buckets_.narrow(0, comm_.rank() == 0 ? S : 0, n);  // another rank's shard's place
 }
 
 int64_t Reducer::bytes_per_step() const {

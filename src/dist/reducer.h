@@ -68,6 +68,11 @@ class Reducer {
   // [rank * shard_values, (rank + 1) * shard_values) of the flat sequence (past its end: zeros),
   // in the parameters' dtype. One buffer for the run (a CUDA graph replays into it).
   const at::Tensor& gradient_shard() const { return shard_grad_; }
+  // With shard_values, buckets kept and of the parameters' dtype (dist.shard_optimizer=true):
+  // n values (at most shard_values) of the buckets' memory that nothing reads from the end of
+  // finish() to the next backward's fill, and that are not this rank's gradient shard (Note
+  // [gradient shard in the buckets]); otherwise (and on one rank) an undefined tensor.
+  at::Tensor spare(int64_t n) const;
 
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   // Timings of the last synchronized step (BucketTiming: seconds since its prepare()), and when
@@ -135,6 +140,19 @@ class Reducer {
   std::vector<int64_t> numel_;
   std::vector<int64_t> flat_start_;           // with shard_values: each bucket's first value in
                                               // the parameters' flat sequence
+  // Note [gradient shard in the buckets]: with dist.shard_optimizer=true and buckets of the
+  // parameters' dtype, every bucket is a view of one buffer of world x shard_values values laid
+  // out in the flat order (its tail zeros past the last value), and this rank's gradient shard is
+  // its own place in it: the reduce-scatter sums each rank's segment in place (NCCL's reduce to
+  // that rank; MPI through a copy) instead of into a buffer of its own. After finish() the rest of
+  // the buffer holds local gradients nothing reads again before the next backward fills it, so
+  // OptimizerShard::gather_parameters() broadcasts through another rank's place in it (spare()):
+  // the step's stream order puts the gather after the optimizer step and the next fill after the
+  // gather, in a CUDA graph as outside one. ZeRO-1 then keeps no buffer beyond the gradients, where
+  // a gradient shard and a broadcast buffer (1/N of the parameters each) ate most of what sharding
+  // the state freed at 2 ranks (docs/PERFORMANCE.md). Not for ZeRO-2 (the buckets come and go)
+  // nor for buckets of another dtype (dist.grad_dtype).
+  at::Tensor all_buckets_;
   at::Tensor shard_received_;                 // with shard_values: the segments this rank
                                               // receives, in the buckets' dtype
   at::Tensor shard_grad_;                     // gradient_shard(): shard_received_, or its copy

@@ -77,6 +77,9 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
       if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
       ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
     });
+    // ZeRO-1 gathers the new parameters through the buckets' memory (Note [gradient shard in
+    // the buckets]); its own buffer goes.
+    if (ctx.shard) ctx.shard->gather_through(ctx.reducer->spare(ctx.shard->plan().largest()));
   }
 
   OptimizerOptions oo;

@@ -128,14 +128,33 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
     EXPECT_EQ(data.all_reduced, 0);
     EXPECT_EQ(data.reduce_scattered, plan.total * 4);
     EXPECT_EQ(live, release ? 0 : static_cast<int64_t>(params.size()));
-    // Kept buckets: each filled bucket's gradients are its spans, autograd's own already gone.
-    if (!release) EXPECT_EQ(storages.size(), reducer.buckets().size());
+    // Kept buckets: each filled bucket's gradients are its spans, autograd's own already gone,
+    // all in the one buffer that holds the gradient shard too (Note [gradient shard in the
+    // buckets]).
+    if (!release) {
+      EXPECT_EQ(storages.size(), size_t{1});
+      EXPECT_EQ(*storages.begin(), reducer.gradient_shard().storage().data());
+    }
     for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
     const int64_t mine = plan.elements(rank);
     const at::Tensor shard = reducer.gradient_shard();
     ASSERT_EQ(shard.numel(), plan.shard);
     EXPECT_TRUE(at::equal(shard.narrow(0, 0, mine), expected_all.narrow(0, rank * plan.shard, mine))) << shard;
     EXPECT_TRUE(at::equal(shard.narrow(0, mine, plan.shard - mine), at::zeros({plan.shard - mine})));
+  }
+  // The parameters' gather goes through the buckets' memory outside this rank's shard (kept
+  // buckets, more than one rank), or through a buffer of its own (released buckets).
+  const at::Tensor spare = reducer.spare(plan.largest());
+  EXPECT_EQ(spare.defined(), !release && world > 1);
+  if (spare.defined()) {
+    const at::Tensor shard = reducer.gradient_shard();
+    EXPECT_TRUE(spare.is_alias_of(shard));
+    EXPECT_EQ(spare.numel(), plan.largest());
+    const auto* s0 = static_cast<const char*>(shard.data_ptr());
+    const auto* b0 = static_cast<const char*>(spare.data_ptr());
+    const int64_t es = shard.element_size();
+    EXPECT_TRUE(b0 + spare.numel() * es <= s0 || s0 + shard.numel() * es <= b0) << "the spare overlaps the shard";
+    EXPECT_FALSE(reducer.spare(plan.shard + 1).defined());
   }
  }
 }
