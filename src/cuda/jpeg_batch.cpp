@@ -111,7 +111,11 @@ const char* JpegBatchDecoder::backend() const { return impl_->hardware ? "hardwa
 bool JpegBatchDecoder::supports(const uint8_t* data, size_t size) {
   Impl& m = *impl_;
   if (!m.hardware) return true;
-  if (m.api->stream_parse(m.handle, data, size, 0, 0, m.parsed) != nvjpeg::kSuccess) return false;
+  // The header is all the check reads; the decode parses the whole stream again anyway.
+  const nvjpeg::Status parsed = m.api->stream_parse_header != nullptr
+                                    ? m.api->stream_parse_header(m.handle, data, size, m.parsed)
+                                    : m.api->stream_parse(m.handle, data, size, 0, 0, m.parsed);
+  if (parsed != nvjpeg::kSuccess) return false;
   int verdict = 1;
   return m.api->batched_supported(m.handle, m.parsed, &verdict) == nvjpeg::kSuccess && verdict == 0;
 }

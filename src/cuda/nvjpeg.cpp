@@ -77,6 +77,8 @@ Loaded load() {
   bind(lib, "nvjpegJpegStreamDestroy", a.stream_destroy, missing);
   bind(lib, "nvjpegJpegStreamParse", a.stream_parse, missing);
   bind(lib, "nvjpegDecodeBatchedSupported", a.batched_supported, missing);
+  std::string optional;  // only a faster parse for the hardware decoder's check
+  bind(lib, "nvjpegJpegStreamParseHeader", a.stream_parse_header, optional);
   if (!missing.empty()) {
     l.text = "the nvJPEG found lacks " + missing;
     return l;  // the library stays open: harmless, and never opened twice

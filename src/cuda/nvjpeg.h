@@ -61,6 +61,10 @@ struct Api {
   Status (*stream_parse)(Handle handle, const unsigned char* data, size_t length, int save_metadata,
                          int save_stream, Stream stream);
   Status (*batched_supported)(Handle handle, Stream stream, int* is_supported);
+  // nvjpegJpegStreamParseHeader: the markers up to the first scan only, what
+  // nvjpegDecodeBatchedSupported needs (NVIDIA's hardware-decode sample and DALI parse so);
+  // null where the library lacks it (then stream_parse).
+  Status (*stream_parse_header)(Handle handle, const unsigned char* data, size_t length, Stream stream);
 };
 
 // The loaded library (null when absent) and, either way, what nvjpeg_status() reports.
