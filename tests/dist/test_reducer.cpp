@@ -111,7 +111,9 @@ TEST(Reducer, OverlapLaunchesBucketsBeforeBackwardEnds) {
     for (size_t b = 0; b < tl.size(); ++b) {
       EXPECT_GE(tl[b].done, tl[b].launched);
       EXPECT_GE(tl[b].done, reducer.last_backward_end());
-      if (b > 0) EXPECT_GE(tl[b].done, tl[b - 1].done);
+      if (b > 0) {
+        EXPECT_GE(tl[b].done, tl[b - 1].done);
+      }
     }
     // The origin is when prepare() ran: before now, after the step began.
     EXPECT_LE(reducer.last_start(), std::chrono::steady_clock::now());

@@ -246,7 +246,7 @@ TEST(Sharded, GraphStepsWithTheGatherInsideSameParametersAsEagerSteps) {
   // gradients sharded too (ZeRO-2), also the buckets made and released during backward.
   if (!test::nccl_mode()) GTEST_SKIP() << "needs the GPU and NCCL: runs in gpu.nccl.npN";
   const Result one = train_with(MPI_COMM_SELF, {});
-  for (const std::string stage : {kShard, std::string("dist.shard_optimizer=gradients")}) {
+  for (const std::string& stage : {kShard, std::string("dist.shard_optimizer=gradients")}) {
     const std::vector<std::string> o = {stage, "dist.bucket_cap_mb=0.0005", "dist.first_bucket_mb=0.0005"};
     auto with = [&](const char* graph) {
       std::vector<std::string> v = o;

@@ -108,7 +108,9 @@ void check_batch_norm(const Case& k) {
   const double tol = k.dtype == at::kFloat ? 1e-5 : k.dtype == at::kHalf ? 2e-3 : 1e-2;
   EXPECT_LT(max_rel(got.y, want.y), tol) << "y";
   EXPECT_LT(max_rel(got.dx, want.dx), k.dtype == at::kFloat ? 1e-4 : tol) << "dx";
-  if (k.residual) EXPECT_LT(max_rel(got.dres, want.dres), tol) << "dresidual";
+  if (k.residual) {
+    EXPECT_LT(max_rel(got.dres, want.dres), tol) << "dresidual";
+  }
   EXPECT_LT(max_rel(got.dw, want.dw), 1e-4) << "dweight";
   EXPECT_LT(max_rel(got.db, want.db), 1e-4) << "dbias";
   EXPECT_LT(max_rel(got.running_mean, want.running_mean), 1e-5) << "running_mean";
@@ -197,7 +199,9 @@ TEST(FusedBatchNorm, ForkedOutputTakesBothUsesGradients) {
           EXPECT_LT(max_rel(got[0], want.dx), tol) << "dx";
           EXPECT_LT(max_rel(got[1], want.dw), 1e-4) << "dweight";
           EXPECT_LT(max_rel(got[2], want.db), 1e-4) << "dbias";
-          if (residual) EXPECT_LT(max_rel(got[3], want.dres), tol) << "dresidual";
+          if (residual) {
+            EXPECT_LT(max_rel(got[3], want.dres), tol) << "dresidual";
+          }
         }
 }
 

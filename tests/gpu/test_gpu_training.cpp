@@ -145,7 +145,9 @@ train: {epochs: 1, max_steps: 8, global_batch: 16, optimizer: sgd, lr: 0.5, mome
 // ---- loader: batches gathered into pinned memory equal ordinary ones ---------------------------
 TEST(Gpu, PinnedGatherEqualsGather) {
   const at::Tensor x = at::randn({50, 3, 5, 5}), y = at::randint(0, 7, {50}, at::kLong);
-  TensorDataset ds(x, y, DataSpec{{3, 5, 5}, 7, 0, at::kFloat}, "pinned-test");
+  DataSpec spec;
+  spec.input_shape = {3, 5, 5}, spec.num_classes = 7;
+  TensorDataset ds(x, y, spec, "pinned-test");
   const std::vector<int64_t> idx = {4, 49, 0, 17, 17, 3};
   const Batch a = ds.get(idx), b = ds.get_pinned(idx);
   EXPECT_TRUE(b.inputs.is_pinned());
@@ -156,7 +158,8 @@ TEST(Gpu, PinnedGatherEqualsGather) {
 
 // ---- uint8 pixels straight into bf16 channels-last (a ResNet's inputs under autocast) ----------
 TEST(Gpu, PixelsIntoBf16ChannelsLastAreTheFloatValuesRoundedOnce) {
-  DataSpec spec{{3, 9, 7}, 10, 0, at::kFloat};
+  DataSpec spec;
+  spec.input_shape = {3, 9, 7}, spec.num_classes = 10;
   spec.pixel_mean = {0.49, 0.48, 0.45};
   spec.pixel_std = {0.25, 0.24, 0.26};
   const detail::PixelNormalizer pixels(spec, kGpu);

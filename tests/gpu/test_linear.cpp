@@ -38,7 +38,9 @@ void check_linear(const std::vector<int64_t>& in_shape, int64_t out, Precision p
     at::Tensor y;
     {
       AutocastGuard autocast(kGpu, precision);
-      if (fused) EXPECT_TRUE(fused_linear_applies(x, w, b));
+      if (fused) {
+        EXPECT_TRUE(fused_linear_applies(x, w, b));
+      }
       y = fused ? fused_linear(x, w, b) : at::linear(x, w, b);
     }
     const auto g = torch::autograd::grad({(y.to(at::kFloat) * gy).sum()}, {x, w, b});

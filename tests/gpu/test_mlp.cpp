@@ -36,7 +36,9 @@ void check_mlp(const std::vector<int64_t>& in_shape, int64_t hidden, Precision p
     at::Tensor y;
     {
       AutocastGuard autocast(kGpu, precision);
-      if (fused) EXPECT_TRUE(fused_mlp_applies(p[0], p[1], p[2], p[3], p[4]));
+      if (fused) {
+        EXPECT_TRUE(fused_mlp_applies(p[0], p[1], p[2], p[3], p[4]));
+      }
       y = fused ? fused_mlp(p[0], p[1], p[2], p[3], p[4])
                 : at::linear(at::gelu(at::linear(p[0], p[1], p[2]), "tanh"), p[3], p[4]);
     }
