@@ -98,6 +98,14 @@ std::string versions_text(const json& d) {
                                       str(d["cudnn"]["compiled"], "none") + ")"
                                 : "none (CPU build)"});
   rows.push_back({"NCCL", cuda ? str(d["nccl"], "unknown") : "none (CPU build)"});
+  const json& nj = d["nvjpeg"];
+  std::string nvjpeg = "none (CPU build)";
+  if (cuda)
+    nvjpeg = str(nj["text"], "unknown") +
+             (nj["decoder"] == "hardware" ? ", hardware decoder (the GPU's JPEG engines)"
+              : nj["decoder"].is_string() ? ", " + str(nj["decoder"]) + " decoder (no JPEG engines on this GPU)"
+                                          : "");
+  rows.push_back({"nvJPEG", nvjpeg});
   rows.push_back({"MPI", str(d["mpi"]["library"], "unknown") + " (MPI " +
                              str(d["mpi"]["standard"], "?") + ")"});
   return table(rows);

@@ -8,6 +8,7 @@
 
 #include "config/data_formats.h"
 #include "cuda/device.h"
+#include "cuda/jpeg_batch.h"
 #include "dtrain/error.h"
 #include "dtrain/session.h"
 #include "dtrain/version.h"
@@ -64,6 +65,17 @@ MachineFacts machine_facts(const std::map<std::string, std::string>& env) {
   m.mpi_library = mpi_library_version();
   m.mpi_standard = mpi_standard_version();
   m.cuda_devices = cuda_device_count();
+  // nvJPEG, and which of its decoders data.decode gpu gets here (the GPU's JPEG engines or CUDA).
+  const detail::NvjpegStatus nvjpeg = detail::nvjpeg_status();
+  m.nvjpeg_ok = nvjpeg.usable, m.nvjpeg = nvjpeg.text;
+  if (nvjpeg.usable && m.cuda_devices > 0) {
+    try {
+      m.jpeg_decoder = detail::JpegBatchDecoder(0).backend();
+    } catch (const Error& e) {
+      m.nvjpeg_ok = false;
+      m.nvjpeg += "; its decoder cannot be made on GPU 0: " + e.cause();
+    }
+  }
   std::vector<std::string> cuda_pci;
   for (int j = 0; j < m.cuda_devices; ++j)
     cuda_pci.push_back(detail::normalize_pci_bus_id(detail::pci_bus_id(j)));
@@ -161,6 +173,7 @@ json to_json(const MachineFacts& m) {
        {{"compiled", text_or_null(detail::cudnn_version_text(c.cudnn_compiled))},
         {"runtime", text_or_null(detail::cudnn_version_text(c.cudnn))}}},
       {"nccl", text_or_null(detail::nccl_version_text(c.nccl))},
+      {"nvjpeg", {{"ok", m.nvjpeg_ok}, {"text", m.nvjpeg}, {"decoder", text_or_null(m.jpeg_decoder)}}},
       {"mpi", {{"library", text_or_null(m.mpi_library)}, {"standard", text_or_null(m.mpi_standard)}}},
       {"nvml", {{"ok", m.nvml_ok}, {"reason", text_or_null(m.nvml_reason)}}},
       {"cuda_devices", m.cuda_devices},

@@ -34,6 +34,9 @@ struct MachineFacts {
   std::string nvml_reason;  // why not nvml_ok
   std::string driver;       // NVIDIA driver version (NVML)
   int nvml_cuda_driver = 0; // the CUDA version the driver supports, as NVML says
+  bool nvjpeg_ok = false;
+  std::string nvjpeg;        // "nvJPEG 13.0.1", or why none loads (nvjpeg_status())
+  std::string jpeg_decoder;  // the batched decoder on GPU 0: "hardware" or "CUDA"; "" when none
   std::string mpi_library, mpi_standard;
   int cuda_devices = 0;      // visible to CUDA in this process
   int online_cpus = 0;       // CPUs of this host that are online (sysconf), whatever the binding

@@ -41,7 +41,8 @@ has text "LibTorch" "MPI" "Open MPI" "CUDA_VISIBLE_DEVICES: not set" "Launcher: 
   "Result: nothing found that would stop training (exit 0)"
 if [[ $gpus_here == 0 ]]; then has text "no GPU"; fi
 if [[ $cuda_build == 0 ]]; then
-  for s in 'CUDA runtime +none \(CPU build\)' 'NCCL +none \(CPU build\)' 'cuDNN +none \(CPU build\)'; do
+  for s in 'CUDA runtime +none \(CPU build\)' 'NCCL +none \(CPU build\)' 'cuDNN +none \(CPU build\)' \
+           'nvJPEG +none \(CPU build\)'; do
     grep -qE "^  $s" "$tmp/text.out" || { show text; fail "text: no line '$s'"; }
   done
 fi
@@ -56,7 +57,7 @@ ompi=$("$mpiexec" --version 2>&1 | sed -nE 's/.*\(Open MPI\) ([0-9.]+).*/\1/p' |
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 want, ompi, gpus_here, cuda_build = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
-for k in ["version_text", "dtrain", "libtorch", "build", "cuda", "driver", "cudnn", "nccl", "mpi",
+for k in ["version_text", "dtrain", "libtorch", "build", "cuda", "driver", "cudnn", "nccl", "nvjpeg", "mpi",
           "nvml", "gpus", "cuda_devices", "cuda_visible_devices", "launcher", "world", "ranks",
           "hints", "exit_code"]:
     assert k in d, "no key " + k
@@ -74,6 +75,10 @@ else:
 if not cuda_build:
     assert d["cuda"] == {"compiled": None, "runtime": None, "driver": None}, d["cuda"]
     assert d["nccl"] is None and d["cudnn"]["compiled"] is None
+    assert d["nvjpeg"] == {"ok": False, "text": "this dtrain is a CPU build (no CUDA, no nvJPEG)", "decoder": None}, d["nvjpeg"]
+else:
+    assert d["nvjpeg"]["decoder"] in (None, "hardware", "CUDA"), d["nvjpeg"]
+    assert d["nvjpeg"]["ok"] == (d["nvjpeg"]["decoder"] is not None) or d["cuda_devices"] == 0, d["nvjpeg"]
 (r,) = d["ranks"]
 mine = sorted(os.sched_getaffinity(0))  # the same mask dtrain inherited from this shell
 assert r["rank"] == 0 and r["local_rank"] == 0 and r["world"] == 1, r
