@@ -15,6 +15,7 @@
 #include "config/schema.h"
 #include "session/config_check.h"
 #include "session/error_policy.h"
+#include "session/rank_data.h"
 #include "session/unused_keys.h"
 #include "cuda/device.h"
 #include "cuda/versions.h"
@@ -68,6 +69,15 @@ std::string version_text() {
          ", " + stack + ", built " + DTRAIN_BUILD_DATE + ")";
 }
 
+namespace {
+
+// The log's data line: the training split's description, and the test split's.
+std::string data_line(const Splits& data) {
+  return data.train->describe() + (data.test && data.test != data.train ? "; test: " + data.test->describe() : "");
+}
+
+}  // namespace
+
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
   if (config_only) return build_session(rt, std::move(cfg), origin, nullptr);
   // A finished run is refused before its data is read (minutes on a large set).
@@ -106,8 +116,7 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
                               },
                               "building the datasets", size_keys(c, config::Sizes::kData),
                               "use smaller data");
-    log::detail("data: " + s.data.train->describe() +
-                (s.data.test && s.data.test != s.data.train ? "; test: " + s.data.test->describe() : ""));
+    log::detail("data: " + data_line(s.data));
     detail::guard_host_memory(
         [&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
         "building the model " + c.model.name, size_keys(c, config::Sizes::kModel),
@@ -124,6 +133,12 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
       log::info("model.init_weights: loaded " + c.model.init_weights);
     }
   });
+  // Every rank's data line against rank 0's, which alone is logged (session/rank_data.h).
+  if (rt.world() > 1) {
+    const std::vector<std::string> lines = gather_strings(rt.cpu_comm(), data_line(s.data));
+    if (rt.rank() == 0)
+      for (const std::string& w : detail::data_differences(lines)) log::warn(w);
+  }
   s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
                                         s.data.train, s.data.test);
   return s;
