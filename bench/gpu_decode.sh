@@ -15,6 +15,9 @@
 #   bash bench/gpu_decode.sh accuracy       # instead: configs/imagefolder_resnet.yaml on Fashion-
 #                                           # MNIST JPEGs with each decoder (about 3 minutes, a
 #                                           # device call of its own): the same accuracy
+#   bash bench/gpu_decode.sh profile        # instead: 8 profiled steps of decode gpu on 3 cores
+#                                           # and of synthetic batches, compared kernel by kernel
+#                                           # (bench/trace_summary.py; about 1 minute)
 # Environment: OUT (default ./gpu-out/decode: logs and tables only), JPEG_DIR and JPEG_500_DIR
 # (default /tmp/dtrain-jpeg and /tmp/dtrain-jpeg-500, written by bench/make_jpeg_folder.py when
 # absent), CORES (default 1,2,3,16), DECODERS (default gpu,cpu); the Fashion-MNIST JPEGs and
@@ -45,7 +48,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 [ -x "$BIN" ] || { echo "no $BIN: run bash launch/gpu.sh build first"; exit 1; }
 LOG=$OUT/gpu_decode.log
 MODE=${1:-speed}
-case $MODE in speed | accuracy) ;; *) echo "usage: $0 [accuracy]"; exit 2 ;; esac
+case $MODE in speed | accuracy | profile) ;; *) echo "usage: $0 [accuracy | profile]"; exit 2 ;; esac
 
 if [ "$MODE" = speed ]; then
 [ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
@@ -121,6 +124,31 @@ if [ "$MODE" = accuracy ]; then
       >"$OUT/accuracy_$d.log" 2>&1 || echo "accuracy_$d: exit $?" | tee -a "$LOG"
     grep -E "test accuracy|accuracy [0-9]|decoded on the" "$OUT/accuracy_$d.log" | tail -3 | tee -a "$LOG"
   done
+fi
+
+# Where the GPU's time goes with decode gpu on 3 cores against synthetic batches: 8 profiled
+# steps of each (run.profile_steps), compared kernel by kernel (bench/trace_summary.py).
+if [ "$MODE" = profile ]; then
+  [ -d "$JPEG/train" ] || $PY bench/make_jpeg_folder.py "$JPEG" --images 4000 || exit 1
+  P=(train.max_steps=45 run.profile_steps=8 run.profile_start=30 run.log_every=15 run.dir="$SCRATCH/runs")
+  rm -rf "$SCRATCH/runs/profile_synthetic" "$SCRATCH/runs/profile_gpu3"
+  "$BIN" bench/configs/resnet50.yaml data.workers=8 run.name=profile_synthetic "${P[@]}" "${EXTRA_ARGS[@]}" \
+    >"$OUT/profile_synthetic.log" 2>&1 || echo "profile_synthetic: exit $?" | tee -a "$LOG"
+  taskset -c 0-2 "$BIN" bench/configs/resnet50_jpeg.yaml data.path="$JPEG" data.decode="${DECODE:-gpu}" data.workers=2 \
+    run.name=profile_gpu3 "${P[@]}" "${EXTRA_ARGS[@]}" >"$OUT/profile_gpu3.log" 2>&1 ||
+    echo "profile_gpu3: exit $?" | tee -a "$LOG"
+  traces=()
+  for r in gpu3 synthetic; do
+    t=$SCRATCH/runs/profile_$r/trace.rank0.json
+    if [ -s "$t" ]; then gzip -c "$t" >"$OUT/profile_$r.trace.json.gz" && traces+=("$OUT/profile_$r.trace.json.gz")
+    else echo "profile_$r: no trace (its log: $OUT/profile_$r.log)" | tee -a "$LOG"; fi
+  done
+  if [ ${#traces[@]} = 2 ]; then
+    $PY bench/trace_summary.py "${traces[@]}" >"$OUT/profile.md" 2>&1 || echo "trace_summary: exit $?" | tee -a "$LOG"
+    head -20 "$OUT/profile.md"
+  fi
+  grep -h "samples/s steady" "$OUT/profile_synthetic.log" "$OUT/profile_gpu3.log"
+  exit 0
 fi
 
 # The table: images/s and data wait of every setting, against the synthetic rate.

@@ -12,7 +12,7 @@
 #   bash launch/gpu.sh ladder [PARTS] # bench/memory_ladder.py: checkpointing and the sharded
 #                                     # optimizer, peak memory and speed (parts A, B, C: all
 #                                     # three may pass a device call's 10 minutes: A, then BC)
-#   bash launch/gpu.sh decode [accuracy]  # bench/gpu_decode.sh: data.decode gpu against cpu
+#   bash launch/gpu.sh decode [accuracy|profile]  # bench/gpu_decode.sh: data.decode gpu against cpu
 #   bash launch/gpu.sh resnet [PARTS] # bench/resnet_speed.sh: ResNet against torch.compile (parts
 #                                     # A, T, B, C, P; each a device call's worth)
 #   bash launch/gpu.sh all            # build, test, bench
@@ -174,5 +174,5 @@ case ${1:-all} in
   resnet) shift; OUT=$OUT/resnet bash bench/resnet_speed.sh "$@" ;;
   decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
-  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy]|resnet [ATBCP]|all"; exit 2 ;;
+  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy|profile]|resnet [ATBCP]|all"; exit 2 ;;
 esac
