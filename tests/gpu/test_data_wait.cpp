@@ -19,6 +19,18 @@ at::Tensor busy_gpu(const at::Tensor& a) {
   return b;
 }
 
+// A step queued and finished, then `idle_ms` with nothing on the GPU before a batch arrives after a
+// host wait of `waited` seconds; what the clock then counts as data.
+double data_after_idle(DataWaitClock& clock, const at::Tensor& a, int idle_ms, double waited) {
+  const at::Device gpu = a.device();
+  const at::Tensor b = busy_gpu(a);
+  clock.step_queued(gpu);
+  (void)b.sum().item<float>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+  clock.batch_arrived(gpu, waited);
+  return clock.settle(true);
+}
+
 TEST(DataWait, AWaitTheGpuSpentWorkingIsNotData) {
   const at::Device gpu(at::kCUDA, 0);
   const at::Tensor a = at::randn({8192, 8192}, at::TensorOptions().device(gpu));
@@ -32,27 +44,17 @@ TEST(DataWait, AWaitTheGpuSpentWorkingIsNotData) {
 
   // A step queued (the GPU busy for tens of milliseconds), the next batch after a 0.2 s host
   // wait, the GPU still busy when it arrives: at most a sliver is data.
-  at::Tensor b = busy_gpu(a);
+  const at::Tensor b = busy_gpu(a);
   clock.step_queued(gpu);
   clock.batch_arrived(gpu, 0.2);
   EXPECT_LT(clock.settle(true), 0.002);
 
   // The GPU runs dry: a step queued and finished, then 0.1 s with nothing to do before the batch
   // arrives after a host wait of 0.05 s (the rest of the idle time was not the loader's).
-  b = busy_gpu(a);
-  clock.step_queued(gpu);
-  (void)b.sum().item<float>();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  clock.batch_arrived(gpu, 0.05);
-  EXPECT_DOUBLE_EQ(clock.settle(true), 0.05);
+  EXPECT_DOUBLE_EQ(data_after_idle(clock, a, 100, 0.05), 0.05);
 
   // Idle for 40 ms after the step, the host waited 0.5 s: about the 40 ms are data.
-  b = busy_gpu(a);
-  clock.step_queued(gpu);
-  (void)b.sum().item<float>();
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  clock.batch_arrived(gpu, 0.5);
-  const double d = clock.settle(true);
+  const double d = data_after_idle(clock, a, 40, 0.5);
   EXPECT_GT(d, 0.035);
   EXPECT_LT(d, 0.2);
 
