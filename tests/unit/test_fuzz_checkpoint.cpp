@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -144,8 +145,10 @@ TEST(FuzzCheckpoint, TheSeedsReadAndTheHarnessSeesEachOutcome) {
   EXPECT_EQ(three[1].outcome, Outcome::kFailed);
   EXPECT_EQ(three[2].outcome, Outcome::kReturned);
   const auto hog = run_case([] {
-    std::vector<std::string> held;
-    while (true) held.emplace_back(size_t(64) << 20, 'x');  // past RLIMIT_AS: bad_alloc
+    // Past RLIMIT_AS: bad_alloc. The blocks stay untouched, so reaching the limit takes no time
+    // on a machine slow to fault pages in (filling them took 20 s on one, past the 10 s alarm).
+    std::vector<std::unique_ptr<char[]>> held;
+    while (true) held.emplace_back(new char[size_t(64) << 20]);
   });
   EXPECT_EQ(hog.outcome, Outcome::kFailed);
   EXPECT_NE(hog.message.find("not a dtrain::Error"), std::string::npos) << hog.message;
