@@ -3,7 +3,7 @@
 //
 // A batch goes in chunks. For each: the chunk's resampling jobs and taps are written to a pinned
 // staging buffer and copied to the device buffer in one copy; nvJPEG's batched decode writes each
-// image, whole, as interleaved RGB into the device buffer; the two resampling passes
+// image, whole, as its Y, Cb and Cr planes into the device buffer; the two resampling passes
 // (resample.cu) go through a row buffer into the batch's output; then the thread waits on an
 // event (a blocking wait, not a spin: the loader threads share the run's few cores) before it
 // reuses the buffers. The chunks and their layout in the two buffers: jpeg_chunks.h.
@@ -149,10 +149,11 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
       m.data[k] = g.data, m.lengths[k] = g.size;
       nvjpeg::Image& d = m.dest[k];
       std::memset(&d, 0, sizeof d);
-      d.channel[0] = m.dev + c.image[k], d.pitch[0] = static_cast<size_t>(jobs[k].src_pitch);
+      for (int p = 0; p < jobs[k].planes; ++p)
+        d.channel[p] = const_cast<uint8_t*>(jobs[k].plane[p]), d.pitch[p] = static_cast<size_t>(jobs[k].pitch[p]);
     }
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(m.dev, m.host, staged, cudaMemcpyHostToDevice, stream));
-    nvjpeg::Status rc = m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputRgbi);
+    nvjpeg::Status rc = m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputYuv);
     if (rc == nvjpeg::kSuccess)
       rc = m.api->batched(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(), stream);
     if (rc != nvjpeg::kSuccess) {

@@ -31,17 +31,22 @@ struct DecodeMemory {
 DecodeMemory decode_memory();
 
 // One JPEG of a batch and how it becomes size x size pixels: nvJPEG decodes the whole image at
-// full size into interleaved RGB, then two passes of PIL's bilinear filter (the taps of
-// src/data/images/image_transforms.h, computed on the host) read the region [left, left + ...) x [top,
-// ...) of it: a horizontal pass over the region's rows [rows_first, rows_end) into size columns,
-// then a vertical pass into size rows, written as 3 planes (R, G, B), mirrored when `flip`.
-// The tap table holds, at `taps`: for the size output columns first[size], count[size],
+// full size into its Y, Cb and Cr planes (src/cuda/resample_pixel.h's jpeg_planes(): 1.5 bytes a
+// pixel for 4:2:0 where interleaved RGB takes 3, and no conversion pass of nvJPEG's own), then
+// two passes of PIL's bilinear filter (the taps of src/data/images/image_transforms.h, computed on
+// the host) read the region [left, left + ...) x [top, ...) of it, converting each pixel to RGB as
+// libjpeg-turbo does: a horizontal pass over the region's rows [rows_first, rows_end) into size
+// columns, then a vertical pass into size rows, written as 3 planes (R, G, B), mirrored when
+// `flip`. The tap table holds, at `taps`: for the size output columns first[size], count[size],
 // weights[size * h_ksize], then for the size output rows first[size], count[size],
 // weights[size * v_ksize]; a column's `first` counts from `left`, a row's from `top`.
 struct GpuJpeg {
   const uint8_t* data = nullptr;  // the file's bytes (host memory, alive until run() returns)
   size_t size = 0;
   int32_t width = 0, height = 0;  // the whole image, from its header
+  int32_t planes = 3;             // 1 for a grayscale JPEG
+  // Cb's and Cr's subsampling against Y as shifts (4:2:0: 1 and 1; 4:2:2: 1 and 0; 4:4:4: 0).
+  int32_t shift_x[2] = {0, 0}, shift_y[2] = {0, 0};
   int32_t left = 0, top = 0;
   int32_t rows_first = 0, rows_end = 0;
   int32_t h_ksize = 0, v_ksize = 0;

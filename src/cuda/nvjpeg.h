@@ -24,8 +24,9 @@ constexpr Status kSuccess = 0;
 // nvjpegBackend_t
 constexpr int kBackendDefault = 0;
 constexpr int kBackendHardware = 3;
-// nvjpegOutputFormat_t: interleaved RGB in channel[0]
-constexpr int kOutputRgbi = 5;
+// nvjpegOutputFormat_t: the Y, Cb and Cr planes in channel[0..2] at their own sizes (Y alone for
+// a grayscale JPEG), as decoded, without color conversion
+constexpr int kOutputYuv = 1;
 // libraryPropertyType (library_types.h)
 constexpr int kMajorVersion = 0, kMinorVersion = 1, kPatchLevel = 2;
 

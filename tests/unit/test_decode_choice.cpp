@@ -106,11 +106,18 @@ TEST(DecodeChoice, TheImageFolderSaysWhereItDecodes) {
 }
 
 // A JPEG's markers up to its frame header, its first scan and its end: what jpeg_refusal reads.
-std::vector<uint8_t> jpeg_bytes(uint8_t sof, uint8_t precision, uint8_t components, bool end = true) {
+// `sampling` holds each component's factors (0x22 for Y of 4:2:0), `ids` its ids; `app` a segment
+// placed before the frame header.
+std::vector<uint8_t> jpeg_bytes(uint8_t sof, uint8_t precision, uint8_t components, bool end = true,
+                                std::vector<uint8_t> sampling = {}, std::vector<uint8_t> ids = {},
+                                std::vector<uint8_t> app = {}) {
   std::vector<uint8_t> v = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 'J', 'F'};  // SOI, an APP0 segment
+  for (uint8_t b : app) v.push_back(b);
   v.insert(v.end(), {0xff, sof, 0x00, static_cast<uint8_t>(8 + 3 * components), precision, 0x00, 0x10, 0x00, 0x10,
                      components});
-  for (uint8_t c = 0; c < components; ++c) v.insert(v.end(), {static_cast<uint8_t>(c + 1), 0x11, 0x00});
+  for (uint8_t c = 0; c < components; ++c)
+    v.insert(v.end(), {c < ids.size() ? ids[c] : static_cast<uint8_t>(c + 1),
+                       c < sampling.size() ? sampling[c] : uint8_t{0x11}, 0x00});
   v.insert(v.end(), {0xff, 0xda, 0x00, 0x02, 0x12, 0x34, 0x56});
   if (end) v.insert(v.end(), {0xff, 0xd9, 0x00, 0x00});  // zero padding after the end is allowed
   return v;
@@ -133,6 +140,38 @@ TEST(DecodeChoice, TheFrameCheckSendsWhatNvjpegDoesNotTakeToTheCpu) {
   std::vector<uint8_t> broken = jpeg_bytes(0xc0, 8, 3);
   broken[8] = 0x12;  // where the frame header's FF should be
   EXPECT_EQ(refusal(broken), "a JPEG whose markers cannot be followed");
+  // Chroma sampled at 1, 1/2 (4:2:2, 4:2:0, 4:4:0) or 1/4 (4:1:1) of the luma: the kernels' shifts.
+  for (uint8_t y : {0x11, 0x21, 0x22, 0x12, 0x41}) EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {y, 0x11, 0x11})), "");
+  const std::string fractional = "a JPEG whose chroma is not sampled at 1, 1/2 or 1/4 of the luma";
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x31, 0x11, 0x11})), fractional);  // 1/3
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x11, 0x21, 0x11})), fractional);  // chroma above the luma
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x42, 0x21, 0x11})), "");  // Cb at 1/2, Cr at 1/4 x 1/2: shifts each
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x32, 0x11, 0x11})), fractional);  // 1/3 across
+  // RGB rather than YCbCr, by libjpeg's rule: an Adobe marker's transform 0, or the ids R, G, B
+  // without a JFIF or Adobe marker; a JFIF marker makes it YCbCr whatever the ids.
+  const std::vector<uint8_t> adobe0 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0};
+  const std::vector<uint8_t> adobe1 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 1};
+  const std::vector<uint8_t> jfif = {0xff, 0xe0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0};
+  const std::string rgb = "a JPEG of RGB components (no YCbCr)";
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {}, adobe0)), rgb);
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {}, adobe1)), "");
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {'R', 'G', 'B'})), rgb);
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {'R', 'G', 'B'}, jfif)), "");
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {'R', 'G', 'B'}, adobe1)), "");
+}
+
+TEST(DecodeChoice, TheFrameGivesThePlanesAndTheirShifts) {
+  auto planes = [](const std::vector<uint8_t>& v) {
+    dtrain::detail::GpuJpeg g;
+    dtrain::detail::set_planes(dtrain::detail::jpeg_frame(v.data(), v.size()), g);
+    return std::vector<int>{g.planes, g.shift_x[0], g.shift_y[0], g.shift_x[1], g.shift_y[1]};
+  };
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3)), (std::vector<int>{3, 0, 0, 0, 0}));                      // 4:4:4
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x11, 0x11})), (std::vector<int>{3, 1, 1, 1, 1}));  // 4:2:0
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x21, 0x11, 0x11})), (std::vector<int>{3, 1, 0, 1, 0}));  // 4:2:2
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x41, 0x11, 0x11})), (std::vector<int>{3, 2, 0, 2, 0}));  // 4:1:1
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x21, 0x11})), (std::vector<int>{3, 0, 1, 1, 1}));  // Cb 4:2:2 of Y
+  EXPECT_EQ(planes(jpeg_bytes(0xc1, 8, 1, true, {0x22})), (std::vector<int>{1, 0, 0, 0, 0}));          // grayscale
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // The GPU path's resampling (Note [GPU decoding]) is the CPU Resampler's: the tap table
 // gpu_jpeg() builds for src/cuda/resample.cu, applied here on the host by the kernels' own code
 // (src/cuda/resample_pixel.h: the job the decoder builds, and every thread's work of both passes,
-// thread after thread), gives the Resampler's bytes exactly for training crops (shrunk,
-// enlarged, the identity; flipped or not) and evaluation crops. The kernels themselves run in the
-// gpu tier (tests/gpu/test_gpu_decode.cpp).
+// thread after thread) to nvJPEG-style Y, Cb, Cr planes (4:4:4, 4:2:2, 4:2:0, grayscale), gives
+// the Resampler's bytes exactly on the same pixels converted to RGB, for training crops (shrunk,
+// enlarged, the identity; flipped or not) and evaluation crops. The conversion with chroma
+// replicated is libjpeg-turbo's own: its decode with fast upsampling equals the kernels' pixel
+// conversion of its raw planes, byte for byte. The kernels themselves run in the gpu tier
+// (tests/gpu/test_gpu_decode.cpp).
 #include <gtest/gtest.h>
+#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "cuda/resample_pixel.h"
@@ -23,15 +28,49 @@ using dtrain::detail::ResamplePlan;
 using dtrain::detail::ResampleTaps;
 using dtrain::detail::RgbView;
 
+// An image as nvJPEG's planar output holds it (cuda::jpeg_planes()'s layout), and the same
+// pixels as interleaved RGB: random Y, Cb and Cr, converted by libjpeg's formulas (jdcolor.c's
+// tables, written out here: FIX(x) = x * 65536 rounded) with chroma replicated.
+struct Planes {
+  std::vector<uint8_t> bytes, rgb;
+};
+int32_t fix(double x) { return static_cast<int32_t>(x * 65536 + 0.5); }
+uint8_t limit(int32_t v) { return static_cast<uint8_t>(std::clamp(v, 0, 255)); }
+Planes random_planes(const GpuJpeg& g, uint32_t seed) {
+  Planes p;
+  const dtrain::cuda::JpegPlanes at = dtrain::cuda::jpeg_planes(g, nullptr);
+  size_t total = 0;
+  for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) total += static_cast<size_t>(at.pitch[c] * at.rows[c]);
+  p.bytes.resize(total);
+  for (auto& b : p.bytes) b = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+  const dtrain::cuda::JpegPlanes pl = dtrain::cuda::jpeg_planes(g, p.bytes.data());
+  p.rgb.resize(static_cast<size_t>(g.width) * g.height * 3);
+  for (int64_t y = 0; y < g.height; ++y)
+    for (int64_t x = 0; x < g.width; ++x) {
+      uint8_t* o = p.rgb.data() + (y * g.width + x) * 3;
+      const int32_t l = pl.plane[0][y * pl.pitch[0] + x];
+      if (g.planes == 1) {
+        o[0] = o[1] = o[2] = static_cast<uint8_t>(l);
+        continue;
+      }
+      const int32_t cb = pl.plane[1][(y >> g.shift_y[0]) * pl.pitch[1] + (x >> g.shift_x[0])] - 128;
+      const int32_t cr = pl.plane[2][(y >> g.shift_y[1]) * pl.pitch[2] + (x >> g.shift_x[1])] - 128;
+      o[0] = limit(l + ((fix(1.40200) * cr + 32768) >> 16));
+      o[1] = limit(l + ((-fix(0.34414) * cb + 32768 - fix(0.71414) * cr) >> 16));
+      o[2] = limit(l + ((fix(1.77200) * cb + 32768) >> 16));
+    }
+  return p;
+}
+
 // resample.cu's horizontal then vertical kernel on the host: the job as the decoder builds it (the
 // sample in slot 1 of a batch of 2), then every thread's work of each pass, one after another.
-std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps, const std::vector<uint8_t>& rgb,
+std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps, std::vector<uint8_t>& planes,
                                      int64_t size) {
   g.slot = 1;
   std::vector<uint8_t> mid(static_cast<size_t>((g.rows_end - g.rows_first) * size * 3));
   std::vector<uint8_t> batch(static_cast<size_t>(2 * 3 * size * size), 0);
   const dtrain::cuda::ResampleJob j =
-      dtrain::cuda::resample_job(g, rgb.data(), mid.data(), batch.data(), taps.data() + g.taps, size);
+      dtrain::cuda::resample_job(g, planes.data(), mid.data(), batch.data(), taps.data() + g.taps, size);
   const int s = static_cast<int>(size);
   for (int r = 0; r < j.rows; ++r)
     for (int x = 0; x < s; ++x) dtrain::cuda::horizontal_pixel(j, s, x, r);
@@ -47,21 +86,22 @@ struct Case {
   ResamplePlan plan;
 };
 
-void expect_same(const Case& c, int64_t size) {
-  std::vector<uint8_t> rgb(static_cast<size_t>(c.width * c.height * 3));
-  uint32_t r = 12345;
-  for (auto& b : rgb) b = static_cast<uint8_t>((r = r * 1664525u + 1013904223u) >> 24);
+// sampling: 444, 422, 420 or 1 (grayscale).
+void expect_same(const Case& c, int64_t size, int sampling = 444) {
   std::vector<int32_t> taps = {7, 7, 7};  // an earlier sample's taps: offsets must hold
   ResampleTaps h, v;
-  const GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.plan, size, taps, h, v);
+  GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.plan, size, taps, h, v);
+  g.planes = sampling == 1 ? 1 : 3;
+  for (int k = 0; k < 2; ++k) g.shift_x[k] = sampling == 444 ? 0 : 1, g.shift_y[k] = sampling == 420 ? 1 : 0;
+  Planes p = random_planes(g, static_cast<uint32_t>(12345 + sampling));
   std::vector<uint8_t> cpu(static_cast<size_t>(3 * size * size));
   dtrain::detail::Resampler resampler;
-  const RgbView view{rgb.data(), c.width, c.height, c.width * 3};
+  const RgbView view{p.rgb.data(), c.width, c.height, c.width * 3};
   resampler.run(view, c.plan, cpu.data());
-  const ResamplePlan& p = c.plan;
-  EXPECT_EQ(kernels_on_host(g, taps, rgb, size), cpu)
-      << "region " << p.region.left << "," << p.region.top << " " << p.region.width << "x" << p.region.height
-      << " grid " << p.grid_width << "x" << p.grid_height << " flip " << p.flip;
+  const ResamplePlan& q = c.plan;
+  EXPECT_EQ(kernels_on_host(g, taps, p.bytes, size), cpu)
+      << "sampling " << sampling << " region " << q.region.left << "," << q.region.top << " " << q.region.width
+      << "x" << q.region.height << " grid " << q.grid_width << "x" << q.grid_height << " flip " << q.flip;
 }
 
 TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
@@ -81,6 +121,67 @@ TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
     expect_same({97, 61, {c, {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)}, s, s, {0, 0, s, s},
                           i % 2 == 0}},
                 s);
+  }
+}
+
+TEST(GpuTaps, SubsampledAndGrayPlanesAreTheResamplersBytes) {
+  const int64_t s = 24;
+  for (int sampling : {422, 420, 1})
+    for (bool flip : {false, true}) {
+      expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}}, s, sampling);
+      expect_same({121, 91, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}}, s, sampling);  // odd sizes
+      expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s, sampling);
+    }
+}
+
+// libjpeg-turbo decoding with chroma replicated (TJFLAG_FASTUPSAMPLE: its merged or simple
+// upsampling) is, pixel for pixel, the kernels' conversion (cuda::ycc_to_rgb at x >> shift,
+// y >> shift) of libjpeg-turbo's own raw planes: the GPU path's colors are the CPU path's but for
+// the upsampling filter and the IDCT.
+TEST(GpuTaps, PixelConversionIsLibjpegTurbosDecodeWithChromaReplicated) {
+  const int w = 77, h = 53;
+  std::vector<uint8_t> src(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = src.data() + (static_cast<size_t>(y) * w + x) * 3;
+      p[0] = static_cast<uint8_t>(255 * x / w), p[1] = static_cast<uint8_t>(255 * y / h);
+      p[2] = static_cast<uint8_t>((x * 7 + y * 13) % 256);
+      if ((x - 30) * (x - 30) + (y - 25) * (y - 25) < 200) p[0] = 230, p[1] = 20, p[2] = 40;
+    }
+  for (const auto& [subsamp, sx, sy] : std::vector<std::tuple<int, int, int>>{
+           {TJSAMP_444, 0, 0}, {TJSAMP_422, 1, 0}, {TJSAMP_420, 1, 1}, {TJSAMP_440, 0, 1}, {TJSAMP_GRAY, 0, 0}}) {
+    tjhandle tj = tjInitCompress();
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    ASSERT_EQ(tjCompress2(tj, src.data(), w, 0, h, TJPF_RGB, &jpeg, &size, subsamp, 85, 0), 0) << tjGetErrorStr2(tj);
+    tjDestroy(tj);
+    tjhandle d = tjInitDecompress();
+    std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+    ASSERT_EQ(tjDecompress2(d, jpeg, size, rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_FASTUPSAMPLE), 0) << tjGetErrorStr2(d);
+    const int planes = subsamp == TJSAMP_GRAY ? 1 : 3;
+    std::vector<std::vector<uint8_t>> plane(3);
+    unsigned char* dst[3] = {};
+    int strides[3] = {};
+    for (int c = 0; c < planes; ++c) {
+      strides[c] = tjPlaneWidth(c, w, subsamp);
+      plane[c].resize(static_cast<size_t>(tjPlaneSizeYUV(c, w, strides[c], h, subsamp)));
+      dst[c] = plane[c].data();
+    }
+    ASSERT_EQ(tjDecompressToYUVPlanes(d, jpeg, size, dst, w, strides, h, 0), 0) << tjGetErrorStr2(d);
+    tjDestroy(d);
+    tjFree(jpeg);
+    int differ = 0;
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const uint8_t* want = rgb.data() + (static_cast<size_t>(y) * w + x) * 3;
+        const int32_t l = plane[0][static_cast<size_t>(y) * strides[0] + x];
+        int32_t r = l, g = l, b = l;
+        if (planes == 3)
+          dtrain::cuda::ycc_to_rgb(l, plane[1][static_cast<size_t>(y >> sy) * strides[1] + (x >> sx)],
+                                   plane[2][static_cast<size_t>(y >> sy) * strides[2] + (x >> sx)], r, g, b);
+        differ += (r != want[0]) + (g != want[1]) + (b != want[2]);
+      }
+    EXPECT_EQ(differ, 0) << "subsampling " << subsamp << ": values that differ from libjpeg-turbo's";
   }
 }
 

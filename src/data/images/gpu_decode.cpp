@@ -46,12 +46,15 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decodi
                     " (fewer than " + std::to_string(kCpuDecodeThreads) + ")"};
 }
 
-std::string jpeg_refusal(const uint8_t* data, size_t n) {
+JpegFrame jpeg_frame(const uint8_t* data, size_t n) {
   // The markers up to the first frame header; each segment is FF, its code, a 16-bit length.
+  JpegFrame f;
   size_t at = 2;
-  int marker = 0;
   while (at + 4 <= n) {
-    if (data[at] != 0xff) return "a JPEG whose markers cannot be followed";
+    if (data[at] != 0xff) {
+      f.error = "a JPEG whose markers cannot be followed";
+      return f;
+    }
     const int code = data[at + 1];
     if (code == 0xff) {  // fill byte
       ++at;
@@ -62,23 +65,72 @@ std::string jpeg_refusal(const uint8_t* data, size_t n) {
       continue;
     }
     if (code == 0xda || code == 0xd9) break;  // a scan or the end before any frame header
+    const size_t length = static_cast<size_t>(read16(data + at + 2));
+    const uint8_t* body = data + at + 4;
+    const size_t body_n = std::min(length < 2 ? 0 : length - 2, n - (at + 4));
     if (is_frame(code)) {
-      marker = code;
-      break;
+      f.marker = code;
+      if (body_n < 6) break;
+      f.precision = body[0], f.components = body[5];
+      if (body_n < 6 + 3 * static_cast<size_t>(f.components)) break;
+      for (int c = 0; c < std::min(f.components, 4); ++c) {
+        const uint8_t* spec = body + 6 + 3 * c;
+        f.id[c] = spec[0], f.h[c] = spec[1] >> 4, f.v[c] = spec[1] & 15;
+      }
+      f.complete = true;
+      return f;
     }
-    at += 2 + static_cast<size_t>(read16(data + at + 2));
+    // libjpeg's rules: a JFIF APP0 holds at least 14 bytes, an Adobe APP14 at least 12.
+    if (code == 0xe0 && body_n >= 14 && std::memcmp(body, "JFIF\0", 5) == 0) f.jfif = true;
+    if (code == 0xee && body_n >= 12 && std::memcmp(body, "Adobe", 5) == 0) f.adobe_transform = body[11];
+    at += 2 + length;
   }
-  if (marker == 0 || at + 10 > n) return "a JPEG without a readable frame header";
-  const int precision = data[at + 4], components = data[at + 9];
+  return f;
+}
+
+namespace {
+
+// log2(luma / chroma) when that is 0, 1 or 2 (chroma sampled at 1, 1/2 or 1/4 of luma), else -1.
+int sampling_shift(int luma, int chroma) {
+  if (chroma <= 0 || luma % chroma != 0) return -1;
+  const int ratio = luma / chroma;
+  return ratio == 1 ? 0 : ratio == 2 ? 1 : ratio == 4 ? 2 : -1;
+}
+
+}  // namespace
+
+std::string jpeg_refusal(const uint8_t* data, size_t n) {
+  const JpegFrame f = jpeg_frame(data, n);
+  if (!f.error.empty()) return f.error;
+  if (f.marker == 0 || !f.complete) return "a JPEG without a readable frame header";
+  const int marker = f.marker;
   if (marker == 0xc2 || marker == 0xc6 || marker == 0xca || marker == 0xce) return "a progressive JPEG";
   if (marker != 0xc0 && marker != 0xc1) return "a JPEG that is neither baseline nor sequential Huffman-coded";
-  if (precision != 8) return "a JPEG of " + std::to_string(precision) + "-bit samples";
-  if (components != 1 && components != 3) return "a JPEG of " + std::to_string(components) + " components (CMYK)";
+  if (f.precision != 8) return "a JPEG of " + std::to_string(f.precision) + "-bit samples";
+  if (f.components != 1 && f.components != 3) return "a JPEG of " + std::to_string(f.components) + " components (CMYK)";
+  if (f.components == 3) {
+    // libjpeg's reading of three components: YCbCr after a JFIF marker; else RGB by an Adobe
+    // marker's transform 0, or without one by the component ids R, G, B.
+    const bool rgb = !f.jfif && (f.adobe_transform == 0 ||
+                                 (f.adobe_transform < 0 && f.id[0] == 'R' && f.id[1] == 'G' && f.id[2] == 'B'));
+    if (rgb) return "a JPEG of RGB components (no YCbCr)";
+    for (int c = 1; c < 3; ++c)
+      if (sampling_shift(f.h[0], f.h[c]) < 0 || sampling_shift(f.v[0], f.v[c]) < 0)
+        return "a JPEG whose chroma is not sampled at 1, 1/2 or 1/4 of the luma";
+  }
   // The end-of-image marker, past any zero padding: a truncated file lacks it.
   size_t end = n;
   while (end > 2 && data[end - 1] == 0) --end;
   if (end < 4 || data[end - 2] != 0xff || data[end - 1] != 0xd9) return "a JPEG without its end marker";
   return "";
+}
+
+void set_planes(const JpegFrame& f, GpuJpeg& g) {
+  g.planes = f.components == 1 ? 1 : 3;
+  for (int c = 0; c < 2; ++c) {
+    g.shift_x[c] = g.planes == 1 ? 0 : std::max(0, sampling_shift(f.h[0], f.h[c + 1]));
+    g.shift_y[c] = g.planes == 1 ? 0 : std::max(0, sampling_shift(f.v[0], f.v[c + 1]));
+  }
 }
 
 GpuImageBatch::GpuImageBatch(const at::Device& device)
@@ -137,6 +189,7 @@ GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_
 void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const ResamplePlan& plan) {
   GpuJpeg g = gpu_jpeg(width, height, plan, size_, taps_, h_, v_);
   g.data = bytes_[static_cast<size_t>(k)].data();
+  set_planes(jpeg_frame(g.data, n), g);
   g.size = n;
   g.slot = k;
   jpegs_.push_back(g);

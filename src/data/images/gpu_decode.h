@@ -21,21 +21,26 @@ namespace dtrain::detail {
 // files and their headers and draw each sample's crop and flip (the CPU path's draws, from
 // (run.seed, epoch, index)); nvJPEG decodes the JPEGs of the batch on the GPU (its batched decoder:
 // the hardware JPEG engines where the GPU has them, its CUDA decoder otherwise), whole and at full
-// size, and CUDA kernels resample them with the CPU path's PIL bilinear taps (computed on the
+// size, into their Y, Cb and Cr planes, and CUDA kernels convert them to RGB as libjpeg-turbo does
+// (chroma replicated) and resample them with the CPU path's PIL bilinear taps (computed on the
 // host by the same plan_taps and uploaded) into the uint8 (N, 3, S, S) batch on the device, which
 // the loader hands on without a copy (Note [uint8 pixels]). The work runs on the loader thread's
 // stream (src/cuda/streams.h) and the thread waits for it (a blocking wait), so the batch is ready
 // on any stream and decoding overlaps the training step on the GPU; at most data.prefetch
 // batches wait, as with the CPU path.
 // The pixels: the CPU path with data.scaled_decode false decodes at full size too, so the two
-// differ only by the decoders (nvJPEG's IDCT and chroma upsampling against libjpeg-turbo's),
+// differ only by the decoders (nvJPEG's IDCT against libjpeg-turbo's, and chroma replicated
+// against libjpeg-turbo's interpolating "fancy" upsampling; the color conversion is the same),
 // a few levels (tests/gpu/test_gpu_decode.cpp states the bounds). libjpeg-turbo's scaled decoding
 // has no nvJPEG counterpart: with data.scaled_decode true the CPU path decodes large photos at
 // 1/2 .. 1/8 and the GPU path still decodes them whole, so the two differ a little more (the
 // bounds for that case are looser); the crops and flips are the same either way.
 // Files nvJPEG does not take go through the CPU path, and are counted: PNGs; JPEGs that are not
 // baseline or extended sequential Huffman with 8-bit samples and 1 or 3 components (progressive,
-// arithmetic-coded, lossless, 12-bit, CMYK); JPEGs without their end-of-image marker (a truncated
+// arithmetic-coded, lossless, 12-bit, CMYK); JPEGs whose three components are RGB rather than
+// YCbCr (libjpeg's rule: no JFIF marker, and an Adobe marker's transform 0 or the ids R, G, B) or
+// whose chroma is not sampled at 1, 1/2 or 1/4 of the luma (the kernels convert YCbCr and
+// replicate chroma by shifts); JPEGs without their end-of-image marker (a truncated
 // file: libjpeg-turbo's error names it); and with the hardware decoder, the JPEGs it refuses
 // (nvjpegDecodeBatchedSupported). A chunk whose batched decode fails goes through the CPU path as
 // well, so a damaged JPEG is still an Error naming the file. Memory: one decoder per loader
@@ -60,9 +65,27 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decodi
 DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads,
                            const NvjpegStatus& nvjpeg);
 
+// What a JPEG's markers say up to its first frame header (SOFn): the frame's coding, sample
+// precision, components with their ids and sampling factors, and the JFIF and Adobe markers that
+// decide libjpeg's color space; `error` when the markers cannot be followed, `complete` once a
+// frame header was read whole. `data` starts with the JPEG's FF D8 FF.
+struct JpegFrame {
+  int marker = 0;  // the SOFn code; 0 when none was met
+  int precision = 0, components = 0;
+  int id[4] = {}, h[4] = {}, v[4] = {};
+  bool jfif = false;
+  int adobe_transform = -1;  // an Adobe APP14's transform flag; -1 without one
+  bool complete = false;
+  std::string error;
+};
+JpegFrame jpeg_frame(const uint8_t* data, size_t n);
+
 // Why nvJPEG cannot take this JPEG from its markers alone ("" when it can): see Note [GPU
-// decoding]. `data` starts with the JPEG's FF D8 FF.
+// decoding].
 std::string jpeg_refusal(const uint8_t* data, size_t n);
+
+// `g`'s planes and chroma shifts (src/cuda/jpeg_batch.h) from its frame, which jpeg_refusal passed.
+void set_planes(const JpegFrame& f, GpuJpeg& g);
 
 // A sample's resampling for the GPU (Resampler::run's plan on a width x height image, its window
 // size x size): its GpuJpeg, without the bytes and the slot, and its taps appended to `taps` in
