@@ -28,15 +28,6 @@ inline size_t jpeg_taps_count(const GpuJpeg& g, int64_t size) {
   return static_cast<size_t>(size * (2 + g.h_ksize) + size * (2 + g.v_ksize));
 }
 
-// The bytes of an image's decoded planes (cuda::jpeg_planes()): 1.5 per pixel for 4:2:0, 3 for
-// 4:4:4, 1 for grayscale.
-inline size_t jpeg_planes_bytes(const GpuJpeg& g) {
-  const cuda::JpegPlanes p = cuda::jpeg_planes(g, nullptr);
-  size_t n = 0;
-  for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) n += static_cast<size_t>(p.pitch[c] * p.rows[c]);
-  return n;
-}
-
 struct JpegChunk {
   size_t begin = 0, end = 0;  // the images [begin, end) of the batch
   size_t jobs_bytes = 0;      // (end - begin) ResampleJobs, aligned
@@ -52,7 +43,8 @@ struct JpegChunk {
 inline JpegChunk jpeg_chunk(const std::vector<GpuJpeg>& images, size_t begin, int64_t size, size_t host_cap,
                             size_t device_cap) {
   const auto s = static_cast<size_t>(size);
-  auto image_bytes = [&](const GpuJpeg& g) { return jpeg_aligned(jpeg_planes_bytes(g)); };
+  // An image's decoded planes (cuda::jpeg_planes()): 1.5 bytes a pixel for 4:2:0, 3 for 4:4:4.
+  auto image_bytes = [&](const GpuJpeg& g) { return jpeg_aligned(static_cast<size_t>(cuda::jpeg_planes(g).bytes)); };
   auto rows_bytes = [&](const GpuJpeg& g) {
     return jpeg_aligned(static_cast<size_t>(g.rows_end - g.rows_first) * s * 3);
   };

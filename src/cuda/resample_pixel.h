@@ -38,21 +38,20 @@ struct ResampleJob {
   int32_t h_ksize, v_ksize, rows_first, rows, flip, pad;
 };
 
-// The planes of `g`'s width x height image in `bytes` from `image`: Y (width x height), then Cb
-// and Cr at their subsampled sizes (the sizes rounded up); at most width * height * 3 bytes.
+// Where `g`'s width x height image lies in its decode buffer: Y (width x height) at offset 0, then
+// Cb and Cr at their subsampled sizes (rounded up); `bytes` in all, at most width * height * 3.
 struct JpegPlanes {
-  uint8_t* plane[3];
-  int64_t pitch[3], rows[3];
+  int64_t offset[3], pitch[3], rows[3];
+  int64_t bytes;
 };
-inline JpegPlanes jpeg_planes(const detail::GpuJpeg& g, uint8_t* image) {
+inline JpegPlanes jpeg_planes(const detail::GpuJpeg& g) {
   JpegPlanes p{};
-  uint8_t* at = image;
   for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) {
     const int sx = c == 0 ? 0 : g.shift_x[c - 1], sy = c == 0 ? 0 : g.shift_y[c - 1];
-    p.plane[c] = at;
+    p.offset[c] = p.bytes;
     p.pitch[c] = ((static_cast<int64_t>(g.width) - 1) >> sx) + 1;
     p.rows[c] = ((static_cast<int64_t>(g.height) - 1) >> sy) + 1;
-    at += p.pitch[c] * p.rows[c];
+    p.bytes += p.pitch[c] * p.rows[c];
   }
   return p;
 }
@@ -62,10 +61,10 @@ inline JpegPlanes jpeg_planes(const detail::GpuJpeg& g, uint8_t* image) {
 // `batch`.
 inline ResampleJob resample_job(const detail::GpuJpeg& g, uint8_t* image, uint8_t* mid, uint8_t* batch,
                                 const int32_t* taps, int64_t size) {
-  const JpegPlanes p = jpeg_planes(g, image);
+  const JpegPlanes p = jpeg_planes(g);
   ResampleJob j{};
-  for (int c = 0; c < 3; ++c) j.plane[c] = p.plane[c], j.pitch[c] = p.pitch[c];
   j.planes = g.planes == 1 ? 1 : 3;
+  for (int c = 0; c < j.planes; ++c) j.plane[c] = image + p.offset[c], j.pitch[c] = p.pitch[c];
   j.left = g.left, j.top = g.top;
   for (int c = 0; c < 2; ++c) j.shift_x[c] = g.shift_x[c], j.shift_y[c] = g.shift_y[c];
   j.mid = mid;

@@ -38,23 +38,21 @@ int32_t fix(double x) { return static_cast<int32_t>(x * 65536 + 0.5); }
 uint8_t limit(int32_t v) { return static_cast<uint8_t>(std::clamp(v, 0, 255)); }
 Planes random_planes(const GpuJpeg& g, uint32_t seed) {
   Planes p;
-  const dtrain::cuda::JpegPlanes at = dtrain::cuda::jpeg_planes(g, nullptr);
-  size_t total = 0;
-  for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) total += static_cast<size_t>(at.pitch[c] * at.rows[c]);
-  p.bytes.resize(total);
+  const dtrain::cuda::JpegPlanes pl = dtrain::cuda::jpeg_planes(g);
+  p.bytes.resize(static_cast<size_t>(pl.bytes));
   for (auto& b : p.bytes) b = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
-  const dtrain::cuda::JpegPlanes pl = dtrain::cuda::jpeg_planes(g, p.bytes.data());
+  const auto plane = [&](int c) { return p.bytes.data() + pl.offset[c]; };
   p.rgb.resize(static_cast<size_t>(g.width) * g.height * 3);
   for (int64_t y = 0; y < g.height; ++y)
     for (int64_t x = 0; x < g.width; ++x) {
       uint8_t* o = p.rgb.data() + (y * g.width + x) * 3;
-      const int32_t l = pl.plane[0][y * pl.pitch[0] + x];
+      const int32_t l = plane(0)[y * pl.pitch[0] + x];
       if (g.planes == 1) {
         o[0] = o[1] = o[2] = static_cast<uint8_t>(l);
         continue;
       }
-      const int32_t cb = pl.plane[1][(y >> g.shift_y[0]) * pl.pitch[1] + (x >> g.shift_x[0])] - 128;
-      const int32_t cr = pl.plane[2][(y >> g.shift_y[1]) * pl.pitch[2] + (x >> g.shift_x[1])] - 128;
+      const int32_t cb = plane(1)[(y >> g.shift_y[0]) * pl.pitch[1] + (x >> g.shift_x[0])] - 128;
+      const int32_t cr = plane(2)[(y >> g.shift_y[1]) * pl.pitch[2] + (x >> g.shift_x[1])] - 128;
       o[0] = limit(l + ((fix(1.40200) * cr + 32768) >> 16));
       o[1] = limit(l + ((-fix(0.34414) * cb + 32768 - fix(0.71414) * cr) >> 16));
       o[2] = limit(l + ((fix(1.77200) * cb + 32768) >> 16));
