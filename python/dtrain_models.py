@@ -24,7 +24,8 @@ torch is needed (no torchvision). Python finds this file with PYTHONPATH naming 
   dtrain model   twin                                    state_dict names
   linear         Linear(in_features, out)                fc
   mlp            Mlp(in_features, hidden, out)           layers.{i}, head
-  cnn            Cnn(in_shape, channels, fc, classes)    convs.{i}, fc, head
+  cnn            Cnn(in_shape, channels, fc, classes,    convs.{i}, norms.{i} (batch_norm), fc,
+                     dropout, batch_norm)                head
   gpt            GPT(vocab_size, seq_len, n_layer, ...)  nanoGPT's: transformer.{wte, wpe, h.{i},
                                                          ln_f}, lm_head (tied to transformer.wte)
   resnet18/50    resnet18(...), resnet50(...)            torchvision's: conv1, bn1, layer{1..4},
@@ -71,23 +72,31 @@ class Mlp(nn.Module):
 
 
 class Cnn(nn.Module):
-    """dtrain's "cnn": per model.channels a 5x5 conv (padding 2), ReLU and 2x2 max-pool; then
-    Linear(.., fc), ReLU (+ dropout), Linear(fc, classes)."""
+    """dtrain's "cnn": per model.channels a 5x5 conv (padding 2), [BatchNorm2d (model.batch_norm;
+    the conv then has no bias),] ReLU and 2x2 max-pool; then Linear(.., fc), ReLU (+ dropout),
+    Linear(fc, classes)."""
 
-    def __init__(self, in_shape=(1, 28, 28), channels=(16, 32), fc=128, classes=10, dropout=0.0):
+    def __init__(self, in_shape=(1, 28, 28), channels=(16, 32), fc=128, classes=10, dropout=0.0,
+                 batch_norm=False):
         super().__init__()
         c, h, w = in_shape
         self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
         for out in channels:
-            self.convs.append(nn.Conv2d(c, out, 5, padding=2))
+            self.convs.append(nn.Conv2d(c, out, 5, padding=2, bias=not batch_norm))
+            if batch_norm:
+                self.norms.append(nn.BatchNorm2d(out))
             c, h, w = out, h // 2, w // 2
         self.fc = nn.Linear(c * h * w, fc)
         self.head = nn.Linear(fc, classes)
         self.dropout = dropout
 
     def forward(self, x):
-        for conv in self.convs:
-            x = F.max_pool2d(F.relu(conv(x)), 2)
+        for i, conv in enumerate(self.convs):
+            x = conv(x)
+            if len(self.norms):
+                x = self.norms[i](x)
+            x = F.max_pool2d(F.relu(x), 2)
         x = F.dropout(F.relu(self.fc(x.flatten(1))), self.dropout, self.training)
         return self.head(x)
 
@@ -277,7 +286,7 @@ def from_run(run_dir, weights=True):
     elif name == "mlp":
         model = Mlp(math.prod(shape), m["hidden"], out, dropout)
     elif name == "cnn":
-        model = Cnn(tuple(shape), m["channels"], m["fc"], out, dropout)
+        model = Cnn(tuple(shape), m["channels"], m["fc"], out, dropout, m.get("batch_norm", False))
     elif name == "gpt":
         model = GPT(m["vocab_size"], m["seq_len"], m["n_layer"], m["n_head"], m["n_embd"], dropout)
     elif name in ("resnet18", "resnet50"):

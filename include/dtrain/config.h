@@ -121,8 +121,13 @@ struct ModelConfig {
   std::vector<int64_t> hidden = {256};  // mlp: widths of hidden layers
   std::vector<int64_t> channels = {16, 32};  // cnn: conv channels
   int64_t fc = 128;                    // cnn: width of the fully connected layer
+  bool batch_norm = false;             // cnn: BatchNorm after each conv (its conv without a bias)
   double dropout = 0.0;
   bool channels_last = false;  // image models: NHWC memory layout (faster convolutions on GPUs)
+  // models with BatchNorm (resnet18, resnet50, cnn with batch_norm): in training, each
+  // BatchNorm's mean and variance over the global batch, every rank's samples (PyTorch's
+  // SyncBatchNorm), instead of over this rank's (Model::set_batch_norm_sync)
+  bool sync_batch_norm = false;
   // transformer (gpt) models
   int64_t n_layer = 12;
   int64_t n_head = 12;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 
@@ -69,6 +70,19 @@ class Model : public torch::nn::Module {
   // recompute restores the generators' states so that it draws the same ones, which a CUDA graph
   // capture cannot do, so such a step is not captured (train.cuda_graph). False by default.
   virtual bool recompute_draws_random_numbers() const { return false; }
+  // model.sync_batch_norm (Note [BatchNorm on N ranks], src/dist/batch_norm_buffers.h). With
+  // `comm` (a run of several ranks), each BatchNorm's training forward takes its mean and variance
+  // over the samples of every rank of `comm` (the global batch of that micro-batch), as PyTorch's
+  // SyncBatchNorm: one all-gather of each rank's statistics in forward, one all-reduce of two sums
+  // in backward, per BatchNorm, on every rank in the same order; the running statistics are then
+  // the same on every rank. nullptr: over this rank's samples alone (the default). Evaluation uses
+  // the running statistics and communicates nothing. Returns false when the model has no
+  // BatchNorm it synchronizes (the default); dtrain then refuses model.sync_batch_norm with an
+  // Error naming the key. dtrain's ResNets answer true, its cnn with model.batch_norm too.
+  virtual bool set_batch_norm_sync(Communicator* comm) {
+    (void)comm;
+    return false;
+  }
   // How forward may take standardized uint8 pixels (Note [uint8 pixels]) while a training step
   // runs under autocast (train.precision bf16 or fp16). in_autocast_dtype: already in the
   // autocast dtype, for a model whose first operation autocast runs in it anyway (a

@@ -42,7 +42,7 @@ std::string indexed(const std::string& name, const std::string& prefix, const st
 // Module::name() is `model`.
 std::string twin_name(const std::string& model, const std::string& name) {
   if (model == "dtrain.mlp") return indexed(name, "fc", "layers");
-  if (model == "dtrain.cnn") return indexed(name, "conv", "convs");
+  if (model == "dtrain.cnn") return indexed(indexed(name, "conv", "convs"), "bn", "norms");
   if (model == "dtrain.gpt") return "transformer." + name;
   return name;
 }

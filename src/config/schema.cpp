@@ -186,8 +186,10 @@ const std::vector<Field>& schema() {
     s.push_back(field("model.hidden", &C::model, &ModelConfig::hidden, "mlp: hidden layer widths", all_positive(true)).by_model().must_match().sizes_model());
     s.push_back(field("model.channels", &C::model, &ModelConfig::channels, "cnn: channels of each conv block", all_positive(false)).by_model().must_match().sizes_model());
     s.push_back(field("model.fc", &C::model, &ModelConfig::fc, "cnn: width of the fully connected layer", at_least(1)).by_model().must_match().sizes_model());
+    s.push_back(field("model.batch_norm", &C::model, &ModelConfig::batch_norm, "cnn: a BatchNorm after each conv (before its ReLU; the conv then has no bias), as torchvision's conv-BN-ReLU").by_model().must_match().sizes_model());
     s.push_back(field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability", in_range(0.0, 1.0)).by_model().must_match());
     s.push_back(field("model.channels_last", &C::model, &ModelConfig::channels_last, "image models: channels-last memory layout (faster convolutions on GPUs)").by_model().must_match());
+    s.push_back(field("model.sync_batch_norm", &C::model, &ModelConfig::sync_batch_norm, "models with BatchNorm (resnet18, resnet50, cnn with model.batch_norm): in training, each BatchNorm's mean and variance over the global batch, every rank's samples of the micro-batch, as PyTorch's SyncBatchNorm (one all-gather of the statistics forward, one all-reduce of two sums backward, per BatchNorm), so that N ranks train as one rank on the same global batch; false = over this rank's samples (the running statistics are averaged over the ranks before each evaluation and save)").by_model().must_match());
     s.push_back(field("model.n_layer", &C::model, &ModelConfig::n_layer, "gpt: transformer blocks", at_least(1)).by_model().must_match().sizes_model());
     s.push_back(field("model.n_head", &C::model, &ModelConfig::n_head, "gpt: attention heads", at_least(1)).by_model().must_match());
     s.push_back(field("model.n_embd", &C::model, &ModelConfig::n_embd, "gpt: embedding width", at_least(1)).by_model().must_match().sizes_model());

@@ -61,13 +61,15 @@ at::Tensor workspace(const at::Tensor& x, int sms) {
 }
 
 // (x, weight, bias, residual, running_mean, running_var, num_batches_tracked) -> y, or y and an
-// alias of it when forked (fused_batch_norm_forked); residual empty where there is none.
+// alias of it when forked (fused_batch_norm_forked); residual empty where there is none; the
+// exchange (SyncBatchNorm) or null.
 struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                                const at::Tensor& bias, const at::Tensor& residual,
                                const at::Tensor& running_mean, const at::Tensor& running_var,
                                const at::Tensor& batches, double eps, double momentum,
-                               bool training, bool relu, bool forked) {
+                               bool training, bool relu, bool forked,
+                               BatchNormExchange* exchange) {
     const int64_t c = x.size(1);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -115,9 +117,25 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
         a.bits = bits.data_ptr<uint8_t>();
       }
     }
-    DTRAIN_CUDA_CHECK(cuda::batch_norm_forward(a, stream_of(x)));
+    const bool sync = training && exchange != nullptr;
+    at::Tensor count;  // SyncBatchNorm: the rows over every rank, for the backward
+    if (!sync) {
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_forward(a, stream_of(x)));
+    } else {
+      const auto f64 = x.options().dtype(at::kDouble);
+      at::Tensor local = at::empty({2 * c + 1}, f64);
+      a.local = local.data_ptr<double>();
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_forward(a, stream_of(x)));
+      const at::Tensor gathered = exchange->all_gather(local).contiguous();  // (world, 2c + 1)
+      count = at::empty({1}, f64);
+      a.gathered = gathered.data_ptr<double>();
+      a.world = static_cast<int>(gathered.size(0));
+      a.count = count.data_ptr<double>();
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_forward_finish(a, stream_of(x)));
+    }
     ctx->save_for_backward({x, mask == cuda::kMaskFromY ? y : at::Tensor(), weight, mean, invstd,
-                            scale, shift, bits});
+                            scale, shift, bits, count});
+    ctx->saved_data["exchange"] = reinterpret_cast<int64_t>(sync ? exchange : nullptr);
     ctx->saved_data["mask"] = static_cast<int64_t>(mask);
     ctx->saved_data["training"] = training;
     ctx->saved_data["relu"] = relu;
@@ -139,7 +157,7 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
     at::Tensor dy = as_activation(grads[0], x);
     at::Tensor dy2 = grads.size() > 1 ? as_activation(grads[1], x) : at::Tensor();
     if (!dy.defined()) std::swap(dy, dy2);
-    if (!dy.defined()) return variable_list(12);
+    if (!dy.defined()) return variable_list(13);
     const int64_t c = x.size(1);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -175,9 +193,19 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
     const at::Tensor part = workspace(x, a.sms);
     a.part = part.data_ptr<float>();
     a.counters = counters(x);
-    DTRAIN_CUDA_CHECK(cuda::batch_norm_backward(a, stream_of(x)));
+    auto* exchange = reinterpret_cast<BatchNormExchange*>(ctx->saved_data["exchange"].toInt());
+    if (exchange == nullptr) {
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_backward(a, stream_of(x)));
+    } else {
+      at::Tensor local = at::empty({2 * c}, x.options().dtype(at::kDouble));
+      a.local = local.data_ptr<double>();
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_backward(a, stream_of(x)));
+      exchange->all_reduce_sum(local);
+      a.count = saved[8].data_ptr<double>();
+      DTRAIN_CUDA_CHECK(cuda::batch_norm_backward_finish(a, stream_of(x)));
+    }
     return {dx, dweight, dbias, g, at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -216,7 +244,7 @@ at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, con
   const at::Tensor r = residual.defined() ? residual : at::empty({0}, x.options());
   return FusedBatchNorm::apply(x, bn.weight, bn.bias, r, bn.running_mean, bn.running_var,
                                bn.num_batches_tracked, bn.eps, bn.momentum, bn.training, relu,
-                               false)[0];
+                               false, bn.exchange)[0];
 }
 
 std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor& x, const at::Tensor& residual,
@@ -226,7 +254,8 @@ std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor& x, const at:
   const at::Tensor r = residual.defined() ? residual : at::empty({0}, x.options());
   const variable_list y = FusedBatchNorm::apply(x, bn.weight, bn.bias, r, bn.running_mean,
                                                 bn.running_var, bn.num_batches_tracked, bn.eps,
-                                                bn.momentum, bn.training, relu, true);
+                                                bn.momentum, bn.training, relu, true,
+                                                bn.exchange);
   return {y[0], y[1]};
 }
 

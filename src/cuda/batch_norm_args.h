@@ -39,6 +39,14 @@ struct BnForwardArgs {
   // Optional out (needs batch_norm_mask_channels(args) = k > 0): rows * c / k bytes, bit i of
   // byte (row, j) set where y's channel j * k + i is above 0.
   uint8_t* bits = nullptr;
+  // SyncBatchNorm (training): the statistics' pass writes this rank's [mean (c), sum of squared
+  // deviations (c), rows] here and stops (batch_norm_forward); batch_norm_forward_finish merges
+  // `gathered` (world rows of 2c + 1 such values, in rank order), writes the rows over every rank
+  // to `count`, and applies.
+  double* local = nullptr;
+  const double* gathered = nullptr;
+  int world = 0;
+  double* count = nullptr;
 };
 
 struct BnBackwardArgs {
@@ -68,6 +76,12 @@ struct BnBackwardArgs {
   float* part = nullptr;          // batch_norm_partial_rows(sms) * 2 * c floats
   unsigned* counters = nullptr;
   int sms = 1;
+  // SyncBatchNorm: the reduction writes dweight, dbias (this rank's) and this rank's [sum g (c),
+  // sum g (x - mean) (c)] here and stops (batch_norm_backward); once they are summed over the
+  // ranks, batch_norm_backward_finish takes the coefficients of dx from them and `count` (the
+  // forward's rows over every rank) and writes dx.
+  double* local = nullptr;
+  const double* count = nullptr;
 };
 
 // Ticket counters the kernels need (one per column tile: enough for C <= 16384).
@@ -78,7 +92,11 @@ int batch_norm_partial_rows(int sms);
 // The channels one byte of BnForwardArgs::bits covers for these tensors (4 fp32, 8 fp16/bf16), or
 // 0 where the forward cannot write bits (C not a multiple, or pointers not 16-byte aligned).
 int batch_norm_mask_channels(const BnForwardArgs& a);
+// With `local` set (SyncBatchNorm, training) each runs its reduction alone; the _finish call
+// after the exchange runs the rest.
 cudaError_t batch_norm_forward(const BnForwardArgs& a, cudaStream_t stream);
+cudaError_t batch_norm_forward_finish(const BnForwardArgs& a, cudaStream_t stream);
 cudaError_t batch_norm_backward(const BnBackwardArgs& a, cudaStream_t stream);
+cudaError_t batch_norm_backward_finish(const BnBackwardArgs& a, cudaStream_t stream);
 
 }  // namespace dtrain::cuda

@@ -22,7 +22,11 @@
 // y and the gradients are in x's dtype (fp32, fp16 or bf16, as LibTorch's BatchNorm under
 // autocast), the arithmetic in fp32, the statistics and parameter gradients summed in fp32 per
 // thread and in double across blocks. The kernels allocate nothing beyond the caching allocator's
-// tensors, so the step's CUDA graph captures them. model.fused_kernels=false keeps LibTorch's ops
+// tensors, so the step's CUDA graph captures them. With SyncBatchNorm (BatchNormState::exchange)
+// each reduction stops at this rank's per-channel values (the forward's count, mean and sum of
+// squared deviations; the backward's two sums), the exchange combines them over the ranks (NCCL,
+// captured with the step), and a small kernel finishes what the last block would have: the
+// statistics merged in rank order, in double (Chan's formula), or the coefficients of dx. model.fused_kernels=false keeps LibTorch's ops
 // for comparison; tests/gpu/test_batch_norm.cpp checks both against ATen in double.
 #pragma once
 
@@ -32,6 +36,21 @@
 
 namespace dtrain::detail {
 
+// SyncBatchNorm's two collectives (Note [BatchNorm on N ranks] in dist/batch_norm_buffers.h), as
+// the BatchNorm ops call them; models/batch_norm.h makes one of a run's communicator. Both take
+// float64 tensors on x's device and are ordered after the current stream's work and before its
+// later work (NCCL: by events, also inside a CUDA graph's capture); every rank calls them in the
+// same order.
+class BatchNormExchange {
+ public:
+  virtual ~BatchNormExchange() = default;
+  virtual int world() const = 0;
+  // (world, n): every rank's `local` (n,), in rank order.
+  virtual at::Tensor all_gather(const at::Tensor& local) = 0;
+  // `t` summed over the ranks, in place.
+  virtual void all_reduce_sum(at::Tensor& t) = 0;
+};
+
 // One BatchNorm2d's parameters, buffers and mode (as the module holds them).
 struct BatchNormState {
   at::Tensor weight, bias;                              // fp32 (C,)
@@ -40,6 +59,13 @@ struct BatchNormState {
   double eps = 1e-5;
   double momentum = 0.1;
   bool training = true;
+  // In training, the statistics over every rank's rows (SyncBatchNorm): the forward's reduction
+  // writes this rank's count, mean and sum of squared deviations per channel, the exchange
+  // gathers every rank's, and one kernel merges them in rank order (the same bits on every rank)
+  // before the pointwise pass; the backward's two sums per channel are summed over the ranks
+  // likewise before dx. The weight and bias gradients stay this rank's (the gradient all-reduce
+  // averages them). Null: this rank's rows alone.
+  BatchNormExchange* exchange = nullptr;
 };
 
 // Whether fused_batch_norm handles these tensors: a CUDA build; x 4-d (N, C, H, W) channels-last
@@ -49,8 +75,9 @@ struct BatchNormState {
 bool fused_batch_norm_applies(const at::Tensor& x, const at::Tensor& residual,
                               const BatchNormState& bn);
 
-// y = [relu](batch_norm(x) [+ residual]) with batch statistics in training (the running
-// statistics updated in place) and the running ones in eval; y in x's dtype and layout.
+// y = [relu](batch_norm(x) [+ residual]) with batch statistics in training (over every rank's
+// rows with bn.exchange; the running statistics updated in place) and the running ones in eval;
+// y in x's dtype and layout.
 // Differentiable in x, residual, weight and bias.
 at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, const BatchNormState& bn,
                             bool relu);

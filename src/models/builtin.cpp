@@ -3,6 +3,7 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
 #include <torch/nn/functional/pooling.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
@@ -10,6 +11,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "models/batch_norm.h"
 
 namespace dtrain {
 namespace {
@@ -65,12 +67,13 @@ class MlpModel : public Model {
   double dropout_;
 };
 
-// Conv blocks (5x5 conv, padding 2, ReLU, 2x2 max-pool) then one hidden FC layer:
-// (N, C, H, W) -> (N, channels[-1], H/2^k, W/2^k) -> (N, fc) -> (N, out).
+// Conv blocks (5x5 conv, padding 2, [BatchNorm,] ReLU, 2x2 max-pool) then one hidden FC layer:
+// (N, C, H, W) -> (N, channels[-1], H/2^k, W/2^k) -> (N, fc) -> (N, out). With model.batch_norm
+// each conv has no bias and a BatchNorm follows it (models/batch_norm.h: model.sync_batch_norm).
 class Cnn : public Model {
  public:
   Cnn(const std::vector<int64_t>& input_shape, const std::vector<int64_t>& channels, int64_t fc,
-      int64_t out, double dropout)
+      int64_t out, double dropout, bool batch_norm)
       : Model("dtrain.cnn"), dropout_(dropout) {
     if (input_shape.size() != 3)
       throw Error("cnn needs image inputs (C, H, W); this dataset gives " +
@@ -80,7 +83,11 @@ class Cnn : public Model {
     for (size_t i = 0; i < channels.size(); ++i) {
       convs_.push_back(register_module(
           "conv" + std::to_string(i),
-          torch::nn::Conv2d(torch::nn::Conv2dOptions(c, channels[i], 5).padding(2))));
+          torch::nn::Conv2d(torch::nn::Conv2dOptions(c, channels[i], 5).padding(2).bias(!batch_norm))));
+      if (batch_norm)
+        norms_.push_back(register_module(
+            "bn" + std::to_string(i),
+            torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(channels[i]).eps(1e-5).momentum(0.1))));
       c = channels[i];
       h /= 2;
       w /= 2;
@@ -94,15 +101,27 @@ class Cnn : public Model {
   }
   at::Tensor forward(const at::Tensor& inputs) override {
     at::Tensor x = inputs;  // (N, C, H, W)
-    for (auto& conv : convs_) x = torch::max_pool2d(torch::relu(conv->forward(x)), 2);
+    for (size_t i = 0; i < convs_.size(); ++i) {
+      x = convs_[i]->forward(x);
+      x = norms_.empty() ? torch::relu(x)
+                         : detail::norm(norms_[i], x, at::Tensor(), /*relu=*/true, {false, sync_.get()});
+      x = torch::max_pool2d(x, 2);
+    }
     x = torch::relu(fc_->forward(x.flatten(1)));  // (N, fc)
     if (dropout_ > 0) x = torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
     return head_->forward(x);
   }
+  bool set_batch_norm_sync(Communicator* comm) override {
+    if (norms_.empty()) return false;
+    sync_ = comm ? std::make_unique<detail::BatchNormSync>(*comm) : nullptr;
+    return true;
+  }
 
  private:
   std::vector<torch::nn::Conv2d> convs_;
+  std::vector<torch::nn::BatchNorm2d> norms_;    // model.batch_norm
+  std::unique_ptr<detail::BatchNormSync> sync_;  // model.sync_batch_norm on several ranks
   torch::nn::Linear fc_{nullptr}, head_{nullptr};
   double dropout_;
 };
@@ -125,9 +144,11 @@ void register_builtin_models() {
     return std::make_shared<MlpModel>(flat_size(d.input_shape), c.hidden, output_size(d), c.dropout);
   }, "fully connected ReLU layers (model.hidden)", std::vector<std::string>{"model.hidden", "model.dropout"});
   register_model("cnn", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout);
-  }, "5x5 conv + max-pool blocks (model.channels), then model.fc, for images",
-     std::vector<std::string>{"model.channels", "model.fc", "model.dropout"});
+    return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout,
+                                 c.batch_norm);
+  }, "5x5 conv [+ BatchNorm] + max-pool blocks (model.channels), then model.fc, for images",
+     std::vector<std::string>{"model.channels", "model.fc", "model.dropout", "model.batch_norm",
+                              "model.sync_batch_norm"});
 }
 }  // namespace detail
 

@@ -22,9 +22,9 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
-#include "cuda/fused_batch_norm.h"
 #include "cuda/max_pool.h"
 #include "models/activation_checkpoint.h"
+#include "models/batch_norm.h"
 #include "models/weight_casts.h"
 
 namespace dtrain {
@@ -64,22 +64,6 @@ torch::nn::BatchNorm2d bn(int64_t c) {
   return torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(c).eps(1e-5).momentum(0.1));
 }
 
-// [relu](bn(x) [+ residual]): one fused op on CUDA when `fused` and it applies (Note [fused
-// BatchNorm]), else the module, an in-place add and an in-place ReLU.
-at::Tensor norm(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual,
-                bool relu, bool fused) {
-  if (fused && bn->options.momentum().has_value()) {
-    detail::BatchNormState s{bn->weight, bn->bias, bn->running_mean, bn->running_var,
-                             bn->num_batches_tracked, bn->options.eps(),
-                             *bn->options.momentum(), bn->is_training()};
-    if (detail::fused_batch_norm_applies(x, residual, s))
-      return detail::fused_batch_norm(x, residual, s, relu);
-  }
-  at::Tensor y = bn->forward(x);
-  if (residual.defined()) y.add_(residual);
-  return relu ? y.relu_() : y;
-}
-
 // A block's output as the next block takes it: `main` for its convolutions, `shortcut` for its
 // identity or downsample path. Where the block's last BatchNorm is fused and forked, the two are
 // one storage whose uses' gradients its backward reads apart (Note [fused BatchNorm]); otherwise
@@ -88,20 +72,15 @@ struct Activation {
   at::Tensor main, shortcut;
 };
 
-// norm(), returned as two uses when `fork` and the fused op applies.
+// norm(), returned as two uses when `fork` (models/batch_norm.h: norm_forked).
 Activation norm_forked(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual,
-                       bool relu, bool fused, bool fork) {
-  if (fork && fused && bn->options.momentum().has_value()) {
-    detail::BatchNormState s{bn->weight, bn->bias, bn->running_mean, bn->running_var,
-                             bn->num_batches_tracked, bn->options.eps(),
-                             *bn->options.momentum(), bn->is_training()};
-    if (detail::fused_batch_norm_applies(x, residual, s)) {
-      const auto y = detail::fused_batch_norm_forked(x, residual, s, relu);
-      return {y[0], y[1]};
-    }
+                       bool relu, const detail::NormMode& mode, bool fork) {
+  if (!fork) {
+    const at::Tensor y = detail::norm(bn, x, residual, relu, mode);
+    return {y, y};
   }
-  const at::Tensor y = norm(bn, x, residual, relu, fused);
-  return {y, y};
+  const auto y = detail::norm_forked(bn, x, residual, relu, mode);
+  return {y[0], y[1]};
 }
 
 // 1x1 conv (stride) + BN on the shortcut when the shape changes; null otherwise.
@@ -113,8 +92,9 @@ torch::nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
 class Block : public torch::nn::Module {
  public:
   // The block on x (its two uses); the output forked for the next block when `fork`; the
-  // convolutions take their weights' `casts` where there are.
-  virtual Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) = 0;
+  // convolutions take their weights' `casts` where there are, the BatchNorms run as `mode` says.
+  virtual Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts,
+                             const detail::NormMode& mode) = 0;
   // Appends the block's convolutions' weights.
   virtual void conv_weights(std::vector<at::Tensor>& out) const = 0;
   // Multiply-adds on one h×w input; h and w become the output's.
@@ -132,19 +112,19 @@ torch::nn::Conv2d downsample_conv(const torch::nn::Sequential& d) {
 }
 
 // The shortcut's output: x itself, or the downsample's BN(conv(x)).
-at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, bool fused,
+at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, const detail::NormMode& mode,
                     const detail::WeightCasts& casts) {
   if (!d) return x;
   const at::Tensor c = convolve(downsample_conv(d), x, casts);
   const auto b = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(d->ptr(1));
-  return norm(torch::nn::BatchNorm2d(b), c, at::Tensor(), false, fused);
+  return detail::norm(torch::nn::BatchNorm2d(b), c, at::Tensor(), false, mode);
 }
 
 // Two 3x3 convs: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
 class BasicBlock : public Block {
  public:
   static constexpr int64_t kExpansion = 1;
-  BasicBlock(int64_t in, int64_t planes, int64_t stride, bool fused) : fused_(fused) {
+  BasicBlock(int64_t in, int64_t planes, int64_t stride) {
     conv1_ = register_module("conv1", conv(in, planes, 3, stride));
     bn1_ = register_module("bn1", bn(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
@@ -152,10 +132,11 @@ class BasicBlock : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) override {
-    const at::Tensor out = norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, fused_);
+  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts,
+                     const detail::NormMode& mode) override {
+    const at::Tensor out = detail::norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, mode);
     return norm_forked(bn2_, convolve(conv2_, out, casts),
-                       shortcut(downsample_, x.shortcut, fused_, casts), true, fused_, fork);
+                       shortcut(downsample_, x.shortcut, mode, casts), true, mode, fork);
   }
   void conv_weights(std::vector<at::Tensor>& out) const override {
     for (const auto* c : {&conv1_, &conv2_}) out.push_back((*c)->weight);
@@ -170,14 +151,13 @@ class BasicBlock : public Block {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
-  bool fused_;
 };
 
 // 1x1 reduce, 3x3 (carries the stride), 1x1 expand by 4, plus the shortcut.
 class Bottleneck : public Block {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in, int64_t planes, int64_t stride, bool fused) : fused_(fused) {
+  Bottleneck(int64_t in, int64_t planes, int64_t stride) {
     const int64_t width = planes;  // base width 64, one group
     conv1_ = register_module("conv1", conv(in, width, 1, 1));
     bn1_ = register_module("bn1", bn(width));
@@ -188,11 +168,12 @@ class Bottleneck : public Block {
     downsample_ = downsample(in, planes * kExpansion, stride);
     if (downsample_) register_module("downsample", downsample_);
   }
-  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts) override {
-    at::Tensor out = norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, fused_);
-    out = norm(bn2_, convolve(conv2_, out, casts), at::Tensor(), true, fused_);
+  Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts,
+                     const detail::NormMode& mode) override {
+    at::Tensor out = detail::norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, mode);
+    out = detail::norm(bn2_, convolve(conv2_, out, casts), at::Tensor(), true, mode);
     return norm_forked(bn3_, convolve(conv3_, out, casts),
-                       shortcut(downsample_, x.shortcut, fused_, casts), true, fused_, fork);
+                       shortcut(downsample_, x.shortcut, mode, casts), true, mode, fork);
   }
   void conv_weights(std::vector<at::Tensor>& out) const override {
     for (const auto* c : {&conv1_, &conv2_, &conv3_}) out.push_back((*c)->weight);
@@ -207,7 +188,6 @@ class Bottleneck : public Block {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
-  bool fused_;
 };
 
 // Stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool), four stages, global average pool, fc.
@@ -224,7 +204,7 @@ class ResNet : public Model {
       torch::nn::ModuleList stage;
       for (int64_t i = 0; i < layers[s]; ++i) {
         const int64_t stride = (s > 0 && i == 0) ? 2 : 1;
-        auto block = std::make_shared<B>(in, planes[s], stride, fused);
+        auto block = std::make_shared<B>(in, planes[s], stride);
         in = planes[s] * B::kExpansion;
         stage->push_back(block);
         net->blocks_.push_back(block);
@@ -248,22 +228,23 @@ class ResNet : public Model {
     // once, when autocast is on (Note [weight casts]).
     const detail::WeightCasts casts = fused_ ? detail::WeightCasts(cast_weights(), inputs.device())
                                              : detail::WeightCasts();
-    x = norm(bn1_, convolve(conv1_, x, casts), at::Tensor(), true, fused_);
+    const detail::NormMode mode{fused_, sync_.get()};
+    x = detail::norm(bn1_, convolve(conv1_, x, casts), at::Tensor(), true, mode);
     x = fused_ && detail::max_pool_applies(x, 3, 2, 1) ? detail::max_pool(x, 3, 2, 1)
                                                        : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
     Activation a{x, x};
     for (size_t i = 0; i < blocks_.size(); ++i) {
       Block* b = blocks_[i].get();
       if (!checkpoint_) {
-        a = b->forward(a, /*fork=*/i + 1 < blocks_.size(), casts);
+        a = b->forward(a, /*fork=*/i + 1 < blocks_.size(), casts, mode);
         continue;
       }
       // Only the block's input is kept; it runs again in backward, its BatchNorms' running
       // statistics left as this forward pass set them (Note [activation checkpointing]), with
       // autocast's casts (the recomputation has no `casts`, Note [weight casts]).
       const at::Tensor y = detail::checkpointed(
-          [b](const std::vector<at::Tensor>& in) {
-            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false, detail::WeightCasts()).main};
+          [b, mode](const std::vector<at::Tensor>& in) {
+            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false, detail::WeightCasts(), mode).main};
           },
           {a.main}, {/*random=*/false, b->buffers()})[0];
       a = {y, y};
@@ -283,6 +264,10 @@ class ResNet : public Model {
   bool has_blocks() const override { return true; }
   bool set_activation_checkpointing(ActivationCheckpointing mode) override {
     checkpoint_ = mode == ActivationCheckpointing::kBlocks;
+    return true;
+  }
+  bool set_batch_norm_sync(Communicator* comm) override {
+    sync_ = comm ? std::make_unique<detail::BatchNormSync>(*comm) : nullptr;
     return true;
   }
 
@@ -341,6 +326,7 @@ class ResNet : public Model {
   bool channels_last_;
   bool fused_;               // model.fused_kernels
   bool checkpoint_ = false;  // train.activation_checkpointing: blocks
+  std::unique_ptr<detail::BatchNormSync> sync_;  // model.sync_batch_norm on several ranks
   int64_t height_, width_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
@@ -370,10 +356,10 @@ namespace detail {
 void register_resnet_models() {
   register_model("resnet18", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
-  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels"});
+  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels", "model.sync_batch_norm"});
   register_model("resnet50", [](const ModelConfig& c, const DataSpec& d) {
     return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
-  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels"});
+  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels", "model.sync_batch_norm"});
 }
 }  // namespace detail
 

@@ -101,6 +101,16 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
     }
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e) || capturing) throw;
+    // The peers wait in a BatchNorm collective this rank will not reach: the job ends, naming
+    // this rank (Note [BatchNorm on N ranks]).
+    if (ctx_.sync_batch_norm)
+      throw Error("out of memory at step " + std::to_string(step) + " with micro-batch " +
+                      std::to_string(micro) + " (" + first_line(e.what()) +
+                      "); with model.sync_batch_norm the other ranks wait in this step's "
+                      "BatchNorm collectives, so the step cannot be retried with a smaller "
+                      "micro-batch: set train.micro_batch lower (micro_batch auto measures it "
+                      "before training)",
+                  "train.micro_batch");
     failed = ran_out_ = true;
     failure = first_line(e.what());
     ran_out_words_ = allocator_words(e);

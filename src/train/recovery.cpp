@@ -88,6 +88,12 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
                    allocator_words(e) + ")");
   }
   const MemoryStats before = memory_stats(device);
+  // The probes train nothing: the BatchNorm running statistics are put back afterwards, and
+  // their statistics stay this rank's (no collective that a rank out of memory would miss: the
+  // memory is the same with model.sync_batch_norm's exchange, a few values per channel).
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : ctx.model->buffers()) buffers.push_back(b.clone());
+  if (ctx.sync_batch_norm) ctx.model->set_batch_norm_sync(nullptr);
   constexpr double kHeadroom = 0.10;  // leave 10% of the device for fragmentation and spikes
   // Forward and backward of `micro` samples: the peak, or -1 when it ran out of memory.
   auto probe = [&](int64_t micro) -> int64_t {
@@ -119,6 +125,12 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
     if (fits || micro == 1) break;
     micro = next_smaller(micro, rank_batch);
   }
+  {
+    at::NoGradGuard no_grad;
+    const auto now = ctx.model->buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) now[i].copy_(buffers[i]);
+  }
+  if (ctx.sync_batch_norm) ctx.model->set_batch_norm_sync(ctx.sync_batch_norm);
   std::string failure = memory.failure();
   const int64_t allowed = allowance(ctx).bytes();
   if (failure.empty() && peak < 0 && allowed > 0 && memory_kinds(ctx).total() > allowed) {

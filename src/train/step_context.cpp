@@ -28,6 +28,15 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   }
 
   set_activation_checkpointing(*ctx.model, cfg.model.name, t.activation_checkpointing);
+  if (cfg.model.sync_batch_norm) {
+    // One rank's statistics are the global batch's already: nothing to synchronize, but a model
+    // without BatchNorm is refused on every world size alike.
+    if (!ctx.model->set_batch_norm_sync(comm.world() > 1 ? &comm : nullptr))
+      throw Error("model " + cfg.model.name + " has no BatchNorm to synchronize across ranks" +
+                      (cfg.model.name == "cnn" ? " (model.batch_norm=true gives the cnn one)" : ""),
+                  "model.sync_batch_norm");
+    if (comm.world() > 1) ctx.sync_batch_norm = &comm;
+  }
   ctx.checkpointing = t.activation_checkpointing;
   ctx.memory_fraction = cfg.run.gpu_memory_fraction;
   // Out of memory in the start-up's allocations (the model, the buckets, the optimizer state) is

@@ -54,6 +54,11 @@ struct StepContext {
   ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;  // train.activation_checkpointing
   double memory_fraction = 0;  // run.gpu_memory_fraction (0: the whole device)
   double clip_grad_norm = 0;  // 0: off
+  // model.sync_batch_norm on several ranks: forward and backward run collectives of their own
+  // (Note [BatchNorm on N ranks]), so a rank out of memory mid-step cannot finish the step's
+  // collectives for its peers as Note [out-of-memory protocol] has it. The communicator the
+  // model's BatchNorms exchange over; null otherwise.
+  Communicator* sync_batch_norm = nullptr;
   at::Device device = at::kCPU;
   PixelNormalizer pixels;  // uint8 batches to the model's inputs (Note [uint8 pixels])
   int world = 1;

@@ -9,6 +9,7 @@
 
 #include "cuda/memory.h"
 #include "cuda/streams.h"
+#include "dist/batch_norm_buffers.h"
 #include "dtrain/amp.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/error.h"
@@ -198,6 +199,10 @@ struct Trainer::Impl::Fit {
   void read_rest();
   // Moves the data seconds the DataWaitClock has settled from compute to data (Note [data wait]).
   void settle_data_wait(bool wait_for_gpu);
+  // Every rank's BatchNorm running statistics averaged into one set, before an evaluation, a
+  // save or the end reads them, when steps have run since the last time (Note [BatchNorm on N
+  // ranks]; a collective, at the same point on every rank).
+  void one_set_of_statistics();
   void save(int asked_by, const std::string& reason);
   // Carries out what the ranks agreed on; whether training stops.
   bool act(const detail::Agreed& a);
@@ -224,6 +229,7 @@ struct Trainer::Impl::Fit {
   TrainSummary summary;
   std::optional<Loader> loader;
   detail::DataWaitClock data_wait;  // Note [data wait]
+  int64_t averaged_at = -1;  // the step whose BatchNorm statistics are one set on every rank
 
  private:
   Fit(Impl& impl, detail::StartUp s);
@@ -298,6 +304,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   // error is printed once, by rank 0, without an abort.
   if (at.finished())
     throw AgreedError(detail::finished_run_error(at.step(), t), from->path, /*first_rank=*/0);
+  averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
   if (rank == 0) warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);
@@ -395,7 +402,15 @@ LoopPosition Trainer::Impl::Fit::position() {
   return p;
 }
 
+void Trainer::Impl::Fit::one_set_of_statistics() {
+  if (averaged_at == at.step() || m.ctx.sync_batch_norm) return;
+  m.watchdog.beat("BatchNorm statistics", at.step());
+  detail::average_batch_norm_buffers(*m.model, m.comm);
+  averaged_at = at.step();
+}
+
 void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
+  one_set_of_statistics();
   TrainState st;
   st.position = position();
   st.epoch = at.epoch() + 1;
@@ -432,6 +447,7 @@ bool Trainer::Impl::Fit::evaluate_within_epoch() {
 }
 
 bool Trainer::Impl::Fit::evaluate() {
+  one_set_of_statistics();
   const auto t0 = Clock::now();
   m.micro = micro.size();
   summary.eval = detail::evaluate(m.ctx, m.test, m.micro, m.loader_options());
@@ -451,6 +467,7 @@ TrainSummary Trainer::Impl::Fit::finish() {
   at.settle();               // the epoch of the last step, for a final save
   act(agree.now(control));  // what was asked for in the last step
   if (at.final_save_due(summary.stopped)) save(-1, "end of training");
+  one_set_of_statistics();  // model.pt, and what the program does with the model after fit()
   m.micro = micro.size();
   summary.step_mode = graph->story();
   summary.steps = at.step();

@@ -20,7 +20,7 @@
 namespace dtrain {
 namespace {
 
-const char* kCfg = R"(
+const char* kProfileCfg = R"(
 run: {seed: 1, log_every: 0, threads: 1, name: prof}
 model: {name: mlp, hidden: [16]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 512,
@@ -39,7 +39,7 @@ TEST(Profiler, RecordsExactlyTheAskedStepsOnEveryRank) {
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
 
   test::RunSetup run = test::setup_run(
-      kCfg, "profiler",
+      kProfileCfg, "profiler",
       {std::string("run.dir=") + dir, "run.profile_start=4", "run.profile_steps=3"},
       MPI_COMM_WORLD);
   TrainSummary s;

@@ -1,0 +1,271 @@
+// BatchNorm on N ranks (Note [BatchNorm on N ranks]): SyncBatchNorm's op on each rank's share of
+// a batch against ATen's batch_norm of the whole batch; N ranks with model.sync_batch_norm against
+// one rank on the same global batch (the cnn with BatchNorm and ResNet-18: parameters and running
+// statistics); without it, the running statistics averaged into one set on every rank. Under
+// --backend=nccl (gpu.nccl.npN) the op and the runs are on the GPU with NCCL: the op through the
+// fused CUDA kernels (channels-last), also inside CUDA graphs.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "dist/batch_norm_buffers.h"
+#include "dist_support.h"
+#include "dtrain/comm.h"
+#include "dtrain/models.h"
+#include "equivalence.h"
+#include "models/batch_norm.h"
+
+namespace dtrain {
+namespace {
+
+using test::max_relative_difference;
+using test::Result;
+using test::train_with;
+using test::world_size;
+
+int rank_here() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+std::unique_ptr<Communicator> data_comm() {
+  return test::nccl_mode() ? make_nccl_communicator(MPI_COMM_WORLD, 0)
+                           : make_mpi_communicator(MPI_COMM_WORLD);
+}
+
+double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
+
+// |a - b| relative to b's largest value.
+double relative(const at::Tensor& a, const at::Tensor& b) {
+  return max_abs(a.to(at::kDouble).cpu() - b.to(at::kDouble).cpu()) /
+         std::max(max_abs(b.to(at::kDouble).cpu()), 1e-30);
+}
+
+struct OpCase {
+  at::ScalarType dtype;
+  bool residual_relu;
+  double tol;
+};
+
+// Rank r holds r + 2 samples of one batch (unequal shares), C = 16 channels at 5x5, channels
+// last, with means far from 0; the loss is sum(y * dy) over the whole batch. Against ATen's
+// batch_norm of the whole batch in double (PyTorch's own op, not the code under test).
+void expect_op_matches_whole_batch(const OpCase& k) {
+  const at::Device dev = test::test_device();
+  const int world = world_size(), rank = rank_here();
+  const int64_t c = 16;
+  std::vector<int64_t> start(static_cast<size_t>(world) + 1, 0);
+  for (int r = 0; r < world; ++r) start[r + 1] = start[r] + r + 2;
+  const int64_t n = start[world], mine = rank + 2;
+  at::manual_seed(11);  // the same batch on every rank
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor x = at::randn({n, c, 5, 5}, f64) * 2 + at::arange(c, f64).view({1, c, 1, 1}) * 3;
+  const at::Tensor res = at::randn({n, c, 5, 5}, f64);
+  const at::Tensor dy = at::randn({n, c, 5, 5}, f64);
+  const at::Tensor w = at::rand({c}, f64) + 0.5, b = at::randn({c}, f64);
+
+  // The reference: the whole batch in double.
+  at::Tensor xr = x.clone().requires_grad_(true), wr = w.clone().requires_grad_(true),
+             br = b.clone().requires_grad_(true);
+  at::Tensor rm = at::zeros({c}, f64), rv = at::ones({c}, f64);
+  at::Tensor yr = at::batch_norm(xr, wr, br, rm, rv, true, 0.1, 1e-5, false);
+  if (k.residual_relu) yr = (yr + res).relu();
+  (yr * dy).sum().backward();
+
+  // This rank's share through models/batch_norm.h's norm() with the exchange.
+  auto comm = data_comm();
+  detail::BatchNormSync sync(*comm);
+  torch::nn::BatchNorm2d bn(torch::nn::BatchNormOptions(c).eps(1e-5).momentum(0.1));
+  bn->to(dev);
+  {
+    at::NoGradGuard no_grad;
+    bn->weight.copy_(w);
+    bn->bias.copy_(b);
+  }
+  bn->train();
+  auto share = [&](const at::Tensor& t) {
+    return t.narrow(0, start[rank], mine).to(dev, k.dtype).contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  at::Tensor xs = share(x).requires_grad_(true);
+  const at::Tensor rs = k.residual_relu ? share(res) : at::Tensor();
+  const at::Tensor y = detail::norm(bn, xs, rs, k.residual_relu, {/*fused=*/true, &sync});
+  (y.to(at::kFloat) * share(dy).to(at::kFloat)).sum().backward();
+
+  EXPECT_LT(relative(y, yr.detach().narrow(0, start[rank], mine)), k.tol) << "y";
+  EXPECT_LT(relative(xs.grad(), xr.grad().narrow(0, start[rank], mine)), k.tol) << "dx";
+  // The parameter gradients are each rank's own part: summed over the ranks, the whole batch's.
+  auto comm_cpu = make_mpi_communicator(MPI_COMM_WORLD);
+  at::Tensor dw = bn->weight.grad().to(at::kCPU, at::kDouble).contiguous();
+  at::Tensor db = bn->bias.grad().to(at::kCPU, at::kDouble).contiguous();
+  comm_cpu->all_reduce(dw, ReduceOp::kSum);
+  comm_cpu->all_reduce(db, ReduceOp::kSum);
+  EXPECT_LT(relative(dw, wr.grad()), k.tol) << "dweight";
+  EXPECT_LT(relative(db, br.grad()), k.tol) << "dbias";
+  // The running statistics: the whole batch's, unbiased variance, on every rank.
+  EXPECT_LT(relative(bn->running_mean, rm), 1e-5) << "running_mean";
+  EXPECT_LT(relative(bn->running_var, rv), 1e-5) << "running_var";
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 1);
+}
+
+TEST(SyncBatchNorm, OpOnEachRanksShareIsBatchNormOfTheWholeBatch) {
+  expect_op_matches_whole_batch({at::kFloat, false, 2e-5});
+}
+
+TEST(SyncBatchNorm, OpWithShortcutAndReluIsBatchNormOfTheWholeBatch) {
+  expect_op_matches_whole_batch({at::kFloat, true, 2e-5});
+}
+
+TEST(SyncBatchNorm, OpInBf16IsBatchNormOfTheWholeBatchWithinBf16) {
+  if (!test::nccl_mode()) GTEST_SKIP() << "bf16 activations: the GPU case (gpu.nccl.npN)";
+  expect_op_matches_whole_batch({at::kBFloat16, true, 3e-2});
+}
+
+// Parameters and running statistics after training, each rank's.
+Result with_buffers(Result r, const std::vector<at::Tensor>& buffers) {
+  for (const auto& b : buffers) r.params.push_back(b.detach().to(at::kCPU, at::kDouble).clone());
+  return r;
+}
+
+Result train_keeping_buffers(MPI_Comm comm, const std::vector<std::string>& o) {
+  const bool nccl = test::nccl_mode() && comm == MPI_COMM_WORLD;
+  test::RunSetup s = test::setup_run(test::kBase, "batch_norm", o, comm, -1, nccl);
+  Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
+                  s.data.test);
+  Result r;
+  r.summary = trainer.fit();
+  r.eval = r.summary.eval;
+  for (const auto& p : s.model->parameters()) r.params.push_back(p.detach().to(at::kCPU).clone());
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : s.model->named_buffers())
+    if (b.value().is_floating_point()) buffers.push_back(b.value());
+  return with_buffers(r, buffers);
+}
+
+// `base` with `more`'s keys replacing base's (a key given twice is an error).
+std::vector<std::string> merged(const std::vector<std::string>& base, const std::vector<std::string>& more) {
+  std::vector<std::string> out;
+  auto key = [](const std::string& o) { return o.substr(0, o.find('=')); };
+  for (const auto& b : base) {
+    bool replaced = false;
+    for (const auto& m : more) replaced = replaced || key(m) == key(b);
+    if (!replaced) out.push_back(b);
+  }
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+// N ranks with SyncBatchNorm against one rank on the same global batch (which runs plain
+// BatchNorm: the whole batch is its own); without it, N ranks must differ, or the comparison
+// proves nothing.
+void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, double tol) {
+  auto with = [&](const std::vector<std::string>& more) { return merged(model, more); };
+  Result ref = train_keeping_buffers(MPI_COMM_SELF, with({"model.sync_batch_norm=true"}));
+  Result init = train_keeping_buffers(MPI_COMM_SELF, with({"train.max_steps=1", "train.lr=1e-12"}));
+  ASSERT_GT(max_relative_difference(ref, init), 1e-2);
+  Result synced = train_keeping_buffers(MPI_COMM_WORLD, with({"model.sync_batch_norm=true"}));
+  EXPECT_LT(max_relative_difference(synced, ref), tol)
+      << "world " << world_size() << " with model.sync_batch_norm diverged from one rank";
+  EXPECT_EQ(synced.eval.count, ref.eval.count);
+  EXPECT_NEAR(synced.eval.loss, ref.eval.loss, 1e3 * tol * std::max(1.0, std::fabs(ref.eval.loss)));
+  if (world_size() > 1) {
+    Result local = train_keeping_buffers(MPI_COMM_WORLD, with({}));
+    if (rank_here() == 0)
+      std::printf("world %d, relative difference from one rank: %.2e with model.sync_batch_norm, "
+                  "%.2e with each rank's own statistics\n",
+                  world_size(), max_relative_difference(synced, ref), max_relative_difference(local, ref));
+    EXPECT_GT(max_relative_difference(local, ref), 30 * tol)
+        << "each rank's own statistics trained like one rank: the test cannot tell";
+  }
+}
+
+// Random images, 4 steps of 24 samples.
+std::vector<std::string> images(const std::vector<std::string>& more) {
+  return merged({"run.quiet=true", "data.synthetic_task=images", "data.synthetic_shape=3,8,8",
+                 "data.synthetic_size=96", "data.synthetic_test_size=32", "data.synthetic_classes=4",
+                 "train.epochs=1", "train.global_batch=24"},
+                more);
+}
+
+TEST(SyncBatchNorm, CnnWithBatchNormTrainsAsOneRank) {
+  expect_sync_trains_as_one_rank(
+      images({"model.name=cnn", "model.batch_norm=true", "model.channels=8,16", "model.fc=16"}),
+      1e-5);
+}
+
+TEST(SyncBatchNorm, ResNet18TrainsAsOneRank) {
+  expect_sync_trains_as_one_rank(
+      images({"model.name=resnet18", "model.channels_last=true", "train.lr=0.01",
+              "train.max_steps=3"}),
+      1e-4);
+}
+
+TEST(SyncBatchNorm, MicroBatchesTrainAsOneRankOnTheirGlobalMicroBatch) {
+  // world x 4-sample micro-batches, each normalized over every rank's (4 x world samples), against
+  // one rank with micro-batches of 4 x world: the statistics are per micro-batch, as PyTorch's.
+  const std::vector<std::string> cnn =
+      images({"model.name=cnn", "model.batch_norm=true", "model.channels=8", "model.fc=16",
+              "model.sync_batch_norm=true", "train.global_batch=" + std::to_string(8 * world_size())});
+  auto with = [&](const std::string& micro) { return merged(cnn, {"train.micro_batch=" + micro}); };
+  Result ref = train_keeping_buffers(MPI_COMM_SELF, with(std::to_string(4 * world_size())));
+  Result synced = train_keeping_buffers(MPI_COMM_WORLD, with("4"));
+  EXPECT_LT(max_relative_difference(synced, ref), 1e-5);
+}
+
+TEST(BatchNormBuffers, AveragedIntoOneSetOnEveryRankCountersLeftAlone) {
+  const int rank = rank_here(), world = world_size();
+  Config cfg = Config::from_string(test::kBase, "buffers",
+                                   images({"model.name=cnn", "model.batch_norm=true",
+                                           "model.channels=4,8"}));
+  Splits data = make_datasets(cfg.data, cfg.run.seed);
+  auto model = make_model("cnn", cfg.model, data.train->spec());
+  ASSERT_TRUE(detail::has_batch_norm_buffers(*model));
+  model->to(test::test_device());
+  for (const auto& b : model->named_buffers()) {
+    const std::string& name = b.key();
+    at::NoGradGuard no_grad;
+    if (name.find("running_mean") != std::string::npos) b.value().fill_(rank + 1);
+    if (name.find("running_var") != std::string::npos) b.value().fill_(2.0 * (rank + 1));
+    if (name.find("num_batches_tracked") != std::string::npos) b.value().fill_(rank);
+  }
+  auto comm = data_comm();
+  detail::average_batch_norm_buffers(*model, *comm);
+  const double mean = (world + 1) / 2.0;  // of 1..world
+  int seen = 0;
+  for (const auto& b : model->named_buffers()) {
+    const at::Tensor v = b.value().to(at::kCPU);
+    if (b.key().find("running_mean") != std::string::npos) {
+      EXPECT_TRUE(v.eq(mean).all().item<bool>()) << b.key();
+      ++seen;
+    } else if (b.key().find("running_var") != std::string::npos) {
+      EXPECT_TRUE(v.eq(2 * mean).all().item<bool>()) << b.key();
+      ++seen;
+    } else if (b.key().find("num_batches_tracked") != std::string::npos) {
+      EXPECT_EQ(v.item<int64_t>(), rank) << b.key();
+    }
+  }
+  EXPECT_EQ(seen, 4);
+}
+
+TEST(BatchNormBuffers, OneSetOnEveryRankAfterTrainingWithoutSync) {
+  // Each rank's running statistics follow its own samples; at the end (and before each
+  // evaluation and save) they are one set: the same bits on every rank, so the evaluation
+  // reported is the model's that is saved.
+  Result r = train_keeping_buffers(
+      MPI_COMM_WORLD, images({"model.name=cnn", "model.batch_norm=true", "model.channels=8",
+                              "model.fc=16", "train.epochs=2"}));
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  for (const auto& t : r.params) {
+    const at::Tensor all = comm->all_gather(t.contiguous());
+    for (int64_t k = 1; k < all.size(0); ++k) EXPECT_TRUE(all[k].equal(all[0]));
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
