@@ -1,5 +1,6 @@
 #include "train/step_context.h"
 
+#include "dist/batch_norm_buffers.h"
 #include "dist/replicas.h"
 #include "models/activation_checkpoint.h"
 #include "dtrain/error.h"
@@ -36,6 +37,16 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                       (cfg.model.name == "cnn" ? " (model.batch_norm=true gives the cnn one)" : ""),
                   "model.sync_batch_norm");
     if (comm.world() > 1) ctx.sync_batch_norm = &comm;
+  }
+  if (comm.world() > 1 && has_batch_norm_buffers(*ctx.model)) {
+    const std::string n = std::to_string(comm.world());
+    log::detail(ctx.sync_batch_norm
+                    ? "BatchNorm: mean and variance over the " + n + " ranks' samples of each micro-batch "
+                      "(model.sync_batch_norm: per BatchNorm an all-gather in forward, an all-reduce in "
+                      "backward); the running statistics are the same on every rank"
+                    : "BatchNorm: each rank's own samples in training; the running statistics averaged "
+                      "over the " + n + " ranks before each evaluation and save (model.sync_batch_norm=true: "
+                      "over every rank's samples, as one rank on the global batch)");
   }
   ctx.checkpointing = t.activation_checkpointing;
   ctx.memory_fraction = cfg.run.gpu_memory_fraction;

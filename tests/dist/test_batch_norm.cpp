@@ -164,7 +164,22 @@ std::vector<std::string> merged(const std::vector<std::string>& base, const std:
 // N ranks with SyncBatchNorm against one rank on the same global batch (which runs plain
 // BatchNorm: the whole batch is its own); without it, N ranks must differ, or the comparison
 // proves nothing.
+// Full fp32 convolutions and matmuls on the GPU while it lives (TF32 would round each product to
+// 10 bits, differently for different batch sizes).
+struct NoTf32 {
+  bool cudnn = at::globalContext().allowTF32CuDNN(), cublas = at::globalContext().allowTF32CuBLAS();
+  NoTf32() {
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  ~NoTf32() {
+    at::globalContext().setAllowTF32CuDNN(cudnn);
+    at::globalContext().setAllowTF32CuBLAS(cublas);
+  }
+};
+
 void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, double tol) {
+  const NoTf32 exact;
   auto with = [&](const std::vector<std::string>& more) { return merged(model, more); };
   Result ref = train_keeping_buffers(MPI_COMM_SELF, with({"model.sync_batch_norm=true"}));
   Result init = train_keeping_buffers(MPI_COMM_SELF, with({"train.max_steps=1", "train.lr=1e-12"}));
@@ -212,6 +227,7 @@ TEST(SyncBatchNorm, MicroBatchesTrainAsOneRankOnTheirGlobalMicroBatch) {
   const std::vector<std::string> cnn =
       images({"model.name=cnn", "model.batch_norm=true", "model.channels=8", "model.fc=16",
               "model.sync_batch_norm=true", "train.global_batch=" + std::to_string(8 * world_size())});
+  const NoTf32 exact;
   auto with = [&](const std::string& micro) { return merged(cnn, {"train.micro_batch=" + micro}); };
   Result ref = train_keeping_buffers(MPI_COMM_SELF, with(std::to_string(4 * world_size())));
   Result synced = train_keeping_buffers(MPI_COMM_WORLD, with("4"));
