@@ -115,6 +115,8 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
     failure = first_line(e.what());
     ran_out_words_ = allocator_words(e);
   }
+  // SyncBatchNorm's collectives ran inside forward and backward: communication, not compute.
+  if (ctx_.sync_batch_norm) ctx_.phases->comm += ctx_.sync_batch_norm->take_seconds();
   wd.beat("gradient all-reduce");
   const auto t_comm = Clock::now();
   if (ctx_.reducer) ctx_.reducer->finish(/*abandon=*/failed);

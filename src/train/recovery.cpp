@@ -130,7 +130,7 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
     const auto now = ctx.model->buffers();
     for (size_t i = 0; i < buffers.size(); ++i) now[i].copy_(buffers[i]);
   }
-  if (ctx.sync_batch_norm) ctx.model->set_batch_norm_sync(ctx.sync_batch_norm);
+  if (ctx.sync_batch_norm) ctx.model->set_batch_norm_sync(ctx.sync_batch_norm.get());
   std::string failure = memory.failure();
   const int64_t allowed = allowance(ctx).bytes();
   if (failure.empty() && peak < 0 && allowed > 0 && memory_kinds(ctx).total() > allowed) {

@@ -32,11 +32,11 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   if (cfg.model.sync_batch_norm) {
     // One rank's statistics are the global batch's already: nothing to synchronize, but a model
     // without BatchNorm is refused on every world size alike.
-    if (!ctx.model->set_batch_norm_sync(comm.world() > 1 ? &comm : nullptr))
+    if (comm.world() > 1) ctx.sync_batch_norm = std::make_unique<TimedCommunicator>(comm);
+    if (!ctx.model->set_batch_norm_sync(ctx.sync_batch_norm.get()))
       throw Error("model " + cfg.model.name + " has no BatchNorm to synchronize across ranks" +
                       (cfg.model.name == "cnn" ? " (model.batch_norm=true gives the cnn one)" : ""),
                   "model.sync_batch_norm");
-    if (comm.world() > 1) ctx.sync_batch_norm = &comm;
   }
   if (comm.world() > 1 && has_batch_norm_buffers(*ctx.model)) {
     const std::string n = std::to_string(comm.world());

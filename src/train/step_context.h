@@ -23,6 +23,7 @@
 #include "dtrain/records.h"
 #include "data/pixels.h"
 #include "dist/optimizer_shard.h"
+#include "comm/timed_comm.h"
 #include "dist/reducer.h"
 #include "runtime/watchdog.h"
 
@@ -57,8 +58,9 @@ struct StepContext {
   // model.sync_batch_norm on several ranks: forward and backward run collectives of their own
   // (Note [BatchNorm on N ranks]), so a rank out of memory mid-step cannot finish the step's
   // collectives for its peers as Note [out-of-memory protocol] has it. The communicator the
-  // model's BatchNorms exchange over; null otherwise.
-  Communicator* sync_batch_norm = nullptr;
+  // model's BatchNorms exchange over (the data plane's, its seconds counted as communication);
+  // null otherwise.
+  std::unique_ptr<TimedCommunicator> sync_batch_norm;
   at::Device device = at::kCPU;
   PixelNormalizer pixels;  // uint8 batches to the model's inputs (Note [uint8 pixels])
   int world = 1;
