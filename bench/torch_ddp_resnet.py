@@ -9,8 +9,8 @@ DistributedDataParallel (NCCL; broadcast_buffers at its default, True); --sync-b
 BatchNorm with nn.SyncBatchNorm.convert_sync_batchnorm first; --compile wraps the DDP module in
 torch.compile (--mode: its mode). Ranks that share a GPU get NCCL's settings for that as dtrain
 gives them (Note [ranks sharing a GPU]: a host identity each, sockets over loopback), so the two
-are compared on the same transport. Warms up, times --steps steps between CUDA events (a barrier
-first), and rank 0 prints one JSON line:
+are compared on the same transport. Warms up, times --steps steps between CUDA events
+(_common.time_steps; the slowest rank's time), and rank 0 prints one JSON line:
 
   {"case": "resnet50", "world": N, "sync_bn": ..., "mode": "eager"|"compile", "images_per_s": ...
    (over every rank), "ms_per_step": ..., "peak_mem_gb": ... (rank 0), ...}
@@ -25,13 +25,14 @@ import json
 import os
 import socket
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+from _common import time_steps
 
 
 def rank_and_world():
@@ -103,26 +104,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    t0 = time.perf_counter()
-    for _ in range(args.warmup):
-        loss = step()
-    sync()
-    warmup_s = time.perf_counter() - t0
-    dist.barrier()
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    if cuda:
-        end.record()
-        sync()
-        elapsed = start.elapsed_time(end) / 1e3
-    else:
-        elapsed = time.perf_counter() - t0
+    loss, warmup_s, elapsed = time_steps(step, args.warmup, args.steps, dev)
     slowest = torch.tensor([elapsed], device=dev)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     elapsed = slowest.item()

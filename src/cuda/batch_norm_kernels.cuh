@@ -41,6 +41,23 @@ constexpr int kUnroll = 4;                    // rows loaded before any is summe
 // ReLU as torch.relu: NaN stays NaN.
 __device__ __forceinline__ float relu(float v) { return v <= 0.f ? 0.f : v; }
 
+// What a training forward's batch statistics (channel `ch`: mean, biased variance, over n rows)
+// give: the mean and 1/std it normalizes with, scale and shift, the running statistics as
+// torch.nn.BatchNorm2d updates them (momentum, the unbiased variance), num_batches_tracked + 1.
+__device__ void finish_statistics(const BnForwardArgs& a, int ch, double mean, double var, double n) {
+  const float meanf = static_cast<float>(mean);
+  const float invstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(a.eps)));
+  const float scale = a.weight[ch] * invstd;
+  a.mean[ch] = meanf;
+  a.invstd[ch] = invstd;
+  a.scale[ch] = scale;
+  a.shift[ch] = a.bias[ch] - meanf * scale;
+  const float m = a.momentum;
+  a.running_mean[ch] = (1.f - m) * a.running_mean[ch] + m * meanf;
+  a.running_var[ch] = (1.f - m) * a.running_var[ch] + m * static_cast<float>(var * n / (n - 1));
+  if (ch == 0) *a.batches += 1;
+}
+
 template <typename T, int V>
 __global__ void __launch_bounds__(kReduceThreads, 2)
     bn_stats(const T* __restrict__ x, BnForwardArgs a) {
@@ -92,18 +109,7 @@ __global__ void __launch_bounds__(kReduceThreads, 2)
   }
   double var = sq / n - dm * dm;  // biased, of the shifted values: the same variance
   if (var < 0) var = 0;
-  const float mean = static_cast<float>(static_cast<double>(to_float(x[ch])) + dm);
-  const float invstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(a.eps)));
-  const float scale = a.weight[ch] * invstd;
-  a.mean[ch] = mean;
-  a.invstd[ch] = invstd;
-  a.scale[ch] = scale;
-  a.shift[ch] = a.bias[ch] - mean * scale;
-  const float m = a.momentum;
-  a.running_mean[ch] = (1.f - m) * a.running_mean[ch] + m * mean;
-  const float unbiased = static_cast<float>(var * n / (n - 1));
-  a.running_var[ch] = (1.f - m) * a.running_var[ch] + m * unbiased;
-  if (ch == 0) *a.batches += 1;
+  finish_statistics(a, ch, static_cast<double>(to_float(x[ch])) + dm, var, n);
 }
 
 // SyncBatchNorm: every rank's (mean, sum of squared deviations, rows) of a channel merged in rank
@@ -126,20 +132,8 @@ __global__ void bn_sync_stats(BnForwardArgs a) {
     const double d = g[ch] - mean;
     m2 += g[a.c + ch] + g[2 * a.c] * d * d;
   }
-  const float meanf = static_cast<float>(mean);
-  const float invstd = static_cast<float>(1.0 / sqrt(m2 / n + static_cast<double>(a.eps)));
-  const float scale = a.weight[ch] * invstd;
-  a.mean[ch] = meanf;
-  a.invstd[ch] = invstd;
-  a.scale[ch] = scale;
-  a.shift[ch] = a.bias[ch] - meanf * scale;
-  const float m = a.momentum;
-  a.running_mean[ch] = (1.f - m) * a.running_mean[ch] + m * meanf;
-  a.running_var[ch] = (1.f - m) * a.running_var[ch] + m * static_cast<float>(m2 / (n - 1));
-  if (ch == 0) {
-    *a.batches += 1;
-    *a.count = n;
-  }
+  finish_statistics(a, ch, mean, m2 / n, n);
+  if (ch == 0) *a.count = n;
 }
 
 // Eval: mean and 1/std from the running statistics, and the scale and shift they give.

@@ -1,8 +1,21 @@
 """What the e2e scripts' PyTorch checks share (imported from their Python heredocs, with
 tests/e2e on sys.path): a dtrain run's final evaluation against PyTorch's own numbers."""
+import gzip
 import json
+import os
 
+import torch
 import torch.nn.functional as F
+
+
+def idx_test_split(folder):
+    """The Fashion-MNIST (IDX) test images (N, 1, 28, 28) uint8 and labels (N,) int64 in
+    `folder`, gzipped or not, as the files hold them."""
+    def idx(name, header):
+        path = os.path.join(folder, name)
+        raw = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
+        return torch.frombuffer(bytearray(raw[header:]), dtype=torch.uint8)
+    return idx("t10k-images-idx3-ubyte", 16).view(-1, 1, 28, 28), idx("t10k-labels-idx1-ubyte", 8).long()
 
 
 def expect_final_evaluation(rundir, logits, labels, rel=1e-6):

@@ -40,7 +40,7 @@ for sync in false true; do
   ckpt=$(ls -d "$rundir"/checkpoints/step-* | sort | tail -n 1)
   PYTHONPATH="$src/python:$src/tests/e2e" "$py" - "$data" "$rundir" "$tmp/eval2_$sync.out" \
     "$tmp/eval1_$sync.out" "$ckpt" "$line" <<'PY' || fail "sync_batch_norm=$sync: the run's evaluation is not its model.pt's"
-import gzip, json, os, sys
+import json, sys
 import torch, dtrain_inputs, dtrain_models, reference
 data, rundir, two, one, ckpt, line = sys.argv[1:7]
 ev = [r for r in map(json.loads, open(f"{rundir}/metrics.jsonl")) if r["type"] == "eval"][-1]
@@ -53,19 +53,14 @@ assert abs(one["test_loss"] - ev["test_loss"]) <= 1e-6 * ev["test_loss"], (one, 
 print("the run's final evaluation:", {k: ev[k] for k in ("test_loss", "test_accuracy", "test_count")})
 print("dtrain eval of model.pt, 2 ranks:", two, "\n  1 rank:", one)
 # PyTorch alone: the twin with its BatchNorm2d from model.pt, in eval mode.
-def idx(name, header):
-    path = os.path.join(data, name)
-    raw = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
-    return torch.frombuffer(bytearray(raw[header:]), dtype=torch.uint8)
-x = idx("t10k-images-idx3-ubyte", 16).view(-1, 1, 28, 28)
-y = idx("t10k-labels-idx1-ubyte", 8).long()
+x, y = reference.idx_test_split(data)
 model = dtrain_models.from_run(rundir)
 assert len(model.norms) == 2 and all(c.bias is None for c in model.convs), model
 sd = torch.load(f"{rundir}/model.pt")
 assert sd["norms.0.num_batches_tracked"].item() == 120, sd["norms.0.num_batches_tracked"]
 assert sd["norms.1.running_var"].abs().sum() > 0 and not torch.all(sd["norms.1.running_mean"] == 0)
 with torch.no_grad():
-    out = model(dtrain_inputs.pixels(x, pre := dtrain_inputs.load(rundir)))
+    out = model(dtrain_inputs.pixels(x, dtrain_inputs.load(rundir)))
 reference.expect_final_evaluation(rundir, out, y, rel=1e-5)
 # The last checkpoint holds the same statistics as model.pt.
 state = torch.load(f"{ckpt}/state.pt", weights_only=False)
@@ -80,4 +75,4 @@ run 120 nobn "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/fashion_mni
   run.name=nobn "${common[@]/model.batch_norm=true/model.batch_norm=false}" model.sync_batch_norm=true
 [[ $rc == 1 ]] || { show nobn; fail "sync_batch_norm on a cnn without BatchNorm: exit $rc, not 1"; }
 grep -q "model.sync_batch_norm" "$tmp/nobn.err" || { show nobn; fail "the error does not name model.sync_batch_norm"; }
-echo "ok: $(grep -m1 error "$tmp/nobn.err")"
+echo "ok: $(grep -m1 "error: model.sync_batch_norm" "$tmp/nobn.err")"

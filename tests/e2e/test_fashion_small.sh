@@ -82,17 +82,12 @@ e2e_torch_python
 # The twin comes from the run folder (dtrain_models.from_run: config.yaml's model.channels and
 # model.fc, preprocess.json's shape and classes), imported through PYTHONPATH as the docs say.
 PYTHONPATH="$src/python:$src/tests/e2e" "$py" - "$data" "$run_dir" <<'PY' || fail "preprocess.json and model.pt do not reproduce the run's evaluation"
-import gzip, os, sys
+import sys
 import torch, dtrain_inputs, dtrain_models, reference
 data, rundir = sys.argv[1], sys.argv[2]
 pre = dtrain_inputs.load(rundir)
 assert pre["format"] == "idx" and pre["input_shape"] == [1, 28, 28] and len(pre["pixels"]["mean"]) == 1, pre
-def idx(name, header):
-    path = os.path.join(data, name)
-    raw = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
-    return torch.frombuffer(bytearray(raw[header:]), dtype=torch.uint8)
-x = idx("t10k-images-idx3-ubyte", 16).view(-1, 1, 28, 28)
-y = idx("t10k-labels-idx1-ubyte", 8).long()
+x, y = reference.idx_test_split(data)
 model = dtrain_models.from_run(rundir)
 assert isinstance(model, dtrain_models.Cnn) and [c.out_channels for c in model.convs] == [8, 16], model
 assert model.fc.out_features == 64 and not model.training, model
