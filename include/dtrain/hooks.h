@@ -88,7 +88,10 @@ struct TrainState {
 class LoopControl {
  public:
   // Stop training at the agreed step boundary (no further steps or evaluations).
-  // `signal`: the stop signal behind the request (0: none), so every rank learns it.
+  // `signal`: the stop signal behind the request (0: none), so every rank learns it. Without a
+  // signal the stop is the run's end (early stopping): model.pt is written, and so is a final
+  // checkpoint that records the end, so the same command run again is refused as a finished
+  // run's; with one it is a pause (exit 75, no model.pt, resumed by the same command).
   void request_stop(const std::string& reason, int signal = 0) {
     stop_ = true, stop_reason_ = reason, signal_ = signal;
   }

@@ -130,6 +130,12 @@ struct LoopPosition {
   double last_loss = 0;         // mean training loss of the last window read
   // The step the learning-rate schedule counts from (train.resume_schedule).
   int64_t schedule_start = 0;
+  // The run ended at this step: a hook asked to stop without a stop signal (early stopping), so
+  // it has finished here whatever its planned steps (LoopCursor::finished); `stop_reason` is what
+  // the hook said on rank 0 ("" when another rank's hook asked). A stop signal's stop is a pause,
+  // not an end: false.
+  bool stopped_early = false;
+  std::string stop_reason;
 };
 
 // At the end of training.
@@ -148,6 +154,7 @@ struct TrainSummary {
   int64_t steady_from_step = -1;
   double last_loss = 0; // mean training loss of the last logged window, over all ranks
   EvalResult eval;      // last evaluation (count 0 if none)
+  int64_t eval_step = -1;  // the step `eval` is of (-1: none in this process)
   PhaseTimes phases;    // this rank
   int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
   int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (fp16, train.skip_nonfinite)
@@ -158,6 +165,9 @@ struct TrainSummary {
   bool stopped = false;       // a hook asked to stop before the planned end (signals: a hook too)
   int stopped_by = -1;        // the rank whose hook asked (-1: none)
   int stop_signal = 0;        // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
+  // Why the hook asked, as this rank's hook said it ("" when this rank asked nothing, and for a
+  // signal). A stop without a signal is the run's end (an early stop); with one, a pause.
+  std::string stop_reason;
   std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
   int64_t checkpoint_step = -1;  // its step
   // The gradient engine's last synchronized step (empty when there is none, with one rank and no

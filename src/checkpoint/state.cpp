@@ -142,6 +142,8 @@ std::string encode(const SharedState& s) {
   d.insert("window_steps", p.window_steps);
   d.insert("last_loss", p.last_loss);
   d.insert("schedule_start", p.schedule_start);
+  d.insert("stopped_early", static_cast<int64_t>(p.stopped_early));
+  d.insert("stop_reason", p.stop_reason);
   d.insert("world", static_cast<int64_t>(s.world));
   d.insert("global_batch", s.global_batch);
   c10::Dict<std::string, std::string> cfg;
@@ -183,6 +185,9 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   p.window_steps = r.integer("window_steps");
   p.last_loss = r.number("last_loss");
   p.schedule_start = r.has("schedule_start") ? r.integer("schedule_start") : 0;  // 0: before the key
+  // Before the keys no checkpoint recorded an early stop (that run resumes as a stopped one did).
+  p.stopped_early = r.has("stopped_early") && r.integer("stopped_early") != 0;
+  if (r.has("stop_reason")) p.stop_reason = r.text("stop_reason");
   s.world = static_cast<int>(r.integer("world"));
   s.global_batch = r.integer("global_batch");
   s.config = r.texts("config");

@@ -1,7 +1,7 @@
 // A checkpoint's training state, in two kinds of file, and their encoding. `state.pt` (written by
 // rank 0) holds what every rank shares: the model's parameters and buffers, the optimizer and
-// loss-scaler state, where the loop stood, the hooks' states (Hook::state), the resolved config
-// key by key, and the versions.
+// loss-scaler state, where the loop stood (and whether the run ended there by an early stop),
+// the hooks' states (Hook::state), the resolved config key by key, and the versions.
 // `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
 // dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain reads
 // them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler.

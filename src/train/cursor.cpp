@@ -19,7 +19,7 @@ LoopCursor::LoopCursor(const Config& cfg, const LoopPosition* from, int64_t step
   epoch_ = step_ / steps_per_epoch_, first_s_ = step_ % steps_per_epoch_;
   // Saved at an epoch's end before its loss read and evaluation ran: resume at that end.
   if (first_s_ == 0 && step_ > 0 && !epoch_end_done_) --epoch_, first_s_ = steps_per_epoch_;
-  finished_ = step_ >= total_steps_ && epoch_end_done_;
+  finished_ = (step_ >= total_steps_ && epoch_end_done_) || from->stopped_early;
 }
 
 bool LoopCursor::more_epochs(bool stopped) const {
@@ -40,8 +40,8 @@ bool LoopCursor::save_due() const { return every_steps_ > 0 && step_ % every_ste
 
 bool LoopCursor::epoch_save_due() const { return every_epoch_ && saved_step_ != step_; }
 
-bool LoopCursor::final_save_due(bool stopped) const {
-  return (every_steps_ > 0 || every_epoch_) && saved_step_ != step_ && !stopped;
+bool LoopCursor::final_save_due(bool signal_stop) const {
+  return (every_steps_ > 0 || every_epoch_) && saved_step_ != step_ && !signal_stop;
 }
 
 }  // namespace dtrain::detail

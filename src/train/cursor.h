@@ -29,7 +29,8 @@ class LoopCursor {
   int64_t first_in_epoch() const { return first_s_; }   // the step of `epoch` to start from
   // At an epoch's end: its loss read and evaluation have run (a step starts the next afresh).
   bool epoch_end_done() const { return epoch_end_done_; }
-  // A resumed run that had finished, its last epoch's end included: nothing left to do (fit()
+  // A resumed run that had finished: its last epoch's end included, or ended early by a hook's
+  // stop (LoopPosition::stopped_early, whatever train.epochs says now): nothing left to do (fit()
   // refuses it, leaving the run's files as they are).
   bool finished() const { return finished_; }
   // Whether the loop goes on to epoch(): the run has not finished, train.epochs has epochs
@@ -55,9 +56,11 @@ class LoopCursor {
   bool eval_due(int64_t s) const;
   bool save_due() const;        // checkpoint.every_steps
   bool epoch_save_due() const;  // checkpoint.every_epoch, unless this step is saved already
-  // The end of training, when the schedule saves at all (checkpoint.every_steps or
-  // checkpoint.every_epoch), unless this step is saved already or a stop was agreed on.
-  bool final_save_due(bool stopped) const;
+  // The end of training, an early stop's too (a hook's stop: the run has ended, and its
+  // checkpoint says so), when the schedule saves at all (checkpoint.every_steps or
+  // checkpoint.every_epoch), unless this step is saved already or a stop signal stopped the run
+  // (a pause: its save is the signal's own request).
+  bool final_save_due(bool signal_stop) const;
 
  private:
   int64_t steps_per_epoch_, total_steps_;

@@ -11,6 +11,7 @@
 #include "config/schema.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "train/cursor.h"
 #include "train/run_directory.h"
 #include "util/dir.h"
 #include "util/format.h"
@@ -114,6 +115,19 @@ void load_model(Model& model, const NamedTensors& saved, const std::string& file
   for (auto& [into, from] : copies) into.copy_(from);
 }
 
+// The keys of an early stop's rule whose values differ from the checkpoint's ("train.monitor
+// test_loss -> test_accuracy, ..."; "" when none does).
+std::string stop_rule_changes(const std::map<std::string, std::string>& saved, const Config& cfg) {
+  const std::map<std::string, std::string> now = config_values(cfg);
+  std::string out;
+  for (const char* key : {"train.early_stop_patience", "train.monitor"}) {
+    const auto it = saved.find(key);
+    if (it == saved.end() || it->second == now.at(key)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(key) + " " + it->second + " -> " + now.at(key);
+  }
+  return out;
+}
+
 void set_generator_state(at::Generator gen, const at::Tensor& state) {
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
@@ -121,12 +135,33 @@ void set_generator_state(at::Generator gen, const at::Tensor& state) {
 
 }  // namespace
 
-std::string finished_run_error(int64_t step, const TrainConfig& t) {
-  return "this run has finished: its checkpoint is at step " + std::to_string(step) +
+LoopPosition resume_position(const SharedState& saved, const Config& cfg, std::string* said) {
+  LoopPosition p = saved.position;
+  if (!p.stopped_early) return p;
+  const std::string changes = stop_rule_changes(saved.config, cfg);
+  if (changes.empty()) return p;
+  p.stopped_early = false;
+  if (said)
+    *said = "the run stopped early at step " + std::to_string(p.step) +
+            (p.stop_reason.empty() ? std::string() : " (" + p.stop_reason + ")") + "; " + changes +
+            " now: it trains on from there (the evaluations since its best value counted from the checkpoint)";
+  return p;
+}
+
+std::string finished_run_error(const LoopPosition& p, const TrainConfig& t) {
+  const std::string again = "; to train again from the start, give the new run another run.name";
+  if (p.stopped_early)
+    return "this run has finished: its checkpoint is at step " + std::to_string(p.step) +
+           ", where it stopped early (" + (p.stop_reason.empty() ? std::string("a hook asked to stop") : p.stop_reason) +
+           "), so there is nothing to train and nothing was written. More train.epochs or train.max_steps do not "
+           "train on (a run planned longer stops at the same step); to train on past the early stop, change its "
+           "rule: train.early_stop_patience (" + std::to_string(t.early_stop_patience) +
+           " now; raise it, or 0 for no early stopping) or train.monitor" + again;
+  return "this run has finished: its checkpoint is at step " + std::to_string(p.step) +
          ", the end of training (train.epochs " + std::to_string(t.epochs) +
          (t.max_steps > 0 ? ", train.max_steps " + std::to_string(t.max_steps) : "") +
          "), so there is nothing to train and nothing was written. To train on, raise train.epochs or "
-         "train.max_steps; to train again from the start, give the new run another run.name";
+         "train.max_steps" + again;
 }
 
 void refuse_finished_run(const Config& cfg, Communicator& control) {
@@ -138,12 +173,13 @@ void refuse_finished_run(const Config& cfg, Communicator& control) {
       const std::string path = run_directory_holder(cfg).empty() ? pick(cfg, /*say=*/false) : std::string();
       if (!path.empty()) {
         const std::string file = join_path(path, "state.pt");
-        const LoopPosition p = decode_shared(read_file(file), file).position;
+        const LoopPosition p = resume_position(decode_shared(read_file(file), file), cfg, nullptr);
         const TrainConfig& t = cfg.train;
-        // The loop's rule (LoopCursor::finished): the steps planned, its last epoch's end done.
+        // The loop's rule (LoopCursor::finished) on the steps planned from the checkpoint's epochs.
         int64_t total = p.steps_per_epoch * t.epochs;
         if (t.max_steps > 0) total = std::min(total, t.max_steps);
-        if (p.step >= total && p.epoch_end_done) failure = path + "\n" + finished_run_error(p.step, t);
+        if (p.steps_per_epoch > 0 && LoopCursor(cfg, &p, p.steps_per_epoch, total, false).finished())
+          failure = path + "\n" + finished_run_error(p, t);
       }
     } catch (const std::exception&) {
       // A checkpoint that cannot be read here is the resume's to report, after start-up.
@@ -182,7 +218,9 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
     if (ctx.device.is_cuda() && mine.cuda_rng.defined())
       set_generator_state(at::globalContext().defaultGenerator(ctx.device), mine.cuda_rng);
   }
-  ResumePoint rp{path, saved.position, saved.world, saved.config, saved.hooks};
+  std::string trains_on;  // an early-stopped run under another rule
+  ResumePoint rp{path, resume_position(saved, cfg, &trains_on), saved.world, saved.config, saved.hooks};
+  if (!trains_on.empty()) log::info(trains_on);
   std::string how = "resumed from " + path + " at step " + std::to_string(rp.position.step);
   if (saved.world != world)
     how += "; it was written by " + std::to_string(saved.world) + " rank(s), this run has " +

@@ -259,8 +259,9 @@ TrainSummary Trainer::fit() {
       f.telemetry->fill_step(rec);
       m.hooks.on_step(rec, f.control);
       if (at.eval_due(s) && f.evaluate_within_epoch()) break;
-      if (at.save_due()) f.save(-1, "checkpoint.every_steps");
-      if (f.act(f.agree.at_step(f.control))) break;
+      const bool stop = f.act(f.agree.at_step(f.control));
+      if (at.save_due()) f.save(-1, "checkpoint.every_steps");  // after act: it records an early stop
+      if (stop) break;
     }
     f.telemetry->epoch_ends();
     f.read_rest();
@@ -303,7 +304,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   // holds the same agreed resume point (resume.cpp), so every rank throws here together and the
   // error is printed once, by rank 0, without an abort.
   if (at.finished())
-    throw AgreedError(detail::finished_run_error(at.step(), t), from->path, /*first_rank=*/0);
+    throw AgreedError(detail::finished_run_error(from->position, t), from->path, /*first_rank=*/0);
   averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
   if (rank == 0) warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
@@ -399,6 +400,8 @@ LoopPosition Trainer::Impl::Fit::position() {
   p.window_steps = window.steps();
   p.last_loss = summary.last_loss;
   p.schedule_start = resumed_lr.start;
+  p.stopped_early = summary.stopped && summary.stop_signal == 0;  // the run ends here
+  p.stop_reason = summary.stop_reason;
   return p;
 }
 
@@ -432,8 +435,12 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
 }
 
 bool Trainer::Impl::Fit::act(const detail::Agreed& a) {
+  // The stop first: a save at it records whether the run ends there (a hook's stop, no signal).
+  if (a.stop()) {
+    summary.stopped = true, summary.stopped_by = a.stop_by, summary.stop_signal = a.signal;
+    if (a.signal == 0) summary.stop_reason = control.stop_reason();
+  }
   if (a.save()) save(a.save_by, a.signal ? "stop signal" : "asked by a hook");
-  if (a.stop()) summary.stopped = true, summary.stopped_by = a.stop_by, summary.stop_signal = a.signal;
   return a.stop();
 }
 
@@ -451,6 +458,7 @@ bool Trainer::Impl::Fit::evaluate() {
   const auto t0 = Clock::now();
   m.micro = micro.size();
   summary.eval = detail::evaluate(m.ctx, m.test, m.micro, m.loader_options());
+  summary.eval_step = at.step();
   m.phases.eval += seconds_since(t0);
   EvalRecord rec;
   rec.step = at.step();
@@ -466,7 +474,7 @@ bool Trainer::Impl::Fit::evaluate() {
 TrainSummary Trainer::Impl::Fit::finish() {
   at.settle();               // the epoch of the last step, for a final save
   act(agree.now(control));  // what was asked for in the last step
-  if (at.final_save_due(summary.stopped)) save(-1, "end of training");
+  if (at.final_save_due(summary.stop_signal != 0)) save(-1, summary.stopped ? "early stop" : "end of training");
   one_set_of_statistics();  // model.pt, and what the program does with the model after fit()
   m.micro = micro.size();
   summary.step_mode = graph->story();

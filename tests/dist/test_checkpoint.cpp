@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -65,16 +66,20 @@ class ResumeRecorder : public Hook {
   int64_t resumed_step = -1;
 };
 
+// Stops the run after `step` (asked on rank 0): as a stop signal (without its save: as if the job
+// were killed there, a pause the run resumes from), or, with `ends`, as an early stop (the run's
+// end: a hook's stop without a signal).
 class StopAt : public Hook {
  public:
-  explicit StopAt(int64_t step) : step_(step) {}
+  explicit StopAt(int64_t step, bool ends = false) : step_(step), ends_(ends) {}
   std::string name() const override { return "stop"; }
   void on_step(const StepRecord& r, LoopControl& control) override {
-    if (r.step == step_ && World().rank == 0) control.request_stop("test");
+    if (r.step == step_ && World().rank == 0) control.request_stop("test", ends_ ? 0 : SIGTERM);
   }
 
  private:
   int64_t step_;
+  bool ends_;
 };
 
 struct RunResult {
@@ -314,6 +319,36 @@ TEST(Checkpoint, DamagedOrForeignCheckpointsAreErrorsNamingTheFileAndTheDifferen
   if (comm->rank() == 0) std::remove((ck + "/COMPLETE").c_str());
   comm->barrier();
   expect_error({}, "incomplete checkpoint");
+  comm->barrier();
+  if (comm->rank() == 0) detail::remove_tree(tmp);
+}
+
+TEST(Checkpoint, AHooksStopEndsTheRunInACheckpointThatSaysSoAndIsNotTrainedAgain) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const std::string tmp = shared_tmp(*comm);
+  // Saves every 7 steps; the stop comes after step 14 (asked after 13 with several ranks: agreed
+  // one step later), where a save is due too: that save records the end.
+  const std::vector<std::string> o = {"run.dir=" + tmp, "run.name=es", "checkpoint.every_steps=7"};
+  const RunResult first = train(MPI_COMM_WORLD, o, std::make_shared<StopAt>(comm->world() == 1 ? 14 : 13, true));
+  EXPECT_TRUE(first.summary.stopped);
+  EXPECT_EQ(first.summary.stop_signal, 0);
+  EXPECT_EQ(first.summary.steps, 14);
+  EXPECT_EQ(first.summary.checkpoint_step, 14);
+  const std::string state = tmp + "/es/checkpoints/step-000000014/state.pt";
+  const LoopPosition p = detail::decode_shared(detail::read_file(state), state).position;
+  EXPECT_TRUE(p.stopped_early);
+  EXPECT_EQ(p.stop_reason, "test");  // rank 0's hook asked
+  // The same run again: finished, refused on every rank, nothing trained.
+  const std::string m = message_of([&] { train(MPI_COMM_WORLD, o); });
+  EXPECT_NE(m.find("this run has finished: its checkpoint is at step 14, where it stopped early (test)"),
+            std::string::npos) << m;
+  // Under another early-stopping rule it trains on from there to the planned end.
+  auto rule = o;
+  rule.push_back("train.monitor=test_loss");
+  const RunResult on = train(MPI_COMM_WORLD, rule);
+  EXPECT_EQ(on.rec->resumed_step, 14);
+  EXPECT_EQ(on.summary.steps, 2 * 18);
+  EXPECT_FALSE(on.summary.stopped);
   comm->barrier();
   if (comm->rank() == 0) detail::remove_tree(tmp);
 }

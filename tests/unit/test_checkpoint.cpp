@@ -1,6 +1,7 @@
 // The checkpoint folder's rules (src/checkpoint/folder.h) and the state files' encoding
 // (src/checkpoint/state.h): only marked checkpoints count, a changed file is caught by the
-// marker, pruning never touches the newest complete checkpoint, and decoding names the file.
+// marker, pruning never touches the newest complete checkpoint, and decoding names the file;
+// and an early stop's end holds on resume under its own rule only (src/train/resume.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "test_support.h"
+#include "train/resume.h"
 #include "util/dir.h"
 #include "util/fs.h"
 
@@ -169,6 +171,8 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   s.position.window_steps = 3;
   s.position.last_loss = 0.5;
   s.position.schedule_start = 36;
+  s.position.stopped_early = true;
+  s.position.stop_reason = "early stop: test_loss has not improved for 2 evaluation(s)";
   s.world = 2;
   s.global_batch = 32;
   s.config = {{"train.lr", "0.01"}, {"model.name", "mlp"}};
@@ -187,6 +191,8 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   EXPECT_EQ(back.position.window_loss, 1.25);
   EXPECT_EQ(back.position.window_steps, 3);
   EXPECT_EQ(back.position.schedule_start, 36);
+  EXPECT_TRUE(back.position.stopped_early);  // the run ended there (an early stop)
+  EXPECT_EQ(back.position.stop_reason, s.position.stop_reason);
   EXPECT_EQ(back.world, 2);
   EXPECT_EQ(back.config, s.config);
   EXPECT_EQ(back.hooks, s.hooks);  // the hooks' states (Hook::state)
@@ -213,6 +219,48 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   const std::string bytes = d::encode(s);
   msg = message_of([&] { d::decode_shared(bytes.substr(0, bytes.size() - 20), "x/state.pt"); });
   EXPECT_NE(msg.find("x/state.pt"), std::string::npos) << msg;
+}
+
+TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {
+  d::SharedState s;
+  s.position.step = 130;
+  s.position.steps_per_epoch = 16;
+  s.position.stopped_early = true;
+  s.position.stop_reason = "early stop: test_accuracy has not improved for 1 evaluation(s)";
+  auto cfg = [](const std::vector<std::string>& overrides) {
+    return dtrain::Config::from_string("train: {epochs: 40, monitor: test_accuracy, early_stop_patience: 1}\n",
+                                       "resume", overrides);
+  };
+  s.config = d::config_values(cfg({}));
+  std::string said;
+  // The same rule, also with more epochs: the run ends there, and the refusal says how to go on.
+  EXPECT_TRUE(d::resume_position(s, cfg({"train.epochs=80"}), &said).stopped_early);
+  EXPECT_EQ(said, "");
+  const std::string msg = d::finished_run_error(s.position, cfg({}).train);
+  for (const char* part : {"this run has finished: its checkpoint is at step 130, where it stopped early (early stop: "
+                           "test_accuracy has not improved for 1 evaluation(s))",
+                           "nothing was written", "More train.epochs or train.max_steps do not train on",
+                           "train.early_stop_patience (1 now; raise it, or 0 for no early stopping) or train.monitor",
+                           "another run.name"})
+    EXPECT_NE(msg.find(part), std::string::npos) << part << "\n" << msg;
+  // Another patience, or early stopping off, or another metric: it trains on from step 130.
+  for (const std::string& change : {"train.early_stop_patience=3", "train.early_stop_patience=0",
+                                    "train.monitor=test_loss"}) {
+    said.clear();
+    const dtrain::LoopPosition p = d::resume_position(s, cfg({change}), &said);
+    EXPECT_FALSE(p.stopped_early) << change;
+    EXPECT_EQ(p.step, 130);
+    EXPECT_NE(said.find("the run stopped early at step 130 (early stop: "), std::string::npos) << said;
+    EXPECT_NE(said.find("now: it trains on from there"), std::string::npos) << said;
+  }
+  said.clear();
+  EXPECT_FALSE(d::resume_position(s, cfg({"train.early_stop_patience=3"}), nullptr).stopped_early);
+  // A finished run's refusal is as before.
+  s.position.stopped_early = false;
+  s.position.step = 640;
+  EXPECT_NE(d::finished_run_error(s.position, cfg({}).train)
+                .find("its checkpoint is at step 640, the end of training (train.epochs 40)"),
+            std::string::npos);
 }
 
 TEST(CheckpointConfig, TheFolderIsTheRunsUnlessGiven) {

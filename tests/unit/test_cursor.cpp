@@ -66,6 +66,19 @@ TEST(Cursor, AResumedRunStartsMidEpochOrAtAnEpochEndThatHadNotRun) {
   EXPECT_FALSE(d.final_save_due(false));
 }
 
+TEST(Cursor, AnEarlyStoppedRunHasFinishedWhereverItStoppedAndWhateverItsPlan) {
+  // Stopped by a hook mid-epoch (step 13 of 30), at an epoch's end (20), and at the last step.
+  for (const auto& [step, end_done] : {std::pair<int64_t, bool>{13, false}, {20, true}, {30, true}}) {
+    LoopPosition p = at(step, end_done);
+    p.stopped_early = true;
+    EXPECT_TRUE(LoopCursor(config({}), &p, 10, 30, true).finished()) << step;
+    // A longer plan (train.epochs raised) would have stopped there too: still finished.
+    EXPECT_TRUE(LoopCursor(config({"train.epochs=9"}), &p, 10, 90, true).finished()) << step;
+    p.stopped_early = false;  // a pause there (a signal): it goes on, unless at the end
+    EXPECT_EQ(LoopCursor(config({}), &p, 10, 30, true).finished(), step == 30) << step;
+  }
+}
+
 TEST(Cursor, LossReadsAreDueEveryLogEveryStepsAndAtTheEndOfEachEpochAndOfTheRun) {
   LoopCursor c(config({"run.log_every=4"}), nullptr, 10, 25, true);
   std::vector<int64_t> reads;
@@ -97,8 +110,8 @@ TEST(Cursor, SavesAreDueBySchedule) {
   EXPECT_FALSE(c.epoch_save_due());
   EXPECT_FALSE(c.final_save_due(false));
   c.step_done();
-  EXPECT_TRUE(c.final_save_due(false));
-  EXPECT_FALSE(c.final_save_due(/*stopped=*/true));  // a stop saved already, or writes nothing
+  EXPECT_TRUE(c.final_save_due(false));  // the end, or an early stop (a hook's): it has ended
+  EXPECT_FALSE(c.final_save_due(/*signal_stop=*/true));  // a pause: the signal asked its own save
   // With neither key the end is not saved either.
   LoopCursor unscheduled(config({"checkpoint.every_epoch=false"}), nullptr, 10, 30, true);
   unscheduled.step_done();
