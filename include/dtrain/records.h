@@ -170,6 +170,11 @@ struct TrainSummary {
   std::string stop_reason;
   std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
   int64_t checkpoint_step = -1;  // its step
+  // What <run dir>/model.pt holds after the run, on rank 0 (the model_file hook sets them at
+  // on_end): its path ("" when there is none) and its step (-1: not known, a model.pt without
+  // model.json). A run stopped by a signal writes none, so a model.pt there is an earlier end's.
+  std::string model_file;
+  int64_t model_step = -1;
   // The gradient engine's last synchronized step (empty when there is none, with one rank and no
   // dist.reduce_single_rank, or when the steps ran as a CUDA graph).
   std::vector<BucketTiming> buckets;

@@ -52,7 +52,9 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
 // when a signal stopped it and no checkpoint could be written (the run writes no files). A
 // signal's stop is said here in one line on rank 0: "stopped by SIGUSR1 after step S of T:
 // checkpoint DIR written, no model.pt (the run has not ended); run the same command again to
-// resume (exit code 75)".
+// resume (exit code 75)", or, when a run trained on after its end was stopped, "... checkpoint
+// DIR written (the run has not ended: these weights are in it alone); runs/x/model.pt still
+// holds step N, the run's earlier end (model.json); run the same command again ...".
 constexpr int kExitPreempted = 75;
 int exit_code(const TrainSummary& summary);
 

@@ -12,6 +12,7 @@
 #include "data/preprocess.h"
 #include "data/splits.h"
 #include "hooks/figures.h"
+#include "hooks/model_record.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
@@ -102,10 +103,8 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     if (rt.rank() == 0) {
       const bool classify = s.data.test->spec().num_classes > 0;
       if (json) {
-        nlohmann::ordered_json j{{"weights", path}, {"world", rt.world()}, {"test_count", r.count},
-                                 {"test_loss", r.loss}};
-        if (classify) j["test_accuracy"] = r.accuracy;
-        if (r.top5) j["test_top5_accuracy"] = *r.top5;
+        nlohmann::ordered_json j{{"weights", path}, {"world", rt.world()}};
+        detail::put_evaluation(j, r, classify);  // the keys model.json and best.json write
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%s on %d rank(s): %s\n", path.c_str(), rt.world(), detail::eval_text(r, classify).c_str());

@@ -2,7 +2,8 @@
 // lower is better; test_accuracy, test_top5_accuracy: higher) beats the best so far. With
 // checkpoint.keep_best a better one writes <run dir>/best/: model.pt (the weights for Python, as
 // the run's own), preprocess.json beside it (so `dtrain eval --weights runs/x/best/model.pt`
-// checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch"},
+// checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch",
+// "evaluation": that step's, with the keys `dtrain eval --json` prints (hooks/model_record.h)},
 // each atomically. With train.early_stop_patience N, N evaluations in a row without a better
 // one ask the loop to stop (the run's end: exit 0, model.pt of the last step). A checkpoint
 // carries the best value, its step and the count of evaluations since (state()), so a resumed
@@ -16,6 +17,7 @@
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
 #include "dtrain/log.h"
+#include "hooks/model_record.h"
 #include "hooks/standard.h"
 #include "util/dir.h"
 #include "util/format.h"
@@ -32,6 +34,7 @@ class BestModel : public Hook {
   void on_start(const RunInfo& run, LoopControl&) override {
     if (run.rank != 0) return;
     active_ = true;
+    classify_ = run.data.num_classes > 0;
     const TrainConfig& t = run.config->train;
     metric_ = t.monitor;
     patience_ = t.early_stop_patience;
@@ -113,7 +116,10 @@ class BestModel : public Hook {
     make_dirs(dir_);
     save_weights(model_, join_path(dir_, "model.pt"));
     write_file_atomic(join_path(dir_, "preprocess.json"), preprocess_);
-    const nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
+    nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
+    nlohmann::ordered_json e{{"step", r.step}};
+    put_evaluation(e, r.result, classify_);
+    j["evaluation"] = e;
     write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
     log::detail(format("best %s so far: %.6g at step %lld: %s", to_string(metric_), *best_,
                        static_cast<long long>(r.step), join_path(dir_, "model.pt").c_str()));
@@ -121,6 +127,7 @@ class BestModel : public Hook {
 
   Model& model_;
   bool active_ = false;  // rank 0
+  bool classify_ = false;
   Monitor metric_ = Monitor::kOff;
   int64_t patience_ = 0, since_best_ = 0, best_step_ = 0;
   std::optional<double> best_;

@@ -15,7 +15,8 @@
 //            included), run_samples and seconds (this process's), samples_per_s, tokens_per_s
 //            and mfu over them (start-up included), steady_samples_per_s, steady_tokens_per_s,
 //            steady_mfu and steady_from_step (after the warm-up, when the run had one),
-//            last_loss, the phase seconds, the last evaluation, the GPU's mean utilization and
+//            last_loss, the phase seconds, the last evaluation (test_* and eval_step, the step it
+//            is of: the run's last only when eval_step equals steps), the GPU's mean utilization and
 //            peak memory, weight_bytes and gradient_bytes (rank 0's trainable parameters and
 //            their gradients), optimizer_state_bytes and optimizer_shards (rank 0's optimizer
 //            state, its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
@@ -165,6 +166,7 @@ class MetricsFile : public Hook {
       j["test_accuracy"] = s.eval.accuracy;
       put(j, "test_top5_accuracy", s.eval.top5);
       j["test_count"] = s.eval.count;
+      j["eval_step"] = s.eval_step;  // the step of the model it evaluated
     }
     put(j, "tokens_per_s", tokens_per_s(run_, rate));
     put(j, "mfu", mfu(run_, rate, run_.flops_per_sample));

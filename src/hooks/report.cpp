@@ -1,6 +1,7 @@
 // The end-of-run report on rank 0: steps, samples and rate; where rank 0's time went (data wait,
 // compute, communication not hidden behind backward, optimizer); peak GPU memory; recoveries
-// and skipped steps; an early stop; the final evaluation; then the diagnosis in plain words
+// and skipped steps; an early stop; the final evaluation (or the last one, named by its step,
+// when it is not of the last step's model); then the diagnosis in plain words
 // (telemetry/diagnosis.h: each finding with its numbers and the fix). With a run directory,
 // rank 0 also writes the same text to report.txt and the page report.html
 // (telemetry/report_html.h: the charts of the records that read the loss, the findings, the
@@ -133,9 +134,20 @@ class Report : public Hook {
     if (s.stopped && s.stop_signal == 0)  // a signal's stop: the run's last line (exit_code)
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
                     std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +
-                    " asked to stop");
-    if (s.eval.count > 0) out.push_back("final " + eval_text(s.eval, run_.data.num_classes > 0));
+                    " asked to stop" + (s.stop_reason.empty() ? "" : " (" + s.stop_reason + ")"));
+    if (s.eval.count > 0) out.push_back(last_evaluation(s) + eval_text(s.eval, run_.data.num_classes > 0));
     return out;
+  }
+
+  // Whose the last evaluation is, before its text: "final " only when it is of the model the
+  // run ends with (its last step, the run ended); else the step it is of, so that no older
+  // evaluation reads as the final model's (a stop after it, a signal's pause).
+  static std::string last_evaluation(const TrainSummary& s) {
+    if (s.eval_step == s.steps && s.stop_signal == 0) return "final ";
+    if (s.eval_step == s.steps)
+      return "last evaluation, of step " + std::to_string(s.steps) + "'s model (in the checkpoint; the run has not ended): ";
+    return "last evaluation, of step " + std::to_string(s.eval_step) + "'s model (not the last step's, " +
+           std::to_string(s.steps) + ", which none evaluated): ";
   }
 
   // This process's rates, each named: the steady one (after the warm-up and the capture) and
@@ -214,7 +226,9 @@ class Report : public Hook {
     if (run_.device.is_cuda()) f.push_back({"peak GPU memory", gib(s.memory.peak) + " on rank 0"});
     if (s.optimizer_shards > 1) f.push_back({"optimizer state", sharded_state(s) + " on rank 0"});
     if (s.eval.count > 0)
-      f.push_back({"final test", run_.data.num_classes > 0
+      f.push_back({s.eval_step == s.steps && s.stop_signal == 0 ? std::string("final test")
+                                                                : "test (step " + std::to_string(s.eval_step) + ")",
+                   run_.data.num_classes > 0
                                      ? format("accuracy %.2f%%, loss %.4f", 100.0 * s.eval.accuracy, s.eval.loss)
                                      : format("loss %.6f", s.eval.loss)});
     return f;

@@ -10,7 +10,8 @@
 //   timeline         run.timeline: every rank's steps and buckets as a Chrome trace, merged on rank 0
 //   report           rank 0, at the end: rates, where the time went, memory, the final result,
 //                    the diagnosis; report.txt and report.html with a run directory
-//   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python
+//   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python,
+//                    with preprocess.json and model.json (its step and evaluation) beside it
 #pragma once
 
 #include <memory>

@@ -147,11 +147,17 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
 int exit_code(const TrainSummary& summary) {
   if (summary.stop_signal == 0) return 0;
   const bool saved = !summary.checkpoint.empty() && summary.checkpoint_step == summary.steps;
+  // The run has not ended: model.pt, when there is one, is an earlier end's (a finished run
+  // trained on), whose step its model.json records.
+  std::string model = ", no model.pt (the run has not ended)";
+  if (!summary.model_file.empty())
+    model = " (the run has not ended: these weights are in it alone); " + summary.model_file +
+            (summary.model_step >= 0 ? " still holds step " + std::to_string(summary.model_step) + ", the run's earlier end (model.json)"
+                                     : " still holds an earlier end of the run (no model.json names its step)");
   log::info(std::string("stopped by ") + detail::signal_name(summary.stop_signal) + " after step " +
             std::to_string(summary.steps) + " of " + std::to_string(summary.total_steps) +
-            (saved ? ": checkpoint " + summary.checkpoint +
-                         " written, no model.pt (the run has not ended); run the same command "
-                         "again to resume (exit code " + std::to_string(kExitPreempted) + ")"
+            (saved ? ": checkpoint " + summary.checkpoint + " written" + model +
+                         "; run the same command again to resume (exit code " + std::to_string(kExitPreempted) + ")"
                    : ": no checkpoint was written (the run writes no files)"));
   return saved ? kExitPreempted : 128 + summary.stop_signal;
 }

@@ -175,7 +175,10 @@ assert len(evals) == stop_at + 1, (len(evals), stop_at)   # no evaluation after 
 summary = recs[-1]
 assert summary["type"] == "summary" and summary["stopped"] and summary["steps"] < 40 * 10, summary
 saved = json.load(open(f"{rundir}/best/best.json"))
-assert saved == {"metric": "test_accuracy", "value": best["test_accuracy"], "step": best["step"], "epoch": best["epoch"]}, (saved, best)
+evaluation = {"step": best["step"], "test_count": best["test_count"], "test_loss": best["test_loss"],
+              "test_accuracy": best["test_accuracy"]}
+assert saved == {"metric": "test_accuracy", "value": best["test_accuracy"], "step": best["step"], "epoch": best["epoch"],
+                 "evaluation": evaluation}, (saved, best)
 got = json.loads(open(evaljson).read())
 for k in ("test_loss", "test_accuracy", "test_count"):
     assert got[k] == best[k], (k, got[k], best[k])
