@@ -6,6 +6,7 @@
 
 #include "dtrain/data/sampler.h"
 #include "dtrain/error.h"
+#include "dtrain/log.h"
 #include "util/host_memory.h"
 
 namespace dtrain::detail {
@@ -61,6 +62,23 @@ StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, 
     }
   }
   return plan;
+}
+
+// Settings that leave part of themselves unused: the run goes on, and says so.
+void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
+  const TrainConfig& t = cfg.train;
+  if (t.max_steps > plan.total_steps)
+    log::warn("train.max_steps " + std::to_string(t.max_steps) + " is more than train.epochs " +
+              std::to_string(t.epochs) + " x " + std::to_string(plan.steps_per_epoch) +
+              " steps per epoch: training stops after " + std::to_string(plan.total_steps) +
+              " steps (raise train.epochs to train longer)");
+  if (t.warmup_steps >= plan.total_steps && t.warmup_steps > 0)
+    log::warn("train.warmup_steps " + std::to_string(t.warmup_steps) + " is not less than the " +
+              std::to_string(plan.total_steps) + " steps of the run: the learning rate never "
+              "reaches train.lr");
+  if (cfg.run.profile_steps > 0 && cfg.run.profile_start >= plan.total_steps)
+    log::warn("run.profile_start " + std::to_string(cfg.run.profile_start) + " is past the " +
+              std::to_string(plan.total_steps) + " steps of the run: the profiler records nothing");
 }
 
 }  // namespace dtrain::detail

@@ -26,4 +26,8 @@ struct StepPlan {
 StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank,
                     int64_t first_step = 0);
 
+// Warnings (log::warn) for settings the plan leaves partly unused: train.max_steps past the
+// epochs, warmup as long as the run, a profiler window past its end. The run goes on.
+void warn_about_limits(const Config& cfg, const StepPlan& plan);
+
 }  // namespace dtrain::detail

@@ -156,27 +156,6 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
 
 void Trainer::set_out_of_memory_recovery(bool on) { impl_->oom_recovery = on; }
 
-namespace {
-
-// Settings that leave part of themselves unused: the run goes on, and says so.
-void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
-  const TrainConfig& t = cfg.train;
-  if (t.max_steps > plan.total_steps)
-    log::warn("train.max_steps " + std::to_string(t.max_steps) + " is more than train.epochs " +
-              std::to_string(t.epochs) + " x " + std::to_string(plan.steps_per_epoch) +
-              " steps per epoch: training stops after " + std::to_string(plan.total_steps) +
-              " steps (raise train.epochs to train longer)");
-  if (t.warmup_steps >= plan.total_steps && t.warmup_steps > 0)
-    log::warn("train.warmup_steps " + std::to_string(t.warmup_steps) + " is not less than the " +
-              std::to_string(plan.total_steps) + " steps of the run: the learning rate never "
-              "reaches train.lr");
-  if (cfg.run.profile_steps > 0 && cfg.run.profile_start >= plan.total_steps)
-    log::warn("run.profile_start " + std::to_string(cfg.run.profile_start) + " is past the " +
-              std::to_string(plan.total_steps) + " steps of the run: the profiler records nothing");
-}
-
-}  // namespace
-
 // One fit() call: what the loop works with, built before its first step (the resume decision,
 // the micro-batch, the step plan, the engines; the hooks' on_start; then the loader, in the order
 // of Note [start-up order]), and the pieces of the loop that are not its outline: the records, a
@@ -306,7 +285,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   if (at.finished())
     throw AgreedError(detail::finished_run_error(from->position, t), from->path, /*first_rank=*/0);
   averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
-  if (rank == 0) warn_about_limits(m.cfg, plan);
+  if (rank == 0) detail::warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);
   if (from) {
