@@ -216,8 +216,11 @@ TEST(SyncBatchNorm, CnnWithBatchNormTrainsAsOneRank) {
 
 TEST(SyncBatchNorm, ResNet18TrainsAsOneRank) {
   expect_sync_trains_as_one_rank(
-      images({"model.name=resnet18", "model.channels_last=true", "train.lr=0.01",
-              "train.max_steps=3"}),
+      // 6 steps: on the GPU the last three replay the CUDA graph of the step, SyncBatchNorm's
+      // NCCL collectives inside it. (At 8x8 the last stages are 1x1: each BatchNorm sees the
+      // batch's samples alone, and at lr 0.01 six steps of momentum magnify rounding to 2e-2.)
+      images({"model.name=resnet18", "model.channels_last=true", "train.lr=0.001",
+              "train.epochs=2", "train.max_steps=6"}),
       1e-4);
 }
 
