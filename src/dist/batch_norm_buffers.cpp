@@ -18,7 +18,8 @@ std::vector<at::Tensor> statistics(Model& model) {
   std::vector<at::Tensor> out;
   for (const auto& b : model.named_buffers()) {
     if (!at::isFloatingType(b.value().scalar_type())) continue;
-    if (ends_with(b.key(), "running_mean") || ends_with(b.key(), "running_var")) out.push_back(b.value());
+    if (ends_with(b.key(), "running_mean") || ends_with(b.key(), "running_var"))
+      out.push_back(b.value());
   }
   return out;
 }

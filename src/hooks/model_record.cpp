@@ -38,7 +38,8 @@ int64_t recorded_step(const std::string& path) {
   if (!path_exists(path)) return -1;
   try {
     const auto j = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) return j["step"].get<int64_t>();
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer())
+      return j["step"].get<int64_t>();
   } catch (const std::exception&) {
     // unreadable: not known
   }

@@ -13,9 +13,14 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 BatchNormState state_of(const torch::nn::BatchNorm2d& bn, BatchNormSync* sync) {
-  BatchNormState s{bn->weight, bn->bias, bn->running_mean, bn->running_var,
-                   bn->num_batches_tracked, bn->options.eps(),
-                   bn->options.momentum().value_or(0.1), bn->is_training()};
+  BatchNormState s{bn->weight,
+                   bn->bias,
+                   bn->running_mean,
+                   bn->running_var,
+                   bn->num_batches_tracked,
+                   bn->options.eps(),
+                   bn->options.momentum().value_or(0.1),
+                   bn->is_training()};
   s.exchange = sync;
   return s;
 }
@@ -38,8 +43,8 @@ std::vector<int64_t> reduced_dims(const at::Tensor& x) {
 struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                                const at::Tensor& bias, const at::Tensor& running_mean,
-                               const at::Tensor& running_var, const at::Tensor& batches,
-                               double eps, double momentum, BatchNormExchange* exchange) {
+                               const at::Tensor& running_var, const at::Tensor& batches, double eps,
+                               double momentum, BatchNormExchange* exchange) {
     const int64_t c = x.size(1);
     const auto dims = reduced_dims(x);
     const at::Tensor xf = x.to(at::kFloat);
@@ -68,10 +73,10 @@ struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
     }
     const at::Tensor meanf = mean.to(at::kFloat), invstdf = invstd.to(at::kFloat);
     const at::Tensor scale = weight.to(at::kFloat) * invstdf;
-    const at::Tensor y = ((xf - per_channel(meanf, x)) * per_channel(scale, x) +
-                          per_channel(bias.to(at::kFloat), x))
-                             .to(x.scalar_type())
-                             .contiguous(x.suggest_memory_format());
+    const at::Tensor y =
+        ((xf - per_channel(meanf, x)) * per_channel(scale, x) + per_channel(bias.to(at::kFloat), x))
+            .to(x.scalar_type())
+            .contiguous(x.suggest_memory_format());
     ctx->save_for_backward({x, weight, meanf, invstdf, n});
     ctx->saved_data["exchange"] = reinterpret_cast<int64_t>(exchange);
     return {y};
@@ -97,19 +102,23 @@ struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
     exchange->all_reduce_sum(sums);
     const at::Tensor mean_dy = sums.narrow(0, 0, c).div(n).to(at::kFloat);
     const at::Tensor mean_dy_xmu = sums.narrow(0, c, c).div(n).to(at::kFloat);
-    const at::Tensor dx = ((dy - per_channel(mean_dy, x) -
-                            xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) *
-                           per_channel(invstd * weight.to(at::kFloat), x))
-                              .to(x.scalar_type())
-                              .contiguous(x.suggest_memory_format());
-    return {dx, dweight.to(weight.scalar_type()), dbias, at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor dx =
+        ((dy - per_channel(mean_dy, x) - xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) *
+         per_channel(invstd * weight.to(at::kFloat), x))
+            .to(x.scalar_type())
+            .contiguous(x.suggest_memory_format());
+    return {dx,           dweight.to(weight.scalar_type()),
+            dbias,        at::Tensor(),
+            at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor sync_batch_norm(const at::Tensor& x, const BatchNormState& bn, BatchNormExchange& exchange) {
+at::Tensor sync_batch_norm(const at::Tensor& x, const BatchNormState& bn,
+                           BatchNormExchange& exchange) {
   return SyncBatchNorm::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var,
                               bn.num_batches_tracked, bn.eps, bn.momentum, &exchange)[0];
 }
@@ -131,7 +140,8 @@ std::array<at::Tensor, 2> norm_forked(torch::nn::BatchNorm2d bn, const at::Tenso
   if (mode.fused && bn->options.momentum().has_value()) {
     const bool sync = mode.sync != nullptr && bn->is_training();
     const BatchNormState s = state_of(bn, sync ? mode.sync : nullptr);
-    if (fused_batch_norm_applies(x, residual, s)) return fused_batch_norm_forked(x, residual, s, relu);
+    if (fused_batch_norm_applies(x, residual, s))
+      return fused_batch_norm_forked(x, residual, s, relu);
   }
   const at::Tensor y = norm(bn, x, residual, relu, mode);
   return {y, y};

@@ -54,6 +54,7 @@ std::array<at::Tensor, 2> norm_forked(torch::nn::BatchNorm2d bn, const at::Tenso
 // unbiased variance over every rank's rows, num_batches_tracked + 1. Backward sums dy and
 // dy * (x - mean) per channel over the ranks (one all-reduce) for dx; the weight and bias
 // gradients are this rank's (the gradient all-reduce averages them).
-at::Tensor sync_batch_norm(const at::Tensor& x, const BatchNormState& bn, BatchNormExchange& exchange);
+at::Tensor sync_batch_norm(const at::Tensor& x, const BatchNormState& bn,
+                           BatchNormExchange& exchange);
 
 }  // namespace dtrain::detail

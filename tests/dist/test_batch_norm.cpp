@@ -91,7 +91,9 @@ void expect_op_matches_whole_batch(const OpCase& k) {
   }
   bn->train();
   auto share = [&](const at::Tensor& t) {
-    return t.narrow(0, start[rank], mine).to(dev, k.dtype).contiguous(at::MemoryFormat::ChannelsLast);
+    return t.narrow(0, start[rank], mine)
+        .to(dev, k.dtype)
+        .contiguous(at::MemoryFormat::ChannelsLast);
   };
   at::Tensor xs = share(x).requires_grad_(true);
   const at::Tensor rs = k.residual_relu ? share(res) : at::Tensor();
@@ -149,7 +151,8 @@ Result train_keeping_buffers(MPI_Comm comm, const std::vector<std::string>& o) {
 }
 
 // `base` with `more`'s keys replacing base's (a key given twice is an error).
-std::vector<std::string> merged(const std::vector<std::string>& base, const std::vector<std::string>& more) {
+std::vector<std::string> merged(const std::vector<std::string>& base,
+                                const std::vector<std::string>& more) {
   std::vector<std::string> out;
   auto key = [](const std::string& o) { return o.substr(0, o.find('=')); };
   for (const auto& b : base) {
@@ -192,9 +195,10 @@ void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, doubl
   if (world_size() > 1) {
     Result local = train_keeping_buffers(MPI_COMM_WORLD, with({}));
     if (rank_here() == 0)
-      std::printf("world %d, relative difference from one rank: %.2e with model.sync_batch_norm, "
-                  "%.2e with each rank's own statistics\n",
-                  world_size(), max_relative_difference(synced, ref), max_relative_difference(local, ref));
+      std::printf(
+          "world %d, relative difference from one rank: %.2e with model.sync_batch_norm, "
+          "%.2e with each rank's own statistics\n",
+          world_size(), max_relative_difference(synced, ref), max_relative_difference(local, ref));
     EXPECT_GT(max_relative_difference(local, ref), 30 * tol)
         << "each rank's own statistics trained like one rank: the test cannot tell";
   }
@@ -203,8 +207,8 @@ void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, doubl
 // Random images, 4 steps of 24 samples.
 std::vector<std::string> images(const std::vector<std::string>& more) {
   return merged({"run.quiet=true", "data.synthetic_task=images", "data.synthetic_shape=3,8,8",
-                 "data.synthetic_size=96", "data.synthetic_test_size=32", "data.synthetic_classes=4",
-                 "train.epochs=1", "train.global_batch=24"},
+                 "data.synthetic_size=96", "data.synthetic_test_size=32",
+                 "data.synthetic_classes=4", "train.epochs=1", "train.global_batch=24"},
                 more);
 }
 
@@ -219,17 +223,17 @@ TEST(SyncBatchNorm, ResNet18TrainsAsOneRank) {
       // 6 steps: on the GPU the last three replay the CUDA graph of the step, SyncBatchNorm's
       // NCCL collectives inside it. (At 8x8 the last stages are 1x1: each BatchNorm sees the
       // batch's samples alone, and at lr 0.01 six steps of momentum magnify rounding to 2e-2.)
-      images({"model.name=resnet18", "model.channels_last=true", "train.lr=0.001",
-              "train.epochs=2", "train.max_steps=6"}),
+      images({"model.name=resnet18", "model.channels_last=true", "train.lr=0.001", "train.epochs=2",
+              "train.max_steps=6"}),
       1e-4);
 }
 
 TEST(SyncBatchNorm, MicroBatchesTrainAsOneRankOnTheirGlobalMicroBatch) {
   // world x 4-sample micro-batches, each normalized over every rank's (4 x world samples), against
   // one rank with micro-batches of 4 x world: the statistics are per micro-batch, as PyTorch's.
-  const std::vector<std::string> cnn =
-      images({"model.name=cnn", "model.batch_norm=true", "model.channels=8", "model.fc=16",
-              "model.sync_batch_norm=true", "train.global_batch=" + std::to_string(8 * world_size())});
+  const std::vector<std::string> cnn = images(
+      {"model.name=cnn", "model.batch_norm=true", "model.channels=8", "model.fc=16",
+       "model.sync_batch_norm=true", "train.global_batch=" + std::to_string(8 * world_size())});
   const NoTf32 exact;
   auto with = [&](const std::string& micro) { return merged(cnn, {"train.micro_batch=" + micro}); };
   Result ref = train_keeping_buffers(MPI_COMM_SELF, with(std::to_string(4 * world_size())));
@@ -239,9 +243,9 @@ TEST(SyncBatchNorm, MicroBatchesTrainAsOneRankOnTheirGlobalMicroBatch) {
 
 TEST(BatchNormBuffers, AveragedIntoOneSetOnEveryRankCountersLeftAlone) {
   const int rank = rank_here(), world = world_size();
-  Config cfg = Config::from_string(test::kBase, "buffers",
-                                   images({"model.name=cnn", "model.batch_norm=true",
-                                           "model.channels=4,8"}));
+  Config cfg = Config::from_string(
+      test::kBase, "buffers",
+      images({"model.name=cnn", "model.batch_norm=true", "model.channels=4,8"}));
   Splits data = make_datasets(cfg.data, cfg.run.seed);
   auto model = make_model("cnn", cfg.model, data.train->spec());
   ASSERT_TRUE(detail::has_batch_norm_buffers(*model));
