@@ -54,7 +54,9 @@ enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  //
 enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
 enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
 enum class ResumeSchedule { kStretch, kRestart };                   // train.resume_schedule
-enum class Monitor { kOff, kTestLoss, kTestAccuracy, kTestTop5 };   // train.monitor
+// train.monitor: an evaluation metric of the test split, or of the validation split
+// (data.val_fraction)
+enum class Monitor { kOff, kTestLoss, kTestAccuracy, kTestTop5, kValLoss, kValAccuracy, kValTop5 };
 enum class LossKind { kCrossEntropy, kMse };                        // train.loss
 enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
 enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
@@ -71,6 +73,8 @@ enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.att
 enum class CifarLabels { kFine, kCoarse };                         // data.cifar_labels
 enum class CsvTask { kClassification, kRegression };                // data.csv_task
 enum class DecodeMode { kCpu, kGpu, kAuto };                        // data.decode
+// data.auto_augment: torchvision's TrivialAugmentWide, RandAugment, AutoAugment (ImageNet policy)
+enum class AutoAugment { kNone, kTrivialAugmentWide, kRandAugment, kAutoAugment };
 
 const char* to_string(DeviceKind v);
 const char* to_string(DataFormat v);
@@ -80,6 +84,7 @@ const char* to_string(Schedule v);
 const char* to_string(ResumeSchedule v);
 const char* to_string(Monitor v);
 const char* to_string(LossKind v);
+const char* to_string(AutoAugment v);
 const char* to_string(Precision v);
 const char* to_string(GraphMode v);
 const char* to_string(ActivationCheckpointing v);
@@ -214,6 +219,16 @@ struct DataConfig {
   // normalize: (x / 255 - mean[c]) / std[c] per channel on the device (ImageNet's by default)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};
+  // image_folder, cifar, training images: automatic augmentation of each image (uint8, after the
+  // crop and flip; on the GPU with data.decode gpu), torchvision's ops and op spaces
+  AutoAugment auto_augment = AutoAugment::kNone;
+  int64_t rand_augment_ops = 2;         // rand_augment: ops per image (RandAugment's num_ops)
+  int64_t rand_augment_magnitude = 9;   // rand_augment: magnitude bin 0..30 (its magnitude)
+  // training images: RandomErasing(p=random_erase) of the standardized inputs (value 0); 0 = off
+  double random_erase = 0.0;
+  // idx, cifar, tokens, csv: this share of the training set held out as a validation split
+  // (data/splits.h: a fixed rule of run.seed), evaluated beside the test split; 0 = none
+  double val_fraction = 0.0;
   // synthetic data
   SyntheticTask synthetic_task = SyntheticTask::kRegression;
   int64_t synthetic_size = 4096;
@@ -258,6 +273,19 @@ struct TrainConfig {
   Monitor monitor = Monitor::kOff;
   int64_t early_stop_patience = 0;  // stop after this many evaluations without a better monitor; 0 = never
   LossKind loss = LossKind::kCrossEntropy;
+  double label_smoothing = 0.0;  // cross_entropy: PyTorch's CrossEntropyLoss(label_smoothing=)
+  // Mixup and CutMix of each rank's batch with itself rolled by one (train/batch_mix.h): the
+  // Beta(alpha, alpha) draws' alphas, 0 = off; with both on, CutMix is chosen with cutmix_prob
+  double mixup_alpha = 0.0;
+  double cutmix_alpha = 0.0;
+  double cutmix_prob = 0.5;
+  double mix_prob = 1.0;  // the share of batches mixed at all
+  // An exponential moving average of the weights and buffers (hooks/ema.h), torchvision's
+  // reference rule: decay per image-ish, adjusted by global batch, ema_every and epochs; 0 = off
+  double ema_decay = 0.0;
+  int64_t ema_every = 32;         // optimizer steps between EMA updates
+  int64_t ema_warmup_steps = -1;  // the EMA restarts from the model until then; -1 = warmup_steps
+  bool ema_output = true;         // model.pt and best/ hold the EMA's weights (else the model's)
   double clip_grad_norm = 0.0;  // 0 = off
   Precision precision = Precision::kFp32;
   bool fused_optimizer = true;  // fused multi-tensor kernels where available (CUDA, 2.x)

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/data/dataset.h"
@@ -72,6 +73,10 @@ struct TrainState {
   // from every rank's pieces, Note [sharded optimizer]).
   const Optimizer* optimizer = nullptr;
   const GradScaler* scaler = nullptr;  // fp16 or train.skip_nonfinite only
+  // train.ema_decay: the weight average under the model's names (its own tensors, on the device)
+  // and its count of updates since it last copied the model; empty without one.
+  std::vector<std::pair<std::string, at::Tensor>> ema;
+  int64_t ema_updates = 0;
   const Config* config = nullptr;
   Communicator* control = nullptr;  // the CPU control plane, for savers that must agree
   at::Device device = at::kCPU;     // this rank's

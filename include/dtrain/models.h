@@ -47,9 +47,12 @@ class Model : public torch::nn::Module {
   // for training steps with train.loss=cross_entropy; an undefined tensor (the default) means the
   // model has no such path, and dtrain calls forward and computes the loss itself. dtrain's GPT
   // on CUDA runs its tied head and the loss in chunks of rows (Note [fused head and loss]).
-  virtual at::Tensor forward_cross_entropy(const at::Tensor& inputs, const at::Tensor& targets) {
+  // `label_smoothing`: train.label_smoothing, PyTorch's cross_entropy(label_smoothing=).
+  virtual at::Tensor forward_cross_entropy(const at::Tensor& inputs, const at::Tensor& targets,
+                                           double label_smoothing) {
     (void)inputs;
     (void)targets;
+    (void)label_smoothing;
     return {};
   }
   // train.activation_checkpointing. kBlocks: while autograd records (training), each of the

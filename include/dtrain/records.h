@@ -112,6 +112,14 @@ struct EvalRecord {
   double train_loss = 0;     // mean training loss of the last window read (just before)
   double epoch_seconds = 0;  // the epoch so far, its evaluations included
   EvalResult result;
+  // train.ema_decay: `result` scores the weights train.ema_output names (the weight average's by
+  // default, `weights` "ema"; else the model's, "model"), the ones model.pt, best/ and
+  // train.monitor take, and `other` the other weights.
+  std::optional<EvalResult> other;
+  std::string weights = "model";
+  // data.val_fraction: `result`'s weights on the validation split held out of the training set
+  // (train.monitor's val_* metrics read it).
+  std::optional<EvalResult> val;
 };
 
 // Where the training loop stands after `step` optimizer steps: what a save hands its hooks

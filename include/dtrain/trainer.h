@@ -64,6 +64,9 @@ class Trainer {
   TrainSummary fit();
   // Evaluate on the test split (every sample once over all ranks).
   EvalResult evaluate();
+  // Before fit(): a validation split (data.val_fraction, Splits::val), evaluated beside the test
+  // split at every evaluation (EvalRecord::val; train.monitor's val_* metrics). Every rank alike.
+  void set_validation(std::shared_ptr<const Dataset> val);
 
   Model& model();
   const Config& config() const;

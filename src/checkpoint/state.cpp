@@ -155,6 +155,10 @@ std::string encode(const SharedState& s) {
   d.insert("model", tensor_dict(s.model));
   d.insert("optimizer", tensor_dict(s.optimizer));
   d.insert("scaler", tensor_dict(s.scaler));
+  if (!s.ema.empty()) {
+    d.insert("ema", tensor_dict(s.ema));
+    d.insert("ema_updates", s.ema_updates);
+  }
   c10::Dict<std::string, std::string> hooks;
   for (const auto& [k, v] : s.hooks) hooks.insert(k, v);
   d.insert("hooks", hooks);
@@ -197,6 +201,10 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   s.model = r.tensors("model");
   s.optimizer = r.tensors("optimizer");
   s.scaler = r.tensors("scaler");
+  if (r.has("ema")) {
+    s.ema = r.tensors("ema");
+    s.ema_updates = r.integer("ema_updates");
+  }
   if (r.has("hooks")) s.hooks = r.texts("hooks");  // none before the key
   if (p.step < 0 || s.world < 1 || s.global_batch < 1 || p.micro_batch < 1)
     throw Error("checkpoint position is not valid (step " + std::to_string(p.step) + ", world " +

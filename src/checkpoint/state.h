@@ -37,6 +37,10 @@ struct SharedState {
   NamedTensors model;      // named_parameters() then named_buffers(), CPU copies
   NamedTensors optimizer;  // Optimizer::state()
   NamedTensors scaler;     // GradScaler::state(), empty without one
+  // train.ema_decay: the weight average under the model's names and its count of updates; empty
+  // without one (and in checkpoints written before it was kept).
+  NamedTensors ema;
+  int64_t ema_updates = 0;
   // The hooks' states by hook name (TrainState::hook_states); empty in checkpoints written
   // before they were kept.
   std::map<std::string, std::string> hooks;

@@ -36,7 +36,10 @@ DTRAIN_CHOICE_NAMES(Schedule, {{"constant", Schedule::kConstant}, {"cosine", Sch
                                {"linear", Schedule::kLinear}, {"step", Schedule::kStep}})
 DTRAIN_CHOICE_NAMES(ResumeSchedule, {{"stretch", ResumeSchedule::kStretch}, {"restart", ResumeSchedule::kRestart}})
 DTRAIN_CHOICE_NAMES(Monitor, {{"off", Monitor::kOff}, {"test_loss", Monitor::kTestLoss}, {"test_accuracy", Monitor::kTestAccuracy},
-                              {"test_top5_accuracy", Monitor::kTestTop5}})
+                              {"test_top5_accuracy", Monitor::kTestTop5}, {"val_loss", Monitor::kValLoss},
+                              {"val_accuracy", Monitor::kValAccuracy}, {"val_top5_accuracy", Monitor::kValTop5}})
+DTRAIN_CHOICE_NAMES(AutoAugment, {{"none", AutoAugment::kNone}, {"trivial_augment_wide", AutoAugment::kTrivialAugmentWide},
+                                  {"rand_augment", AutoAugment::kRandAugment}, {"auto_augment", AutoAugment::kAutoAugment}})
 DTRAIN_CHOICE_NAMES(LossKind, {{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}})
 DTRAIN_CHOICE_NAMES(Precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}})
 DTRAIN_CHOICE_NAMES(GraphMode, {{"auto", GraphMode::kAuto}, {"on", GraphMode::kOn}, {"off", GraphMode::kOff}})
@@ -154,6 +157,19 @@ std::string adam_only(const Config& c) {
 }
 std::string with_weight_decay(const Config& c) { return c.train.weight_decay > 0 ? "" : "train.weight_decay is 0"; }
 std::string monitored(const Config& c) { return c.train.monitor != Monitor::kOff ? "" : "train.monitor is off"; }
+std::string cross_entropy(const Config& c) {
+  return c.train.loss == LossKind::kCrossEntropy ? "" : std::string("train.loss is ") + name_of(c.train.loss);
+}
+std::string mixing(const Config& c) {
+  return c.train.mixup_alpha > 0 || c.train.cutmix_alpha > 0 ? "" : "train.mixup_alpha and train.cutmix_alpha are 0";
+}
+std::string mixing_both(const Config& c) {
+  return c.train.mixup_alpha > 0 && c.train.cutmix_alpha > 0 ? "" : "train.mixup_alpha or train.cutmix_alpha is 0";
+}
+std::string with_ema(const Config& c) { return c.train.ema_decay > 0 ? "" : "train.ema_decay is 0"; }
+std::string rand_augment(const Config& c) {
+  return c.data.auto_augment == AutoAugment::kRandAugment ? "" : std::string("data.auto_augment is ") + name_of(c.data.auto_augment);
+}
 std::string step_schedule(const Config& c) {
   return c.train.schedule == Schedule::kStep ? "" : std::string("train.schedule is ") + name_of(c.train.schedule);
 }
@@ -237,6 +253,11 @@ const std::vector<Field>& schema() {
     s.push_back(choice("data.decode", &C::data, &DataConfig::decode, "image_folder: where JPEGs are decoded and transformed: cpu = libjpeg-turbo and PIL's resampling in the loader threads; gpu = nvJPEG's batched decoder (the GPU's hardware JPEG decoder where it has one) and the same crops, flips and resampling in CUDA kernels, the loader threads only reading files (a CUDA rank with libnvjpeg, else an error); auto (the default) = gpu where that is possible and fewer than 12 loader threads can decode at once (data.workers, at most the rank's CPUs but one), else cpu, the log saying why. PNG, progressive, CMYK and other JPEGs nvJPEG cannot take decode on the CPU (counted in the log)").by_format().may_change());
     s.push_back(field("data.pixel_mean", &C::data, &DataConfig::pixel_mean, "image_folder with data.normalize: per-channel mean of x / 255, subtracted on the device (ImageNet's by default)", count_of(3)).by_format().must_match());
     s.push_back(field("data.pixel_std", &C::data, &DataConfig::pixel_std, "image_folder with data.normalize: per-channel std of x / 255, divided by on the device (ImageNet's by default)", count_of(3, positive())).by_format().must_match());
+    s.push_back(choice("data.auto_augment", &C::data, &DataConfig::auto_augment, "training images: an automatic augmentation of each image after its crop and flip, on its uint8 pixels (on the GPU with data.decode gpu), torchvision's op for op: trivial_augment_wide = TrivialAugmentWide() (one op of 14, a random magnitude of 31 bins), rand_augment = RandAugment(num_ops=data.rand_augment_ops, magnitude=data.rand_augment_magnitude), auto_augment = AutoAugment(AutoAugmentPolicy.IMAGENET); nearest interpolation, fill 0; none = off").by_format().must_match());
+    s.push_back(field("data.rand_augment_ops", &C::data, &DataConfig::rand_augment_ops, "rand_augment: ops applied to each image (RandAugment's num_ops)", int_range(1, 14, "RandAugment draws from 14 ops")).by_format(rand_augment).must_match());
+    s.push_back(field("data.rand_augment_magnitude", &C::data, &DataConfig::rand_augment_magnitude, "rand_augment: the magnitude bin of every op, of 31 (RandAugment's magnitude)", int_range(0, 30, "RandAugment has 31 magnitude bins, 0..30")).by_format(rand_augment).must_match());
+    s.push_back(field("data.random_erase", &C::data, &DataConfig::random_erase, "training images: the probability of erasing a random box of each standardized image to 0 (torchvision's RandomErasing(p, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0) after Normalize, as its reference recipe); 0 = off", in_range(0.0, 1.0000001)).by_format().must_match());
+    s.push_back(field("data.val_fraction", &C::data, &DataConfig::val_fraction, "idx, cifar10, cifar100, csv, tokens: hold out this share of the training set as a validation split, by a fixed rule of run.seed (the same samples on any number of ranks and on resume), evaluated beside the test split; train.monitor val_loss, val_accuracy and val_top5_accuracy choose on it; 0 = none", in_range(0.0, 0.5)).by_format().must_match());
     s.push_back(choice("data.synthetic_task", &C::data, &DataConfig::synthetic_task, "synthetic: what to generate").by_format().must_match());
     s.push_back(field("data.synthetic_shape", &C::data, &DataConfig::synthetic_shape, "synthetic images: sample shape (e.g. [3, 224, 224]); tokens: [sequence length]", all_positive(true)).by_format().must_match().sizes_data());
     s.push_back(field("data.synthetic_size", &C::data, &DataConfig::synthetic_size, "synthetic: training samples", at_least(1)).by_format().must_match().sizes_data());
@@ -286,6 +307,15 @@ const std::vector<Field>& schema() {
     s.push_back(field("train.lr_step_size", &C::train, &TrainConfig::lr_step_size, "schedule step: optimizer steps after warmup between decays (as torch's StepLR step_size)", at_least(0)).when(step_schedule).may_change());
     s.push_back(field("train.lr_gamma", &C::train, &TrainConfig::lr_gamma, "schedule step: the learning rate's factor at each decay (StepLR's gamma)", in_range(0.0, 1.0)).when(step_schedule).may_change());
     s.push_back(choice("train.loss", &C::train, &TrainConfig::loss, "loss function").always().must_match());
+    s.push_back(field("train.label_smoothing", &C::train, &TrainConfig::label_smoothing, "cross_entropy in training: the targets' probabilities times 1 - e plus e / classes (PyTorch's CrossEntropyLoss(label_smoothing=e)); evaluations report the plain cross-entropy; 0 = off", in_range(0.0, 0.9999)).when(cross_entropy).may_change());
+    s.push_back(field("train.mixup_alpha", &C::train, &TrainConfig::mixup_alpha, "image classification: Mixup of each rank's batch with itself rolled by one, lambda ~ Beta(alpha, alpha), inputs and one-hot targets mixed alike (torchvision's RandomMixup / v2.MixUp); 0 = off", non_negative()).when(cross_entropy).may_change());
+    s.push_back(field("train.cutmix_alpha", &C::train, &TrainConfig::cutmix_alpha, "image classification: CutMix of each rank's batch with itself rolled by one, a box of area 1 - lambda, lambda ~ Beta(alpha, alpha), pasted from the rolled batch, the targets mixed by the box's true share (torchvision's RandomCutmix / v2.CutMix); 0 = off", non_negative()).when(cross_entropy).may_change());
+    s.push_back(field("train.cutmix_prob", &C::train, &TrainConfig::cutmix_prob, "with train.mixup_alpha and train.cutmix_alpha both on: the probability that a batch takes CutMix rather than Mixup (torchvision's RandomChoice of the two: 0.5)", in_range(0.0, 1.0000001)).when(mixing_both).may_change());
+    s.push_back(field("train.mix_prob", &C::train, &TrainConfig::mix_prob, "the probability that a batch is mixed at all (timm's mixup_prob); 1 = every batch", in_range(0.0, 1.0000001)).when(mixing).may_change());
+    s.push_back(field("train.ema_decay", &C::train, &TrainConfig::ema_decay, "an exponential moving average of the weights and buffers, torchvision's reference rule (--model-ema-decay): every train.ema_every steps ema = d ema + (1 - d) model, with d = 1 - min(1, (1 - ema_decay) global_batch ema_every / epochs); evaluations report the model and its EMA; checkpoints carry it; 0 = off", in_range(0.0, 0.9999999999)).always().may_change());
+    s.push_back(field("train.ema_every", &C::train, &TrainConfig::ema_every, "optimizer steps between EMA updates (torchvision's --model-ema-steps)", at_least(1)).when(with_ema).may_change());
+    s.push_back(field("train.ema_warmup_steps", &C::train, &TrainConfig::ema_warmup_steps, "until this step each EMA update copies the model instead of averaging (torchvision resets its EMA during the learning-rate warmup); -1 = train.warmup_steps", at_least(-1)).when(with_ema).may_change());
+    s.push_back(field("train.ema_output", &C::train, &TrainConfig::ema_output, "model.pt and best/ hold the EMA's weights and train.monitor reads the EMA's evaluation (model.json and best.json say so); false = the trained model's").when(with_ema).may_change());
     s.push_back(field("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip the global gradient norm to this (0 = off)", non_negative()).always().may_change());
     s.push_back(choice("train.precision", &C::train, &TrainConfig::precision, "compute precision; master weights stay fp32").always().may_change());
     s.push_back(field("train.fused_optimizer", &C::train, &TrainConfig::fused_optimizer, "use fused multi-tensor optimizer kernels where LibTorch has them (CUDA, 2.x); else multi-tensor (foreach) ops").always().may_change());
@@ -344,6 +374,7 @@ const char* to_string(Schedule v) { return config::name_of(v); }
 const char* to_string(ResumeSchedule v) { return config::name_of(v); }
 const char* to_string(Monitor v) { return config::name_of(v); }
 const char* to_string(LossKind v) { return config::name_of(v); }
+const char* to_string(AutoAugment v) { return config::name_of(v); }
 const char* to_string(Precision v) { return config::name_of(v); }
 const char* to_string(GraphMode v) { return config::name_of(v); }
 const char* to_string(ActivationCheckpointing v) { return config::name_of(v); }

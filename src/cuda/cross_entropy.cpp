@@ -10,10 +10,11 @@
 
 namespace dtrain::cuda {
 cudaError_t cross_entropy_forward(int dtype, const void* x, const int64_t* targets, int64_t rows,
-                                  int64_t vocab, float* loss, float* lse, cudaStream_t stream);
+                                  int64_t vocab, float smoothing, float* loss, float* lse,
+                                  cudaStream_t stream);
 cudaError_t cross_entropy_backward(int dtype, const void* x, const int64_t* targets, int64_t rows,
                                    int64_t vocab, const float* lse, const float* grad, float scale,
-                                   void* dx, cudaStream_t stream);
+                                   float smoothing, void* dx, cudaStream_t stream);
 }  // namespace dtrain::cuda
 
 namespace dtrain::detail {
@@ -21,19 +22,22 @@ namespace {
 
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits,
-                            const at::Tensor& targets, bool mean, bool grad_in_logits) {
+                            const at::Tensor& targets, bool mean, bool grad_in_logits,
+                            double smoothing) {
     const at::Tensor x = logits.contiguous();
     const at::Tensor t = targets.contiguous();
     const int64_t rows = x.size(0), vocab = x.size(1);
     auto f = x.options().dtype(at::kFloat);
     at::Tensor loss = at::empty({rows}, f), lse = at::empty({rows}, f);
     DTRAIN_CUDA_CHECK(cuda::cross_entropy_forward(dtype_code(x.scalar_type()), x.data_ptr(),
-                                      t.data_ptr<int64_t>(), rows, vocab, loss.data_ptr<float>(),
+                                      t.data_ptr<int64_t>(), rows, vocab, static_cast<float>(smoothing),
+                                      loss.data_ptr<float>(),
                                       lse.data_ptr<float>(),
                                       c10::cuda::getCurrentCUDAStream(x.device().index())));
     ctx->save_for_backward({x, t, lse});
     ctx->saved_data["scale"] = mean && rows > 0 ? 1.0 / static_cast<double>(rows) : 1.0;
     ctx->saved_data["in_place"] = grad_in_logits;
+    ctx->saved_data["smoothing"] = smoothing;
     return mean ? loss.mean() : loss.sum();
   }
 
@@ -50,9 +54,10 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
                                        t.data_ptr<int64_t>(), x.size(0), x.size(1),
                                        lse.data_ptr<float>(), g.data_ptr<float>(),
                                        static_cast<float>(ctx->saved_data["scale"].toDouble()),
+                                       static_cast<float>(ctx->saved_data["smoothing"].toDouble()),
                                        dx.data_ptr(),
                                        c10::cuda::getCurrentCUDAStream(x.device().index())));
-    return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -67,8 +72,8 @@ bool fused_cross_entropy_applies(const at::Tensor& logits, const at::Tensor& tar
 }
 
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, bool mean,
-                               bool grad_in_logits) {
-  return FusedCrossEntropy::apply(logits, targets, mean, grad_in_logits);
+                               bool grad_in_logits, double label_smoothing) {
+  return FusedCrossEntropy::apply(logits, targets, mean, grad_in_logits, label_smoothing);
 }
 
 }  // namespace dtrain::detail

@@ -26,8 +26,8 @@ bool fused_head_loss_applies(const at::Tensor& w, const at::Tensor& targets);
 // The mean over rows of cross_entropy(y · wᵀ, targets), y (..., C) and targets (...) of the same
 // leading shape; the logits in CUDA autocast's dtype while it is on (else w's), the loss in fp32.
 // Differentiable in y and w. `chunk_rows`: rows per chunk, 0 = as many as fit about 1 GB of
-// logits (tests ask for small chunks).
+// logits (tests ask for small chunks). `label_smoothing`: as cuda/fused_loss.h's.
 at::Tensor fused_head_loss(const at::Tensor& y, const at::Tensor& w, const at::Tensor& targets,
-                           int64_t chunk_rows = 0);
+                           int64_t chunk_rows = 0, double label_smoothing = 0.0);
 
 }  // namespace dtrain::detail

@@ -14,8 +14,8 @@
 
 namespace dtrain::cuda {
 cudaError_t cross_entropy_loss_and_grad(int dtype, void* x, const int64_t* targets, int64_t rows,
-                                        int64_t vocab, float scale, float* loss, int threads,
-                                        cudaStream_t stream);
+                                        int64_t vocab, float scale, float smoothing, float* loss,
+                                        int threads, cudaStream_t stream);
 }  // namespace dtrain::cuda
 
 namespace dtrain::detail {
@@ -60,7 +60,7 @@ void add_weight_gradient(const at::Tensor& dw, const at::Tensor& g, const at::Te
 
 struct HeadLoss : public torch::autograd::Function<HeadLoss> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const at::Tensor& w,
-                            const at::Tensor& targets, int64_t rows_per_chunk) {
+                            const at::Tensor& targets, int64_t rows_per_chunk, double smoothing) {
     const at::ScalarType dt = compat::autocast_enabled(c10::DeviceType::CUDA)
                                   ? compat::autocast_dtype(c10::DeviceType::CUDA)
                                   : w.scalar_type();
@@ -86,10 +86,10 @@ struct HeadLoss : public torch::autograd::Function<HeadLoss> {
       const at::Tensor xc = x.narrow(0, begin, len);
       at::Tensor logits = buffer.narrow(0, 0, len);
       at::mm_out(logits, xc, wc.t());
-      // The logits become their own gradient: (softmax - onehot) / rows.
+      // The logits become their own gradient: (softmax - the smoothed one-hot) / rows.
       DTRAIN_CUDA_CHECK(cuda::cross_entropy_loss_and_grad(
           dtype_code(dt), logits.data_ptr(), t.data_ptr<int64_t>() + begin, len, v, scale,
-          loss.data_ptr<float>() + begin, kLossThreads, stream));
+          static_cast<float>(smoothing), loss.data_ptr<float>() + begin, kLossThreads, stream));
       if (grad_y) {
         at::Tensor d = dy.narrow(0, begin, len);
         at::mm_out(d, logits, wc);
@@ -118,7 +118,7 @@ struct HeadLoss : public torch::autograd::Function<HeadLoss> {
     const at::Tensor g = grads[0].to(at::kFloat);  // 0-d, on the device
     if (dy.defined()) dy = dy.mul_(g).view(y_shape).to(y_type);
     if (dw.defined()) dw = dw.mul_(g).to(w_type);
-    return {dy, dw, at::Tensor(), at::Tensor()};
+    return {dy, dw, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -132,8 +132,8 @@ bool fused_head_loss_applies(const at::Tensor& w, const at::Tensor& targets) {
 }
 
 at::Tensor fused_head_loss(const at::Tensor& y, const at::Tensor& w, const at::Tensor& targets,
-                           int64_t chunk_rows) {
-  return HeadLoss::apply(y, w, targets, chunk_rows);
+                           int64_t chunk_rows, double label_smoothing) {
+  return HeadLoss::apply(y, w, targets, chunk_rows, label_smoothing);
 }
 
 }  // namespace dtrain::detail

@@ -35,6 +35,16 @@ at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, c
   return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
 }
 
+void run_on_loader_stream(const at::Device& device, const std::function<void()>& work) {
+  c10::cuda::CUDAGuard device_guard(device.index());
+  const c10::cuda::CUDAStream stream = thread_stream(device);
+  {
+    c10::cuda::CUDAStreamGuard stream_guard(stream);
+    work();
+  }
+  stream.synchronize();
+}
+
 at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device,
                                 std::shared_ptr<void>& ready) {
   c10::cuda::CUDAGuard device_guard(device.index());

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 
 namespace dtrain::detail {
@@ -18,6 +19,10 @@ at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device
 // works on and writes into, so that a loader thread's decodes and copies share one stream.
 void* loader_stream(const at::Device& device);
 at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, const at::Device& device);
+// `work` run with the calling thread's side stream current on `device` (a loader thread's device
+// operations on its decoded batch), that stream then waited for: its results are complete when
+// this returns, as the decoder's are. A CPU build runs `work` alone.
+void run_on_loader_stream(const at::Device& device, const std::function<void()>& work);
 // Makes the current stream wait for `ready` (from copy_to_device_async) and tells the caching
 // allocator that `t` is used on the current stream, so its memory is not reused too early.
 void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t);

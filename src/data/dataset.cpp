@@ -2,9 +2,13 @@
 // by its format's registration (formats/registry.h, Note [data formats]).
 #include "dtrain/data/dataset.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 #include <utility>
 
+#include "config/data_formats.h"
 #include "data/formats/registry.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
@@ -80,6 +84,10 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& devi
   // Each format names its empty file itself; this holds for every format, whatever it checks.
   if (splits.train->size() == 0)
     throw Error("the training split is empty: " + splits.train->describe(), "data.path");
+  const std::vector<std::string>& reads = config::rules_of(cfg.format).reads;
+  const bool holds_out = std::find(reads.begin(), reads.end(), "data.val_fraction") != reads.end();
+  if (cfg.val_fraction > 0 && holds_out && !splits.val) detail::hold_out(splits, cfg.val_fraction, seed);
+  splits.plain.reset();
   return splits;
 }
 

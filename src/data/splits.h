@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "dtrain/data/dataset.h"
 
@@ -47,6 +49,15 @@ struct ImageDecodeCounts {
   int64_t gpu = 0, cpu = 0;
 };
 ImageDecodeCounts image_decode_counts(const Dataset& dataset);
+
+// data.val_fraction (make_datasets): of n training samples, round(fraction n) held out, the
+// first of a Fisher-Yates permutation of 0..n-1 drawn from `seed`'s own stream: (the training
+// indices, the held-out ones), each ascending. Fewer than one in either is an Error naming
+// data.val_fraction.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> held_out_indices(int64_t n, double fraction, int64_t seed);
+// `splits.train` becomes the samples kept, `splits.val` the held-out ones of `splits.plain` (the
+// same samples unaugmented; `splits.train` itself when null).
+void hold_out(Splits& splits, double fraction, int64_t seed);
 
 // dtrain eval's test split (null when the config has none), preprocessed as the run was:
 // `recorded` is the DataSpec read from its preprocess.json. The format's recorded_test_split

@@ -13,24 +13,33 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The running means and variances, in named_buffers() order (the same on every rank).
-std::vector<at::Tensor> statistics(Model& model) {
+// The running means and variances of (name, tensor) pairs, in their order (the same on every rank).
+std::vector<at::Tensor> statistics(const NamedBuffers& named) {
   std::vector<at::Tensor> out;
-  for (const auto& b : model.named_buffers()) {
-    if (!at::isFloatingType(b.value().scalar_type())) continue;
-    if (ends_with(b.key(), "running_mean") || ends_with(b.key(), "running_var"))
-      out.push_back(b.value());
+  for (const auto& [name, value] : named) {
+    if (!at::isFloatingType(value.scalar_type())) continue;
+    if (ends_with(name, "running_mean") || ends_with(name, "running_var")) out.push_back(value);
   }
+  return out;
+}
+
+NamedBuffers buffers_of(Model& model) {
+  NamedBuffers out;
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
   return out;
 }
 
 }  // namespace
 
-bool has_batch_norm_buffers(Model& model) { return !statistics(model).empty(); }
+bool has_batch_norm_buffers(Model& model) { return !statistics(buffers_of(model)).empty(); }
 
 void average_batch_norm_buffers(Model& model, Communicator& comm) {
+  average_batch_norm_buffers(buffers_of(model), comm);
+}
+
+void average_batch_norm_buffers(const NamedBuffers& named, Communicator& comm) {
   if (comm.world() == 1) return;
-  const std::vector<at::Tensor> stats = statistics(model);
+  const std::vector<at::Tensor> stats = statistics(named);
   if (stats.empty()) return;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat;

@@ -27,6 +27,10 @@
 // numbers `dtrain eval` gives for model.pt, on any number of ranks.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "dtrain/comm.h"
 #include "dtrain/models.h"
 
@@ -41,5 +45,8 @@ bool has_batch_norm_buffers(Model& model);
 // every rank holds the same bits. A collective: every rank calls it at the same point. Nothing
 // happens with one rank or without such buffers (the same on every rank).
 void average_batch_norm_buffers(Model& model, Communicator& comm);
+// The same for tensors under a model's names (a weight average's, train/weight_average.h).
+using NamedBuffers = std::vector<std::pair<std::string, at::Tensor>>;
+void average_batch_norm_buffers(const NamedBuffers& named, Communicator& comm);
 
 }  // namespace dtrain::detail

@@ -95,10 +95,13 @@ class BestModel : public Hook {
       case Monitor::kTestLoss: value = r.result.loss; break;
       case Monitor::kTestAccuracy: value = r.result.accuracy; break;
       case Monitor::kTestTop5: value = r.result.top5; break;
+      case Monitor::kValLoss: value = r.val ? std::optional<double>(r.val->loss) : std::nullopt; break;
+      case Monitor::kValAccuracy: value = r.val ? std::optional<double>(r.val->accuracy) : std::nullopt; break;
+      case Monitor::kValTop5: value = r.val ? r.val->top5 : std::nullopt; break;
       case Monitor::kOff: return;
     }
     if (!value) return;  // no top-5 with 5 classes or fewer
-    const bool lower = metric_ == Monitor::kTestLoss;
+    const bool lower = metric_ == Monitor::kTestLoss || metric_ == Monitor::kValLoss;
     if (!best_ || (lower ? *value < *best_ : *value > *best_)) {
       best_ = *value, best_step_ = r.step, since_best_ = 0;
       if (!dir_.empty()) write(r);
@@ -120,6 +123,7 @@ class BestModel : public Hook {
     nlohmann::ordered_json e{{"step", r.step}};
     put_evaluation(e, r.result, classify_);
     j["evaluation"] = e;
+    if (r.other) j["weights_of"] = r.weights;  // train.ema_decay: the weight average's, or the model's
     write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
     log::detail(format("best %s so far: %.6g at step %lld: %s", to_string(metric_), *best_,
                        static_cast<long long>(r.step), join_path(dir_, "model.pt").c_str()));

@@ -175,6 +175,8 @@ class CheckpointWriter : public Hook {
     st.model = model_tensors(*s.model);
     st.optimizer = std::move(optimizer_state);
     if (s.scaler) st.scaler = s.scaler->state();
+    st.ema = s.ema;
+    st.ema_updates = s.ema_updates;
     st.hooks = s.hook_states;
     return st;
   }

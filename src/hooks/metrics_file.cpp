@@ -9,7 +9,10 @@
 //            mem_peak (bytes, CUDA), gpu_util / gpu_mem_used / power_w / sm_clock_mhz /
 //            mem_clock_mhz (NVML, when present);
 //   eval     after every evaluation: epoch, test_loss, test_accuracy, test_top5_accuracy (more
-//            than 5 classes), test_count, train_loss, epoch_s;
+//            than 5 classes), test_count, train_loss, epoch_s; with train.ema_decay, weights
+//            ("ema" or "model": whose the test_* numbers are) and the other weights' as
+//            other_test_loss, other_test_accuracy, other_test_top5_accuracy; with
+//            data.val_fraction val_loss, val_accuracy, val_top5_accuracy, val_count;
 //   resume   first in a resumed run: checkpoint, world; the records after it continue the file;
 //   summary  last, at the end of every run: steps, samples (a resumed run's earlier ones
 //            included), run_samples and seconds (this process's), samples_per_s, tokens_per_s
@@ -141,6 +144,18 @@ class MetricsFile : public Hook {
                         {"test_count", r.result.count}, {"train_loss", r.train_loss},
                         {"epoch_s", r.epoch_seconds}};
     put(j, "test_top5_accuracy", r.result.top5);
+    if (r.val) {  // data.val_fraction
+      j["val_loss"] = r.val->loss;
+      j["val_accuracy"] = r.val->accuracy;
+      j["val_count"] = r.val->count;
+      put(j, "val_top5_accuracy", r.val->top5);
+    }
+    if (r.other) {
+      j["weights"] = r.weights;
+      j["other_test_loss"] = r.other->loss;
+      j["other_test_accuracy"] = r.other->accuracy;
+      put(j, "other_test_top5_accuracy", r.other->top5);
+    }
     write(j);
     csv_->write(csv_row(j));
   }

@@ -105,9 +105,22 @@ class Progress : public Hook {
     std::string line = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs);
     if (r.steps_per_epoch > 0 && r.step % r.steps_per_epoch != 0)
       line += " step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps);
-    line += "  train loss " + format("%.4f", r.train_loss) + "  test loss " + format("%.4f", r.result.loss);
-    if (classify_) line += "  test accuracy " + format("%.2f%%", 100.0 * r.result.accuracy);
-    if (r.result.top5) line += "  top-5 " + format("%.2f%%", 100.0 * *r.result.top5);
+    line += "  train loss " + format("%.4f", r.train_loss);
+    if (r.val) {  // data.val_fraction
+      line += "  val loss " + format("%.4f", r.val->loss);
+      if (classify_) line += "  val accuracy " + format("%.2f%%", 100.0 * r.val->accuracy);
+    }
+    if (r.result.count > 0) {
+      line += "  test loss " + format("%.4f", r.result.loss);
+      if (classify_) line += "  test accuracy " + format("%.2f%%", 100.0 * r.result.accuracy);
+      if (r.result.top5) line += "  top-5 " + format("%.2f%%", 100.0 * *r.result.top5);
+    }
+    if (r.other) {  // train.ema_decay: the weight average's and the model's
+      line += std::string("  (") + (r.weights == "ema" ? "EMA; model" : "model; EMA") + " loss " +
+              format("%.4f", r.other->loss);
+      if (classify_) line += " accuracy " + format("%.2f%%", 100.0 * r.other->accuracy);
+      line += ")";
+    }
     line += "  (" + format("%.1f", r.epoch_seconds) + " s)";
     if (mode_ == ProgressMode::kLines) line = timestamp() + " " + line;
     log::detail(line);   // ends the live line first

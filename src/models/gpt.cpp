@@ -189,11 +189,13 @@ class Gpt : public Model {
   }
 
   // On CUDA with model.fused_head: the head and the loss in chunks (Note [fused head and loss]).
-  at::Tensor forward_cross_entropy(const at::Tensor& idx, const at::Tensor& targets) override {
+  at::Tensor forward_cross_entropy(const at::Tensor& idx, const at::Tensor& targets,
+                                   double label_smoothing) override {
     if (!fused_ || !fused_head_ || !detail::fused_head_loss_applies(wte_->weight, targets) ||
         targets.sizes() != idx.sizes())
       return {};
-    return detail::fused_head_loss(trunk(idx), wte_->weight, targets);
+    return detail::fused_head_loss(trunk(idx), wte_->weight, targets, /*chunk_rows=*/0,
+                                   label_smoothing);
   }
 
   double train_flops_per_sample() const override {

@@ -13,7 +13,8 @@ namespace dtrain::detail {
 
 // Throws dtrain::Error naming the key: a model.name no model is registered as (with the closest
 // name); run.profile_steps > 0 on a LibTorch whose profiler cannot write traces (no Kineto, as
-// Debian's 1.13), pointing to run.timeline.
+// Debian's 1.13), pointing to run.timeline; the image recipe's augmentations (data.auto_augment,
+// data.random_erase, train.mixup_alpha, train.cutmix_alpha) on data that gives no images.
 void check_config_now(const Config& cfg);
 
 // "config: <origin>, resolved for world W: global batch G = W rank(s) x B per rank, micro-batch

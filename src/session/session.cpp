@@ -73,7 +73,8 @@ namespace {
 
 // The log's data line: the training split's description, and the test split's.
 std::string data_line(const Splits& data) {
-  return data.train->describe() + (data.test && data.test != data.train ? "; test: " + data.test->describe() : "");
+  return data.train->describe() + (data.test && data.test != data.train ? "; test: " + data.test->describe() : "") +
+         (data.val ? "; " + data.val->describe() : "");
 }
 
 }  // namespace
@@ -141,6 +142,7 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
   }
   s.trainer = std::make_unique<Trainer>(c, rt.comm(), rt.cpu_comm(), rt.device(), s.model,
                                         s.data.train, s.data.test);
+  if (s.data.val) s.trainer->set_validation(s.data.val);
   return s;
 }
 

@@ -20,12 +20,13 @@ namespace dtrain::detail {
 EagerStep::EagerStep(StepContext& ctx, MicroBatch& micro, LossWindow& window)
     : ctx_(ctx), micro_(micro), window_(window) {}
 
-at::Tensor EagerStep::model_inputs(const at::Tensor& inputs) const {
+at::Tensor EagerStep::model_inputs(const at::Tensor& inputs, bool mixed) const {
   const Model::PixelInputs form = ctx_.model->pixel_inputs();
   const c10::DeviceType device = inputs.device().type();
   const at::ScalarType dtype = form.in_autocast_dtype && compat::autocast_enabled(device)
                                    ? compat::autocast_dtype(device)
                                    : at::kFloat;
+  if (mixed) return inputs.to(dtype).contiguous(form.layout);
   return ctx_.pixels(inputs, dtype, form.layout);
 }
 
@@ -75,19 +76,28 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
   std::string failure;
   ran_out_ = false;
   try {
+    // The whole rank batch standardized, erased and mixed once, in fp32, then put in the model's
+    // input form; its micro-batches are pieces of it (Note [batch mixing]).
+    at::Tensor all_inputs = batch.inputs, all_targets = batch.targets;
+    if (ctx_.mix) {
+      AutocastGuard autocast(ctx_.device, ctx_.precision);
+      std::tie(all_inputs, all_targets) = ctx_.mix->apply(ctx_.pixels(batch.inputs), batch.targets);
+      all_inputs = model_inputs(all_inputs, /*mixed=*/true);
+    }
     for (int64_t m = 0; m < pieces; ++m) {
       const int64_t begin = m * micro, len = std::min(micro, n - begin);
       const FaultInjector::Fault fault =
           ctx_.faults ? ctx_.faults->before_micro_batch(step, micro) : FaultInjector::Fault::kNone;
       if (fault == FaultInjector::Fault::kOutOfMemory)
         throw InjectedOutOfMemory("injected out-of-memory error (fault injector)");
-      at::Tensor inputs = batch.inputs.narrow(0, begin, len);
-      at::Tensor targets = batch.targets.narrow(0, begin, len);
+      at::Tensor inputs = all_inputs.narrow(0, begin, len);
+      at::Tensor targets = all_targets.narrow(0, begin, len);
       wd.beat("forward/backward");
       at::Tensor loss;
       {
         AutocastGuard autocast(ctx_.device, ctx_.precision);
-        loss = training_loss(ctx_.loss, *ctx_.model, model_inputs(inputs), targets);
+        loss = training_loss(ctx_.loss, *ctx_.model, model_inputs(inputs, ctx_.mix != nullptr),
+                             targets, ctx_.label_smoothing);
         // Each micro-batch's mean loss is weighted by its share of this rank's samples, so the
         // accumulated gradient is the mean over the rank's share of the global batch.
         loss = loss * (static_cast<double>(len) / n);

@@ -44,8 +44,9 @@ class EagerStep {
 
  private:
   // The batch's inputs as the model takes them (inside the step's autocast guard): uint8 pixels
-  // standardized in the form the model asks for (Model::pixel_inputs), other inputs as they are.
-  at::Tensor model_inputs(const at::Tensor& inputs) const;
+  // standardized in the form the model asks for (Model::pixel_inputs), other inputs as they are;
+  // `mixed` (Note [batch mixing]) fp32 images put in that form.
+  at::Tensor model_inputs(const at::Tensor& inputs, bool mixed = false) const;
   // Before the first optimizer step, after some rank ran out of memory (every rank calls it):
   // where what the state holds is more than the device allows, no micro-batch can fit, so every
   // rank ends with the start-up's agreed line instead of shrinking it. Nothing on the CPU.

@@ -4,6 +4,7 @@
 
 #include "dtrain/data/sampler.h"
 #include "train/loss.h"
+#include "train/weight_average.h"
 
 namespace dtrain::detail {
 
@@ -57,6 +58,14 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
   r.accuracy = scored > 0 ? totals[1].item<double>() / scored : 0.0;
   if (top5) r.top5 = scored > 0 ? totals[4].item<double>() / scored : 0.0;
   return r;
+}
+
+void evaluate_splits(StepContext& ctx, const std::shared_ptr<const Dataset>& test,
+                     const std::shared_ptr<const Dataset>& val, int64_t batch, const LoaderOptions& loader,
+                     bool ema_output, EvalRecord& rec) {
+  rec.result = evaluate(ctx, test, batch, loader);
+  if (ctx.ema) evaluate_average(*ctx.ema, ema_output, rec, [&] { return evaluate(ctx, test, batch, loader); });
+  if (val) rec.val = evaluate(ctx, val, batch, loader);
 }
 
 }  // namespace dtrain::detail

@@ -17,4 +17,14 @@ namespace dtrain::detail {
 EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>& test,
                     int64_t batch, const LoaderOptions& loader);
 
+// The loop's evaluation, into `rec`: `result` the test split's (count 0 without one), `val`
+// data.val_fraction's split's (when `val`). With a weight average (ctx.ema) the average is scored
+// too (train/weight_average.h, evaluate_average; the caller has made its BatchNorm statistics one
+// set, as the model's), `result` and `val` are then those of the weights `ema_output` names and
+// `other` the other weights' test evaluation, and the model is left holding `result`'s weights
+// (the caller swaps back after the hooks). Collective.
+void evaluate_splits(StepContext& ctx, const std::shared_ptr<const Dataset>& test,
+                     const std::shared_ptr<const Dataset>& val, int64_t batch, const LoaderOptions& loader,
+                     bool ema_output, EvalRecord& rec);
+
 }  // namespace dtrain::detail

@@ -12,18 +12,23 @@
 namespace dtrain::detail {
 
 at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum,
-                        bool reuse_outputs) {
+                        bool reuse_outputs, double label_smoothing) {
   const auto reduction = sum ? at::Reduction::Sum : at::Reduction::Mean;
   if (kind == LossKind::kCrossEntropy) {
-    if (targets.scalar_type() != at::kLong)
+    const bool soft = targets.is_floating_point() && targets.sizes() == out.sizes();
+    if (targets.scalar_type() != at::kLong && !soft)
       throw Error("cross_entropy needs class-id targets; this dataset gives " +
                       std::string(at::toString(targets.scalar_type())) + " targets",
                   "train.loss");
+    if (soft)
+      return at::cross_entropy_loss(out.to(at::kFloat), targets.to(at::kFloat), {}, reduction,
+                                    -100, label_smoothing);
     const at::Tensor logits = out.dim() == 3 ? out.reshape({-1, out.size(2)}) : out;  // (N*T, V)
     const at::Tensor labels = out.dim() == 3 ? targets.reshape({-1}) : targets;       // (N*T,)
     if (fused_cross_entropy_applies(logits, labels))
-      return fused_cross_entropy(logits, labels, /*mean=*/!sum, reuse_outputs);
-    return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, reduction);
+      return fused_cross_entropy(logits, labels, /*mean=*/!sum, reuse_outputs, label_smoothing);
+    return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, reduction, -100,
+                                  label_smoothing);
   }
   if (targets.scalar_type() == at::kLong)
     throw Error("mse needs regression targets; this dataset gives class ids (int64 targets): "
@@ -35,13 +40,13 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
 }
 
 at::Tensor training_loss(LossKind kind, Model& model, const at::Tensor& inputs,
-                         const at::Tensor& targets) {
-  if (kind == LossKind::kCrossEntropy) {
-    at::Tensor loss = model.forward_cross_entropy(inputs, targets);
+                         const at::Tensor& targets, double label_smoothing) {
+  if (kind == LossKind::kCrossEntropy && targets.scalar_type() == at::kLong) {
+    at::Tensor loss = model.forward_cross_entropy(inputs, targets, label_smoothing);
     if (loss.defined()) return loss;
   }
   return compute_loss(kind, model.forward(inputs), targets, /*sum=*/false,
-                      model.loss_can_reuse_outputs());
+                      model.loss_can_reuse_outputs(), label_smoothing);
 }
 
 void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& data) {

@@ -15,17 +15,20 @@ namespace dtrain::detail {
 
 // Mean (or, with `sum`, summed) loss in fp32. Cross-entropy over large vocabularies on CUDA
 // reads the logits in their own precision (cuda/fused_loss.h); elsewhere the logits are cast to
-// fp32 first. Cross-entropy on non-class targets is an Error naming train.loss. With
+// fp32 first. Cross-entropy takes class ids, or soft targets: float class probabilities of the
+// logits' shape (mixup and cutmix's, train/batch_mix.h), as PyTorch's cross_entropy does; any
+// other targets are an Error naming train.loss. `label_smoothing` e: PyTorch's
+// cross_entropy(label_smoothing=e), the targets' probabilities times 1 - e plus e / classes. With
 // `reuse_outputs` (Model::loss_can_reuse_outputs) the fused cross-entropy's backward writes the
 // logits' gradient over the logits.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& targets, bool sum,
-                        bool reuse_outputs = false);
+                        bool reuse_outputs = false, double label_smoothing = 0.0);
 
 // The mean loss of one training micro-batch: the model's own cross-entropy where it has one
-// (Model::forward_cross_entropy), else forward and compute_loss (with the logits' gradient over
-// the logits where Model::loss_can_reuse_outputs).
+// (Model::forward_cross_entropy, class ids only), else forward and compute_loss (with the
+// logits' gradient over the logits where Model::loss_can_reuse_outputs).
 at::Tensor training_loss(LossKind kind, Model& model, const at::Tensor& inputs,
-                         const at::Tensor& targets);
+                         const at::Tensor& targets, double label_smoothing = 0.0);
 
 // Before training: cross_entropy needs class ids (spec.num_classes > 0), mse regression targets
 // (spec.target_dim > 0); anything else is an Error naming train.loss and the data (`data`, the

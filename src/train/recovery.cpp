@@ -106,7 +106,7 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
       at::Tensor tg = b.targets.narrow(0, 0, std::min<int64_t>(micro, b.size()));
       {
         AutocastGuard autocast(device, ctx.precision);
-        at::Tensor loss = training_loss(ctx.loss, *ctx.model, ctx.pixels(in), tg);
+        at::Tensor loss = training_loss(ctx.loss, *ctx.model, ctx.pixels(in), tg, ctx.label_smoothing);
         loss.backward();  // no prepare(true): the reducer does not communicate
       }
       peak = memory_stats(device).peak;

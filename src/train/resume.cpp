@@ -91,25 +91,27 @@ void compare_config(const SharedState& saved, const Config& cfg, const std::stri
   if (!changed.empty()) log::info("resuming with changed settings:" + changed);
 }
 
-void load_model(Model& model, const NamedTensors& saved, const std::string& file) {
+// `saved`'s values copied into `targets`, name by name: every target needs a value of its shape,
+// and every value a target (`what`: whose names they are), or an Error names `file`.
+void load_named(const NamedTensors& targets, const NamedTensors& saved, const std::string& what,
+                const std::string& file) {
   std::map<std::string, at::Tensor> by_name(saved.begin(), saved.end());
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
   auto take = [&](const std::string& name, const at::Tensor& into) {
     const auto it = by_name.find(name);
     if (it == by_name.end())
-      throw Error("the checkpoint has no value for the model's '" + name + "'", file);
+      throw Error("the checkpoint has no value for the " + what + "'s '" + name + "'", file);
     if (it->second.sizes() != into.sizes())
       throw Error("'" + name + "' has shape " + shape_str(it->second.sizes().vec()) +
-                      " in the checkpoint but " + shape_str(into.sizes().vec()) + " in the model",
+                      " in the checkpoint but " + shape_str(into.sizes().vec()) + " in the " + what,
                   file);
     copies.emplace_back(into, it->second);
     by_name.erase(it);
   };
-  for (const auto& p : model.named_parameters()) take(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) take(b.key(), b.value());
+  for (const auto& [name, t] : targets) take(name, t);
   if (!by_name.empty())
-    throw Error("the checkpoint holds '" + by_name.begin()->first +
-                    "', which the model does not have (another model?)",
+    throw Error("the checkpoint holds '" + by_name.begin()->first + "', which the " + what +
+                    " does not have (another model?)",
                 file);
   at::NoGradGuard no_grad;
   for (auto& [into, from] : copies) into.copy_(from);
@@ -197,7 +199,20 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
   const std::string state_file = join_path(path, "state.pt");
   const SharedState saved = decode_shared(read_file(state_file), state_file);
   compare_config(saved, cfg, state_file);
-  load_model(*ctx.model, saved.model, state_file);
+  NamedTensors model;
+  for (const auto& p : ctx.model->named_parameters()) model.emplace_back(p.key(), p.value());
+  for (const auto& b : ctx.model->named_buffers()) model.emplace_back(b.key(), b.value());
+  load_named(model, saved.model, "model", state_file);
+  // train.ema_decay: the average goes on where the checkpoint has one, else starts from the model.
+  if (ctx.ema && !saved.ema.empty()) {
+    load_named(ctx.ema->named(), saved.ema, "weight average (train.ema_decay)", state_file);
+    ctx.ema->set_updates(saved.ema_updates);
+  } else if (ctx.ema) {
+    ctx.ema->restart();
+    log::info("the checkpoint holds no weight average: train.ema_decay's starts from the model");
+  } else if (!saved.ema.empty()) {
+    log::info("the checkpoint's weight average is not used (train.ema_decay is 0)");
+  }
   try {
     // A checkpoint holds the whole state (Note [sharded optimizer]); a shard loads its entries.
     ctx.optimizer->load_state(ctx.shard ? state_of_shard(saved.optimizer, ctx.params,

@@ -13,6 +13,7 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
                         Communicator& control, int64_t train_size, int64_t test_size) {
   const TrainConfig& t = cfg.train;
   ctx.loss = t.loss;
+  ctx.label_smoothing = t.label_smoothing;
   ctx.precision = t.precision;
   ctx.clip_grad_norm = t.clip_grad_norm;
   ctx.world = comm.world();

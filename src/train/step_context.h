@@ -25,6 +25,8 @@
 #include "dist/optimizer_shard.h"
 #include "comm/timed_comm.h"
 #include "dist/reducer.h"
+#include "train/batch_mix.h"
+#include "train/weight_average.h"
 #include "runtime/watchdog.h"
 
 namespace dtrain::detail {
@@ -51,6 +53,13 @@ struct StepContext {
   std::unique_ptr<Reducer> reducer;   // null with one rank, unless dist.reduce_single_rank
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
+  double label_smoothing = 0;  // train.label_smoothing
+  // RandomErasing, Mixup, CutMix of each rank batch (Note [batch mixing]); null when off. The
+  // Trainer draws each step's before the engines run it.
+  std::unique_ptr<BatchMix> mix;
+  // train.ema_decay: the weight average, updated by the Trainer after optimizer steps, loaded and
+  // saved with checkpoints; null when off.
+  std::unique_ptr<WeightAverage> ema;
   Precision precision = Precision::kFp32;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;  // train.activation_checkpointing
   double memory_fraction = 0;  // run.gpu_memory_fraction (0: the whole device)

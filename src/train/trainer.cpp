@@ -76,7 +76,7 @@ struct Trainer::Impl {
   Communicator& comm;
   Communicator& control;
   std::shared_ptr<Model> model;
-  std::shared_ptr<const Dataset> train, test;
+  std::shared_ptr<const Dataset> train, test, val;  // val: data.val_fraction's (set_validation)
   PhaseTimes phases;
   Watchdog watchdog;
   detail::StepContext ctx;
@@ -118,11 +118,13 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
                  m.test->spec().pixel_std != m.train->spec().pixel_std))
     throw Error("the test split's pixel statistics differ from the training split's (" +
                 m.test->describe() + ", " + m.train->describe() + "); both are standardized alike");
-  if (cfg.train.eval_every_steps > 0 && !m.test)
+  if (cfg.train.eval_every_steps > 0 && !m.test && cfg.data.val_fraction <= 0)
     throw Error("the data has no test split to evaluate on (" + m.train->describe() +
                     "): set train.eval_every_steps=0, or give the data a test split",
                 "train.eval_every_steps");
   m.ctx.pixels = detail::PixelNormalizer(m.train->spec(), device);
+  m.ctx.mix = detail::make_batch_mix(cfg, m.train->spec().num_classes, device, comm.rank());
+  if (cfg.train.ema_decay > 0) m.ctx.ema = std::make_unique<detail::WeightAverage>(*m.model, cfg.train);
   if (m.train->size() > 0) {
     // The model's outputs against the data's classes or targets, on one training sample in
     // evaluation mode (no dropout drawn, no batch-norm statistics moved), before training.
@@ -227,9 +229,11 @@ TrainSummary Trainer::fit() {
       const std::optional<Batch> batch = f.next_batch();
       m.hooks.on_step_begin(at.step());
       const double step_lr = f.lr.at(at.step());
+      if (m.ctx.mix) m.ctx.mix->draw(at.epoch(), at.step(), batch->inputs);
       if (!f.graph->run(*batch, at.step(), step_lr)) f.eager.run(*batch, at.step(), step_lr);
       f.data_wait.step_queued(m.ctx.device);
       at.step_done();
+      if (m.ctx.ema) m.ctx.ema->after_step(at.step());
       f.window.add_step();
       f.telemetry->step_done(batch->size() * f.world);
       f.summary.samples += batch->size() * f.world;
@@ -246,7 +250,7 @@ TrainSummary Trainer::fit() {
     f.read_rest();
     if (f.summary.stopped) break;  // at a step boundary: this epoch's end has not come
     at.epoch_ended();
-    if (f.t.eval && m.test) f.evaluate();
+    if (f.t.eval && (m.test || m.val)) f.evaluate();
     if (at.epoch_save_due())
       f.save(-1, at.step() % f.plan.steps_per_epoch == 0
                      ? "end of epoch " + std::to_string(at.epoch() + 1)
@@ -388,6 +392,7 @@ void Trainer::Impl::Fit::one_set_of_statistics() {
   if (averaged_at == at.step() || m.ctx.sync_batch_norm) return;
   m.watchdog.beat("BatchNorm statistics", at.step());
   detail::average_batch_norm_buffers(*m.model, m.comm);
+  if (m.ctx.ema) detail::average_batch_norm_buffers(m.ctx.ema->named(), m.comm);  // the average's too
   averaged_at = at.step();
 }
 
@@ -399,6 +404,7 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   st.model = m.model.get();
   st.optimizer = m.ctx.optimizer.get();
   st.scaler = m.ctx.scaler.get();
+  if (m.ctx.ema) st.ema = m.ctx.ema->named(), st.ema_updates = m.ctx.ema->updates();
   st.config = &m.cfg;
   st.control = &m.control;
   st.device = m.ctx.device;
@@ -436,17 +442,18 @@ bool Trainer::Impl::Fit::evaluate() {
   one_set_of_statistics();
   const auto t0 = Clock::now();
   m.micro = micro.size();
-  summary.eval = detail::evaluate(m.ctx, m.test, m.micro, m.loader_options());
+  EvalRecord rec;
+  detail::evaluate_splits(m.ctx, m.test, m.val, m.micro, m.loader_options(), t.ema_output, rec);
+  summary.eval = rec.result;
   summary.eval_step = at.step();
   m.phases.eval += seconds_since(t0);
-  EvalRecord rec;
   rec.step = at.step();
   rec.epoch = at.epoch() + 1, rec.epochs = epochs_reached();
   rec.steps_per_epoch = plan.steps_per_epoch, rec.total_steps = plan.total_steps;
   rec.train_loss = summary.last_loss;
   rec.epoch_seconds = telemetry->epoch_seconds();
-  rec.result = summary.eval;
   m.hooks.on_eval(rec, control);
+  if (m.ctx.ema && m.ctx.ema->swapped()) m.ctx.ema->swap();  // the model's weights train on
   return act(agree.now(control));
 }
 
@@ -455,6 +462,7 @@ TrainSummary Trainer::Impl::Fit::finish() {
   act(agree.now(control));  // what was asked for in the last step
   if (at.final_save_due(summary.stop_signal != 0)) save(-1, summary.stopped ? "early stop" : "end of training");
   one_set_of_statistics();  // model.pt, and what the program does with the model after fit()
+  if (m.ctx.ema && t.ema_output) m.ctx.ema->swap();  // model.pt holds the weight average
   m.micro = micro.size();
   summary.step_mode = graph->story();
   summary.steps = at.step();
@@ -476,6 +484,8 @@ TrainSummary Trainer::Impl::Fit::finish() {
 EvalResult Trainer::evaluate() {
   return detail::evaluate(impl_->ctx, impl_->test, impl_->micro, impl_->loader_options());
 }
+
+void Trainer::set_validation(std::shared_ptr<const Dataset> val) { impl_->val = std::move(val); }
 
 Model& Trainer::model() { return *impl_->model; }
 const Config& Trainer::config() const { return impl_->cfg; }

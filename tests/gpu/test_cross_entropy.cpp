@@ -1,5 +1,6 @@
 // The gpu tier: the fused cross-entropy (cuda/fused_loss.h) gives the loss and gradient of
-// cross_entropy on fp32 logits, also when it writes the gradient over the logits.
+// cross_entropy on fp32 logits, with label smoothing too, also when it writes the gradient over
+// the logits.
 #include "gpu_support.h"
 
 namespace dtrain::test {
@@ -13,25 +14,28 @@ TEST(Gpu, FusedCrossEntropyMatchesCrossEntropyOnFp32Logits) {
   for (int64_t v : {5003, 4096}) {
     for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
       for (bool mean : {true, false}) {
+       for (double eps : {0.0, 0.1}) {
         const at::Tensor base = (at::randn({n, v}, at::TensorOptions().device(kGpu)) * 3).to(dtype);
         const at::Tensor targets = at::randint(0, v, {n}, at::TensorOptions().device(kGpu).dtype(at::kLong));
         ASSERT_TRUE(detail::fused_cross_entropy_applies(base, targets));
         // Reference: PyTorch's cross_entropy on an fp32 copy, gradient cast back to `dtype`.
         at::Tensor a = base.detach().clone().requires_grad_(true);
         at::Tensor ref = at::cross_entropy_loss(a.to(at::kFloat), targets, {},
-                                                mean ? at::Reduction::Mean : at::Reduction::Sum);
+                                                mean ? at::Reduction::Mean : at::Reduction::Sum, -100, eps);
         (ref * 0.37).backward();
         at::Tensor b = base.detach().clone().requires_grad_(true);
-        at::Tensor got = detail::fused_cross_entropy(b, targets, mean);
+        at::Tensor got = detail::fused_cross_entropy(b, targets, mean, false, eps);
         (got * 0.37).backward();
         EXPECT_EQ(got.scalar_type(), at::kFloat);
         EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5 * std::fabs(ref.item<double>()))
-            << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
+            << at::toString(dtype) << " mean " << mean << " vocabulary " << v << " smoothing " << eps;
         const double tol = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-3 : 1e-2;
         const double err = (a.grad().to(at::kFloat) - b.grad().to(at::kFloat)).abs().max().item<double>();
         const double scale = a.grad().to(at::kFloat).abs().max().item<double>();
-        EXPECT_LT(err, tol * scale) << at::toString(dtype) << " mean " << mean << " vocabulary " << v;
+        EXPECT_LT(err, tol * scale) << at::toString(dtype) << " mean " << mean << " vocabulary " << v
+                                    << " smoothing " << eps;
         EXPECT_EQ(b.grad().scalar_type(), dtype);
+       }
       }
     }
   }

@@ -20,10 +20,11 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Precision precision) {
+void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Precision precision,
+                     double eps = 0.0) {
   SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(seq) + " rows, C " + std::to_string(c) +
                ", V " + std::to_string(v) + ", chunks of " + std::to_string(chunk) + ", " +
-               to_string(precision));
+               to_string(precision) + ", label smoothing " + std::to_string(eps));
   at::manual_seed(5);
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
   const at::Tensor y0 = at::randn({batch, seq, c}, f32), w0 = at::randn({v, c}, f32).mul(0.3);
@@ -35,10 +36,10 @@ void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t c
       AutocastGuard autocast(kGpu, precision);
       if (fused) {
         EXPECT_TRUE(fused_head_loss_applies(w, t));
-        loss = fused_head_loss(y, w, t, chunk);
+        loss = fused_head_loss(y, w, t, chunk, eps);
       } else {
         loss = at::cross_entropy_loss(at::linear(y, w).to(at::kFloat).reshape({-1, v}),
-                                      t.reshape({-1}));
+                                      t.reshape({-1}), {}, at::Reduction::Mean, -100, eps);
       }
     }
     const auto g = torch::autograd::grad({loss * 0.37}, {y, w});
@@ -60,6 +61,8 @@ TEST(FusedHeadLoss, MatchesLinearAndCrossEntropy) {
     check_head_loss(2, 50, 64, 4096, 0, p);    // one chunk
     check_head_loss(2, 50, 64, 4096, 40, p);   // chunks of 40, 40 and 20 rows
     check_head_loss(3, 7, 32, 5003, 8, p);     // an odd vocabulary: element by element
+    check_head_loss(2, 50, 64, 4096, 40, p, 0.1);  // label smoothing (train.label_smoothing)
+    check_head_loss(3, 7, 32, 5003, 8, p, 0.2);
   }
 }
 

@@ -94,11 +94,21 @@ struct DataConfig;
 struct Splits {
   std::shared_ptr<Dataset> train;
   std::shared_ptr<Dataset> test;  // may be null
+  // data.val_fraction: samples held out of the training set, evaluated beside the test split
+  // (null without); make_datasets builds it from `plain` where a format sets it: the training
+  // samples without their random augmentation, index for index.
+  std::shared_ptr<Dataset> val;
+  std::shared_ptr<Dataset> plain;
 };
 
 // Build the train and test splits the config describes (data.format), for a rank computing on
 // `device` (an image folder decodes there with data.decode gpu or auto, Note [GPU decoding]).
-// Errors name the data.* key or the file.
+// With data.val_fraction the validation split too: the formats of whole samples (idx, cifar,
+// csv) hold out round(fraction x N) of the N training samples, the first of a permutation of
+// 0..N-1 drawn from run.seed (the same on any number of ranks and on resume), unaugmented; the
+// token format holds out the last fraction of each training file, read in order. The data's
+// statistics (data.normalize) stay the whole training files'. Errors name the data.* key or the
+// file.
 Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& device = at::kCPU);
 
 }  // namespace dtrain

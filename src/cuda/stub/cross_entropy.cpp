@@ -5,7 +5,7 @@
 namespace dtrain::detail {
 
 bool fused_cross_entropy_applies(const at::Tensor&, const at::Tensor&) { return false; }
-at::Tensor fused_cross_entropy(const at::Tensor&, const at::Tensor&, bool, bool) {
+at::Tensor fused_cross_entropy(const at::Tensor&, const at::Tensor&, bool, bool, double) {
   throw Error("the fused cross-entropy needs a CUDA build of dtrain");
 }
 

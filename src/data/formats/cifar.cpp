@@ -276,8 +276,10 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
   };
   Splits out;
   auto images = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
-  if (cfg.crop_padding > 0 || cfg.hflip)
-    out.train = random_crop_flip(std::move(images), cfg.crop_padding, cfg.hflip, static_cast<uint64_t>(seed));
+  out.plain = images;  // data.val_fraction's samples, unaugmented
+  if (cfg.crop_padding > 0 || cfg.hflip || cfg.auto_augment != AutoAugment::kNone)
+    out.train = random_crop_flip(std::move(images), cfg.crop_padding, cfg.hflip, static_cast<uint64_t>(seed),
+                                 BatchAugment(cfg, static_cast<uint64_t>(seed), 32, 32));
   else
     out.train = std::move(images);
   out.test = std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));

@@ -48,9 +48,11 @@
 #include "data/files.h"
 #include "data/formats/inputs.h"
 #include "data/formats/registry.h"
+#include "data/images/auto_augment.h"
 #include "data/images/gpu_decode.h"
 #include "data/images/image_codec.h"
 #include "data/images/image_transforms.h"
+#include "cuda/streams.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -140,6 +142,7 @@ struct Transform {
   int64_t size = 224, resize = 256;
   std::vector<double> scale, ratio;
   bool hflip = true, scaled_decode = true;
+  BatchAugment augment;  // training: data.auto_augment after the crop and flip, on the batch's device
 };
 
 // How one sample's pixels come out of its decoded image (Note [image transforms]): the scale it
@@ -173,7 +176,7 @@ class ImageFolderDataset : public Dataset {
     const std::string how =
         t_.train ? format("random resized crops to %lld (scale [%g, %g], ratio [%g, %g])%s",
                           static_cast<long long>(t_.size), t_.scale[0], t_.scale[1], t_.ratio[0],
-                          t_.ratio[1], t_.hflip ? ", flipped at random" : "")
+                          t_.ratio[1], t_.hflip ? ", flipped at random" : "") + t_.augment.describe()
                  : format("resized to %lld, center crops of %lld", static_cast<long long>(t_.resize),
                           static_cast<long long>(t_.size));
     // The decoder a loader thread will use, made now (the pool keeps it for the first fetch), so
@@ -215,7 +218,11 @@ class ImageFolderDataset : public Dataset {
     at::Tensor targets = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(pinned));
     int64_t* y = targets.data_ptr<int64_t>();
     for (int64_t k = 0; k < n; ++k) y[k] = sample(indices[static_cast<size_t>(k)]).label;
-    if (decode_.gpu) return Batch{fetch_gpu(indices, epoch), targets};
+    if (decode_.gpu) {
+      at::Tensor inputs = fetch_gpu(indices, epoch);
+      if (t_.augment.active()) run_on_loader_stream(device_, [&] { inputs = t_.augment(inputs, indices, epoch); });
+      return Batch{inputs, targets};
+    }
     at::Tensor inputs = at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
     uint8_t* x = inputs.data_ptr<uint8_t>();
     Worker w;
@@ -223,6 +230,7 @@ class ImageFolderDataset : public Dataset {
       const int64_t i = indices[static_cast<size_t>(k)];
       load(sample(i).path, i, epoch, w, x + k * 3 * s * s);
     }
+    if (t_.augment.active()) inputs.copy_(t_.augment(inputs, indices, epoch));  // stays pinned
     return Batch{inputs, targets};
   }
 
@@ -458,12 +466,13 @@ Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::D
   Transform t;
   t.size = cfg.image_size, t.resize = cfg.resize, t.scale = cfg.crop_scale, t.ratio = cfg.crop_ratio;
   t.hflip = cfg.hflip, t.scaled_decode = cfg.scaled_decode;
+  t.augment = BatchAugment(cfg, static_cast<uint64_t>(seed), cfg.image_size, cfg.image_size);
   Splits out;
   std::vector<std::string> names = train.classes;
   out.train = std::make_shared<ImageFolderDataset>(std::move(train), t, classes, mean, stdev,
                                                    static_cast<uint64_t>(seed), device, decode);
   if (!cfg.test_dir.empty()) {
-    t.train = false;
+    t.train = false, t.augment = BatchAugment();
     out.test = std::make_shared<ImageFolderDataset>(scan(under(cfg.path, cfg.test_dir), "data.test_dir", &names), t,
                                                     classes, mean, stdev, static_cast<uint64_t>(seed), device, decode);
   }

@@ -274,6 +274,26 @@ Splits make_token_splits(const DataConfig& cfg, int64_t seed) {
   };
   Splits out;
   std::vector<Shard> train = load(cfg.train_files, "data.train_files");
+  // data.val_fraction: the last fraction of each file, read in order, is the validation split.
+  std::vector<Shard> val;
+  for (Shard& s : train) {
+    if (cfg.val_fraction <= 0) break;
+    const auto keep = static_cast<int64_t>(static_cast<double>(s.count) * (1.0 - cfg.val_fraction));
+    Shard v = s;
+    v.data = s.data + keep * s.width, v.count = s.count - keep, v.header = s.header + keep * s.width;
+    s.count = keep;
+    if (v.count > t) val.push_back(v);
+  }
+  if (cfg.val_fraction > 0) {
+    if (val.empty())
+      throw Error(format("holds out the last %g of each training file, fewer tokens than a window of %lld",
+                         cfg.val_fraction, static_cast<long long>(t + 1)),
+                  "data.val_fraction");
+    auto w = sequential_windows(val, t, "data.val_fraction");
+    out.val = std::make_shared<TokenWindows>(std::move(val), std::move(w), t, cfg.num_classes, vocab_rule(cfg),
+                                             "tokens: the last " + format("%g", 100 * cfg.val_fraction) +
+                                                 "% of each training file (validation, data.val_fraction)");
+  }
   const int64_t train_tokens = total_tokens(train);
   auto windows = random_windows(train, t, cfg.windows, seed, "data.train_files");
   const std::string what = files_text(train);

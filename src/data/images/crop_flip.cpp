@@ -32,8 +32,9 @@ namespace {
 
 class CropFlipDataset : public Dataset {
  public:
-  CropFlipDataset(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip, uint64_t seed)
-      : images_(std::move(images)), padding_(padding), hflip_(hflip), seed_(seed) {
+  CropFlipDataset(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip, uint64_t seed,
+                  BatchAugment augment)
+      : images_(std::move(images)), padding_(padding), hflip_(hflip), seed_(seed), augment_(std::move(augment)) {
     const at::Tensor& x = images_->inputs();
     if (x.scalar_type() != at::kByte || x.dim() != 4 || padding_ < 0)
       throw Error("random crops and flips need uint8 images (N, C, H, W) and a padding >= 0 (internal error)",
@@ -44,6 +45,7 @@ class CropFlipDataset : public Dataset {
       how = format("random %s crops of the image padded by %lld zero pixels", side.c_str(),
                    static_cast<long long>(padding_));
     if (hflip_) how += padding_ > 0 ? ", flipped at random" : "flipped at random";
+    if (augment_.active()) how += how.empty() ? augment_.describe().substr(2) : augment_.describe();
     description_ = images_->describe() + ", training: " + how;
   }
 
@@ -67,6 +69,7 @@ class CropFlipDataset : public Dataset {
       std::memcpy(original.data(), px, original.size());
       pad_crop(original.data(), channels, height, width, p, px);
     }
+    if (augment_.active()) b.inputs.copy_(augment_(b.inputs, indices, epoch));  // stays pinned
     return b;
   }
 
@@ -75,14 +78,15 @@ class CropFlipDataset : public Dataset {
   int64_t padding_;
   bool hflip_;
   uint64_t seed_;
+  BatchAugment augment_;
   std::string description_;
 };
 
 }  // namespace
 
 std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip,
-                                          uint64_t seed) {
-  return std::make_shared<CropFlipDataset>(std::move(images), padding, hflip, seed);
+                                          uint64_t seed, BatchAugment augment) {
+  return std::make_shared<CropFlipDataset>(std::move(images), padding, hflip, seed, std::move(augment));
 }
 
 }  // namespace dtrain::detail

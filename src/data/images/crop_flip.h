@@ -8,13 +8,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "data/images/auto_augment.h"
 #include "dtrain/data/dataset.h"
 
 namespace dtrain::detail {
 
 // `images` augmented: `padding` > 0 moves each image by up to that many pixels each way, `hflip`
-// mirrors half of them; the labels and the spec are the images'.
+// mirrors half of them, then `augment` (data.auto_augment) changes each; the labels and the spec
+// are the images'.
 std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip,
-                                          uint64_t seed);
+                                          uint64_t seed, BatchAugment augment = {});
 
 }  // namespace dtrain::detail
