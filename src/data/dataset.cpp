@@ -84,8 +84,10 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& devi
   // Each format names its empty file itself; this holds for every format, whatever it checks.
   if (splits.train->size() == 0)
     throw Error("the training split is empty: " + splits.train->describe(), "data.path");
-  const std::vector<std::string>& reads = config::rules_of(cfg.format).reads;
-  const bool holds_out = std::find(reads.begin(), reads.end(), "data.val_fraction") != reads.end();
+  // Formats the config does not know (a program's own registrations) hold nothing out.
+  const config::FormatRules* rules = config::find_format(cfg.format.name());
+  const bool holds_out = rules != nullptr && std::find(rules->reads.begin(), rules->reads.end(),
+                                                       "data.val_fraction") != rules->reads.end();
   if (cfg.val_fraction > 0 && holds_out && !splits.val) detail::hold_out(splits, cfg.val_fraction, seed);
   splits.plain.reset();
   return splits;

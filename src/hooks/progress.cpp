@@ -110,7 +110,7 @@ class Progress : public Hook {
       line += "  val loss " + format("%.4f", r.val->loss);
       if (classify_) line += "  val accuracy " + format("%.2f%%", 100.0 * r.val->accuracy);
     }
-    if (r.result.count > 0) {
+    if (r.result.count > 0 || !r.val) {  // a validation split alone: no test numbers
       line += "  test loss " + format("%.4f", r.result.loss);
       if (classify_) line += "  test accuracy " + format("%.2f%%", 100.0 * r.result.accuracy);
       if (r.result.top5) line += "  top-5 " + format("%.2f%%", 100.0 * *r.result.top5);
