@@ -16,6 +16,7 @@
 #   bash launch/gpu.sh syncbn [compile] # bench/sync_batch_norm.sh: ResNet-50 on 1, 2, 4 NCCL ranks
 #                                     # sharing the GPU, model.sync_batch_norm off and on, against
 #                                     # PyTorch DDP with BatchNorm and nn.SyncBatchNorm
+#   bash launch/gpu.sh recipe         # bench/image_recipe.sh: the image recipe's cost, against PyTorch
 #   bash launch/gpu.sh resnet [PARTS] # bench/resnet_speed.sh: ResNet against torch.compile (parts
 #                                     # A, T, B, C, P; each a device call's worth)
 #   bash launch/gpu.sh all            # build, test, bench
@@ -176,7 +177,8 @@ case ${1:-all} in
   ladder) shift; $PY bench/memory_ladder.py --bin "$BIN" --out "$OUT/ladder" --parts "${1:-ABC}" 2>&1 | tee -a "$OUT/ladder.log" ;;
   resnet) shift; OUT=$OUT/resnet bash bench/resnet_speed.sh "$@" ;;
   syncbn) shift; OUT=$OUT/syncbn bash bench/sync_batch_norm.sh "$@" ;;
+  recipe) shift; unpack_debs; OUT=$OUT/recipe bash bench/image_recipe.sh "$@" ;;
   decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
-  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy|profile]|resnet [ATBCP]|syncbn [compile]|all"; exit 2 ;;
+  *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy|profile]|resnet [ATBCP]|syncbn [compile]|recipe|all"; exit 2 ;;
 esac
