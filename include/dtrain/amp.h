@@ -37,6 +37,10 @@ class AutocastGuard {
 
 // Whether autocast to `precision` is available on this device with this LibTorch (fp32: false).
 bool autocast_supported(const at::Device& device, Precision precision);
+// Why autocast to `precision` on `device` is slower than fp32 here, or "": bf16 on a CPU without
+// bf16 instructions (AVX512-BF16 or AMX-BF16), where every bf16 operation is converted in software
+// (ResNet on such a CPU: about 6x slower than fp32).
+std::string autocast_slowdown(const at::Device& device, Precision precision);
 
 struct ScalerOptions {
   double init_scale = 65536.0;

@@ -112,6 +112,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     log::warn(std::string("this LibTorch has no ") + to_string(precision) + " autocast on " +
               device.str() + ": computing in fp32" +
               (precision == Precision::kFp16 ? " (loss scaling still applies)" : ""));
+  if (comm.rank() == 0 && !autocast_slowdown(device, precision).empty()) log::warn(autocast_slowdown(device, precision));
   detail::build_step_context(m.ctx, cfg, comm, control, m.train->size(),
                              m.test ? m.test->size() : -1);
   if (m.test && (m.test->spec().pixel_mean != m.train->spec().pixel_mean ||

@@ -94,5 +94,20 @@ TEST(Autocast, Bf16OnCpuComputesInBf16AndRestores) {
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
 }
 
+// bf16 on a CPU without bf16 instructions is named, with the key and the way out; where the
+// CPU has them, and for fp32, fp16 and CUDA, nothing is said.
+TEST(Autocast, Bf16OnACpuWithoutBf16InstructionsIsNamed) {
+  const bool native = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  const std::string said = autocast_slowdown(at::kCPU, Precision::kBf16);
+  if (native) {
+    EXPECT_EQ(said, "");
+  } else {
+    EXPECT_NE(said.find("train.precision=fp32"), std::string::npos) << said;
+    EXPECT_NE(said.find("AVX512-BF16"), std::string::npos) << said;
+  }
+  EXPECT_EQ(autocast_slowdown(at::kCPU, Precision::kFp32), "");
+  EXPECT_EQ(autocast_slowdown(at::Device(at::kCUDA, 0), Precision::kBf16), "");
+}
+
 }  // namespace
 }  // namespace dtrain
