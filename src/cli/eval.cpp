@@ -47,7 +47,7 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
   app.add_option("config", config_path, "YAML config file (the run's, or its config.yaml)")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   auto* w = app.add_option("--weights", weights, "a weights file (model.pt, or a torch.save'd state_dict)");
-  app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt")->excludes(w);
+  app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
   app.add_flag("--json", json, "print the result as one JSON object (metrics.jsonl's eval names)");
   app.footer(kEvalFooter);
   try {

@@ -16,13 +16,23 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
-std::string weights_path(const Config& cfg, const std::string& weights, const std::string& checkpoint) {
+std::string checkpoint_of(const std::string& given) {
+  if (detail::has_marker(given)) return given;
+  for (const std::string& dir : {given, detail::join_path(given, "checkpoints")}) {
+    const std::string newest = detail::CheckpointFolder(dir).newest_complete();
+    if (!newest.empty()) return newest;
+  }
+  return given;  // not a checkpoint: checked() says what is wrong with it
+}
+
+std::string weights_path(const Config& cfg, const std::string& weights, const std::string& given) {
   if (!weights.empty()) {
     if (!detail::path_exists(weights)) throw Error("no such file (--weights)", weights);
     return weights;
   }
-  if (!checkpoint.empty()) {
-    if (!detail::path_exists(checkpoint)) throw Error("no such checkpoint folder (--checkpoint)", checkpoint);
+  if (!given.empty()) {
+    if (!detail::path_exists(given)) throw Error("no such checkpoint folder (--checkpoint)", given);
+    const std::string checkpoint = checkpoint_of(given);
     detail::checked(checkpoint);  // complete, every file its recorded size and CRC-32
     const std::string path = detail::join_path(checkpoint, "model.pt");
     if (!detail::path_exists(path)) throw Error("no such file in the checkpoint", path);

@@ -118,7 +118,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("config", o.config_path, "YAML config file (the run's, or its config.yaml)")->required();
   app.add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
   auto* w = app.add_option("--weights", o.weights, "a weights file (model.pt, or a torch.save'd state_dict)");
-  app.add_option("--checkpoint", o.checkpoint, "a checkpoint folder: its model.pt")->excludes(w);
+  app.add_option("--checkpoint", o.checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
   app.add_option("--input", o.input,
                  "image file or folder (image_folder, cifar, idx), IDX file (idx), CSV file (csv), "
                  "prompt file (text, tokens)");

@@ -93,6 +93,18 @@ run 300 eval1 "$bin" eval "$tmp/csv.yaml" --json
 [[ $rc == 0 ]] || { show eval1; fail "eval on 1 rank: exit $rc"; }
 run 300 evalc "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" --json --checkpoint "$ckpt"
 [[ $rc == 0 ]] || { show evalc; fail "eval of $ckpt: exit $rc"; }
+# --checkpoint a run directory or its checkpoints folder: its newest complete checkpoint.
+for given in "$rundir" "$rundir/checkpoints"; do
+  run 300 evalr "$bin" eval "$tmp/csv.yaml" --json --checkpoint "$given"
+  [[ $rc == 0 ]] || { show evalr; fail "eval --checkpoint $given: exit $rc"; }
+  "$py" - "$tmp/evalc.out" "$tmp/evalr.out" <<'PY' || fail "--checkpoint $given is not the newest checkpoint"
+import json, sys
+c, r = (json.loads(open(p).read()) for p in sys.argv[1:3])
+assert r["weights"] == c["weights"] and r["test_count"] == c["test_count"], (r, c)
+assert r["test_accuracy"] == c["test_accuracy"], (r, c)
+PY
+done
+echo "ok: --checkpoint $rundir and its checkpoints folder take $(basename "$ckpt")"
 run 300 evalt "$bin" eval "$tmp/csv.yaml"
 [[ $rc == 0 ]] || { show evalt; fail "eval (text): exit $rc"; }
 grep -qE "model.pt on 1 rank\(s\): test accuracy: [0-9.]+% \(loss [0-9.]+, 200 samples\)" "$tmp/evalt.out" ||
