@@ -33,6 +33,7 @@ evaluation, bit for bit. When preprocess.json lies beside the weights (else in t
 directory), the config's data must give the same preprocessing (statistics within 1e-6), or
 eval stops naming the key that differs. Nothing is written.
   dtrain eval configs/fashion_mnist.yaml
+  dtrain eval runs/fashion_mnist            # a run directory: its own config.yaml and model.pt
   mpirun -np 2 dtrain eval configs/x.yaml --checkpoint runs/x/checkpoints/step-000000120 --json)";
 
 }  // namespace
@@ -44,7 +45,7 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
   std::string config_path, weights, checkpoint;
   std::vector<std::string> overrides;
   bool json = false;
-  app.add_option("config", config_path, "YAML config file (the run's, or its config.yaml)")->required();
+  app.add_option("config", config_path, "YAML config file (the run's, or its config.yaml), or the run directory itself")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   auto* w = app.add_option("--weights", weights, "a weights file (model.pt, or a torch.save'd state_dict)");
   app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
@@ -60,7 +61,7 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     Config cfg;
     std::string path, pre;
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = Config::from_file(config_path, overrides);
+      cfg = Config::from_file(run_config(config_path, overrides), overrides);
       rt.check_launcher(launcher_env);
       path = weights_path(cfg, weights, checkpoint);
       pre = preprocess_path(cfg, path);

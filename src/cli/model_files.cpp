@@ -4,6 +4,7 @@
 
 #include "checkpoint/folder.h"
 #include "dtrain/error.h"
+#include "util/dir.h"
 #include "util/fs.h"
 
 namespace dtrain::cli {
@@ -15,6 +16,20 @@ std::string dir_of(const std::string& path) {
 }
 
 }  // namespace
+
+std::string run_config(const std::string& given, std::vector<std::string>& overrides) {
+  const std::string file = detail::join_path(given, "config.yaml");
+  if (!detail::is_dir(given) || !detail::path_exists(file)) return given;
+  std::string dir = given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t cut = dir.find_last_of('/');
+  const std::string parent = cut == std::string::npos ? "." : cut == 0 ? "/" : dir.substr(0, cut);
+  const std::string name = cut == std::string::npos ? dir : dir.substr(cut + 1);
+  for (const std::string& o : overrides)
+    if (o.rfind("run.dir=", 0) == 0 || o.rfind("run.name=", 0) == 0) return file;  // the user's place
+  overrides.insert(overrides.begin(), {"run.dir=" + parent, "run.name=" + name});
+  return file;
+}
 
 std::string checkpoint_of(const std::string& given) {
   if (detail::has_marker(given)) return given;

@@ -5,10 +5,18 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "dtrain/config.h"
 
 namespace dtrain::cli {
+
+// `dtrain eval RUN_DIR` and `dtrain predict RUN_DIR`: a folder holding config.yaml given as the
+// config is a run directory: its config.yaml (the run's own settings, every override it trained
+// with), with run.dir and run.name set to the folder (put before the command line's `overrides`,
+// which still win), so its model.pt, checkpoints and preprocess.json are found wherever the
+// folder now lies (unless `overrides` set run.dir or run.name). Anything else: `given` as it is.
+std::string run_config(const std::string& given, std::vector<std::string>& overrides);
 
 // --checkpoint DIR: DIR when it is a checkpoint (it has its COMPLETE marker); else the newest
 // complete checkpoint in DIR or in DIR/checkpoints (a run's checkpoints folder, or its run

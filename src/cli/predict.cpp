@@ -115,7 +115,7 @@ std::string generated_text(DataFormat format, std::vector<int64_t> prompt, const
 }
 
 void add_options(CLI::App& app, Options& o) {
-  app.add_option("config", o.config_path, "YAML config file (the run's, or its config.yaml)")->required();
+  app.add_option("config", o.config_path, "YAML config file (the run's, or its config.yaml), or the run directory itself")->required();
   app.add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
   auto* w = app.add_option("--weights", o.weights, "a weights file (model.pt, or a torch.save'd state_dict)");
   app.add_option("--checkpoint", o.checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
@@ -159,7 +159,7 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
     std::string path;
     detail::RunRecipe recipe;
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = Config::from_file(o.config_path, o.overrides);
+      cfg = Config::from_file(run_config(o.config_path, o.overrides), o.overrides);
       rt.check_launcher(launcher_env);
       path = weights_path(cfg, o.weights, o.checkpoint);
       const std::string pre = preprocess_path(cfg, path);

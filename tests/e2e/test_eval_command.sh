@@ -105,6 +105,19 @@ assert r["test_accuracy"] == c["test_accuracy"], (r, c)
 PY
 done
 echo "ok: --checkpoint $rundir and its checkpoints folder take $(basename "$ckpt")"
+# The run directory as the config: its own config.yaml and model.pt, wherever it lies now.
+cp -r "$rundir" "$tmp/moved"
+run 300 evald "$bin" eval "$tmp/moved" --json
+[[ $rc == 0 ]] || { show evald; fail "eval of a run directory: exit $rc"; }
+"$py" - "$tmp/eval1.out" "$tmp/evald.out" "$tmp/moved/model.pt" <<'PY' || fail "eval of the run directory is not eval of its model.pt"
+import json, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+assert b["weights"] == sys.argv[3], (b["weights"], sys.argv[3])
+for k in ("test_loss", "test_accuracy", "test_count"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
+rm -rf "$tmp/moved"
+echo "ok: dtrain eval RUN_DIR (moved) evaluates its model.pt with its own config"
 run 300 evalt "$bin" eval "$tmp/csv.yaml"
 [[ $rc == 0 ]] || { show evalt; fail "eval (text): exit $rc"; }
 grep -qE "model.pt on 1 rank\(s\): test accuracy: [0-9.]+% \(loss [0-9.]+, 200 samples\)" "$tmp/evalt.out" ||
