@@ -29,7 +29,25 @@ using config::join;
 using config::schema;
 using config::sections;
 
+// The names PyTorch, Lightning and torchvision's scripts give some of dtrain's keys.
+const std::pair<const char*, const char*> kOtherNames[] = {
+    {"learning_rate", "lr"}, {"batch_size", "global_batch"}, {"max_epochs", "epochs"},
+    {"num_workers", "workers"}, {"gradient_clip_val", "clip_grad_norm"}, {"seed", "seed"}};
+
 std::string suggestion(const std::string& key) {
+  const size_t kdot = key.find('.');
+  const std::string name = kdot == std::string::npos ? key : key.substr(kdot + 1);
+  // A key without its section ("max_steps=5"), in another section ("model.lr"), or another
+  // framework's name for one ("train.learning_rate").
+  std::string wanted = name;
+  for (const auto& [other, ours] : kOtherNames)
+    if (name == other) wanted = ours;
+  std::string named;
+  for (const auto& f : schema())
+    if (f.key.substr(f.key.find('.') + 1) == wanted && named.empty()) named = f.key;  // another section's
+  if (!named.empty())
+    return "; did you mean '" + named + "'?" +
+           (kdot == std::string::npos ? " (overrides are section.key=value)" : "");
   std::string best;
   size_t best_d = 4;
   for (const auto& f : schema()) {

@@ -198,5 +198,16 @@ TEST(ConfigErrors, KeysTheRunDoesNotReadAreWarnedAbout) {
   EXPECT_TRUE(detail::unused_keys(Config::from_string("model: {name: mine, channels: [8]}\n")).empty());
 }
 
+// An override without its section, in the wrong section, or under another framework's name is
+// told the key it means (and, without a section, how overrides are written).
+TEST(ConfigErrors, OverridesGetTheKeyTheyMean) {
+  const auto said = [](const std::string& o) { return message_of([&] { Config::from_string("run: {}\n", "s.yaml", {o}); }); };
+  test::expect_all(said("max_steps=5"), {"'train.max_steps'", "overrides are section.key=value"});
+  test::expect_all(said("model.lr=0.1"), {"did you mean 'train.lr'"});
+  test::expect_all(said("train.learning_rate=0.1"), {"did you mean 'train.lr'"});
+  test::expect_all(said("batch_size=64"), {"did you mean 'train.global_batch'"});
+  test::expect_all(said("train.epochz=2"), {"did you mean 'train.epochs'"});
+}
+
 }  // namespace
 }  // namespace dtrain
