@@ -77,6 +77,13 @@ std::string data_line(const Splits& data) {
          (data.val ? "; " + data.val->describe() : "");
 }
 
+// Whether the config left every data.* key at its default (the README's Fashion-MNIST).
+bool sets_no_data_key(const Config& cfg) {
+  for (const config::Field& f : config::schema())
+    if (f.key.rfind("data.", 0) == 0 && cfg.origin_of(f.key) != "default") return false;
+  return true;
+}
+
 }  // namespace
 
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
@@ -102,6 +109,9 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
               ", device " + rt.device().str() + ", gradients over " + rt.comm().backend() + ", " +
               std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
   log::detail(detail::config_line(cfg, origin));
+  if (sets_no_data_key(cfg) && rt.rank() == 0)
+    log::info("the config sets no data.* key: training on dtrain's default data, Fashion-MNIST's IDX files "
+              "in " + cfg.data.path + " (set data.format and data.path to train on your own)");
   if (rt.rank() == 0)
     for (const std::string& line : detail::unused_keys(cfg)) log::warn(line);
   s.config = std::move(cfg);

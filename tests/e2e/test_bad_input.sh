@@ -255,6 +255,17 @@ touch "$tmp/a_file"
 expect_error np2_one_rank_fails 50 "^\[rank 0\] error: .*$tmp/a_file" \
   -- "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$cfg" run.dir="$tmp/a_file" train.epochs=50
 
+# A config without a data section trains on the default data, and says so.
+printf 'model: {name: mlp, hidden: [8]}\ntrain: {max_steps: 1, eval: false}\ncheckpoint: {every_epoch: false}\n' >"$tmp/nodata.yaml"
+if timeout 120 "$bin" "$tmp/nodata.yaml" run.dir="$tmp/runs" run.name=nodata >"$tmp/nodata.out" 2>&1 &&
+  grep -q "the config sets no data.\* key: training on dtrain's default data" "$tmp/nodata.out"; then
+  echo "ok: nodata: $(grep -m1 "default data" "$tmp/nodata.out")"
+else
+  tail -5 "$tmp/nodata.out" >&2
+  echo "FAIL: nodata: a config without data trained without saying on what" >&2
+  failures=$((failures + 1))
+fi
+
 if ((failures > 0)); then
   echo "FAIL: $failures case(s) above" >&2
   exit 1
