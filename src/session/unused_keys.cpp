@@ -11,9 +11,11 @@ namespace dtrain::detail {
 std::vector<std::string> unused_keys(const Config& cfg) {
   std::vector<std::string> out;
   const std::optional<std::vector<std::string>> model_reads = model_keys(cfg.model.name);
+  static const Config defaults;
   for (const config::Field& f : config::schema()) {
     const std::string from = cfg.origin_of(f.key);
-    if (from == "default") continue;
+    // A key at its default says nothing, set or not: a run's own config.yaml lists every key.
+    if (from == "default" || f.get(cfg) == f.get(defaults)) continue;
     std::string why;
     if (f.applies == config::Applies::kWhen) {
       why = f.unused_because(cfg);

@@ -12,8 +12,9 @@
 
 namespace dtrain::detail {
 
-// One line per key set (in the file or on the command line) that the run ignores, naming the
-// key, where it was set and why it is not used.
+// One line per key set (in the file or on the command line) to a value other than its default
+// that the run ignores, naming the key, where it was set and why it is not used (a run's own
+// config.yaml, which lists every key, read back gives none for the keys it left alone).
 std::vector<std::string> unused_keys(const Config& cfg);
 
 }  // namespace dtrain::detail
