@@ -8,7 +8,8 @@
 # else the GPUs `nvidia-smi -L` lists here (the nodes are taken to be alike), one rank per GPU
 # (mpirun -npernode); with no GPUs, the hostfile's slots (one CPU rank per slot). The binary must
 # be at the same path on every node (a shared file system). The NCCL_*, OMP_*, PATH and
-# LD_LIBRARY_PATH settings are forwarded (-x).
+# LD_LIBRARY_PATH settings are forwarded (-x). A host lost from the network ends the job within
+# 25 s (Open MPI's TCP keepalive, OMPI_MCA_oob_tcp_keepalive_*, shortened from 8 minutes).
 # Env: HOSTFILE, GPUS_PER_NODE, DTRAIN_BIN (else build/bin/dtrain, else build-gpu/bin/dtrain),
 # DTRAIN_MPIRUN_ARGS (extra mpirun options, split on spaces), DTRAIN_DRY_RUN=1 (print the mpirun
 # command, run nothing). Adds --allow-run-as-root as root.
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 hostfile=${HOSTFILE:-}
@@ -71,6 +72,17 @@ else
   np=$slots
   flags+=(-np "$np" --map-by slot --bind-to core)
 fi
+# A host that drops off the network (a cable, a switch, a frozen kernel) resets no connection:
+# mpirun learns that it lost the Open MPI daemon there only from TCP keepalive, by default after
+# 300 s without traffic and 9 unanswered probes 20 s apart (8 minutes). Keepalive probes only an
+# idle connection: once dtrain's watchdog (run.timeout_s) has ended the ranks, their daemons' reports
+# wait unacknowledged and mpirun waits for TCP's retransmissions to give up (about 15 minutes). Here:
+# probes after 10 s idle, 3 of them 5 s apart, so mpirun ends such a job within 25 s of the loss,
+# before a watchdog of 25 s or more fires. The OMPI_MCA_ variables win when set; mpirun passes them
+# to its daemons.
+export OMPI_MCA_oob_tcp_keepalive_time=${OMPI_MCA_oob_tcp_keepalive_time:-10}
+export OMPI_MCA_oob_tcp_keepalive_intvl=${OMPI_MCA_oob_tcp_keepalive_intvl:-5}
+export OMPI_MCA_oob_tcp_keepalive_probes=${OMPI_MCA_oob_tcp_keepalive_probes:-3}
 # Settings that must reach the ranks on the other nodes.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 for v in $(compgen -e | grep -E '^(NCCL_|OMP_|LD_LIBRARY_PATH$|PATH$)' || true); do flags+=(-x "$v"); done
