@@ -13,24 +13,27 @@
 namespace dtrain::detail {
 namespace {
 
-constexpr double kAugmentPi = 3.14159265358979323846;  // Python's math.pi
+constexpr double kAugmentPi = 3.14159265358979323846;     // Python's math.pi
 constexpr double kDegreesToRadians = kAugmentPi / 180.0;  // math.radians(x) = x * (pi / 180)
 constexpr double kRadiansToDegrees = 180.0 / kAugmentPi;  // math.degrees(x) = x * (180 / pi)
 constexpr int64_t kOpParams = 6;  // each image's parameters: an affine matrix, or up to two numbers
 
 const char* const kAugmentOpNames[kAugmentOps] = {
-    "Identity", "ShearX",     "ShearY", "TranslateX", "TranslateY",   "Rotate",   "Brightness", "Color",
-    "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"};
+    "Identity",  "ShearX",     "ShearY",       "TranslateX", "TranslateY",
+    "Rotate",    "Brightness", "Color",        "Contrast",   "Sharpness",
+    "Posterize", "Solarize",   "AutoContrast", "Equalize",   "Invert"};
 
 bool is_affine_op(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kRotate; }
-bool is_blend_op(AugmentOp op) { return op >= AugmentOp::kBrightness && op <= AugmentOp::kSharpness; }
+bool is_blend_op(AugmentOp op) {
+  return op >= AugmentOp::kBrightness && op <= AugmentOp::kSharpness;
+}
 
 using AffineMatrix = std::array<double, 6>;
 
 // functional._get_inverse_affine_matrix(center, angle, translate, scale 1.0, shear), inverted,
 // in double as Python computes it (degrees in, the same libm calls, the same order).
-AffineMatrix inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x,
-                            double shear_y) {
+AffineMatrix inverse_affine(double cx, double cy, double angle, double tx, double ty,
+                            double shear_x, double shear_y) {
   const double rot = angle * kDegreesToRadians;
   const double sx = shear_x * kDegreesToRadians, sy = shear_y * kDegreesToRadians;
   const double a = std::cos(rot - sy) / std::cos(sy);
@@ -53,9 +56,11 @@ AffineMatrix op_matrix(AugmentOp op, double m, int64_t height, int64_t width) {
   const double shift = static_cast<double>(static_cast<int64_t>(m));  // int(magnitude), toward 0
   switch (op) {
     case AugmentOp::kShearX:
-      return inverse_affine(0 - w * 0.5, 0 - h * 0.5, 0.0, 0.0, 0.0, std::atan(m) * kRadiansToDegrees, 0.0);
+      return inverse_affine(0 - w * 0.5, 0 - h * 0.5, 0.0, 0.0, 0.0,
+                            std::atan(m) * kRadiansToDegrees, 0.0);
     case AugmentOp::kShearY:
-      return inverse_affine(0 - w * 0.5, 0 - h * 0.5, 0.0, 0.0, 0.0, 0.0, std::atan(m) * kRadiansToDegrees);
+      return inverse_affine(0 - w * 0.5, 0 - h * 0.5, 0.0, 0.0, 0.0, 0.0,
+                            std::atan(m) * kRadiansToDegrees);
     case AugmentOp::kTranslateX:
       return inverse_affine(0.0, 0.0, 0.0, shift, 0.0, 0.0, 0.0);
     case AugmentOp::kTranslateY:
@@ -68,12 +73,13 @@ AffineMatrix op_matrix(AugmentOp op, double m, int64_t height, int64_t width) {
 // An op's parameters for its group, written into `row`; refuses what torchvision refuses.
 void fill_params(const OpDraw& d, int64_t height, int64_t width, float* row) {
   auto refuse = [&](const std::string& why) {
-    throw Error(std::string(augment_op_name(d.op)) + " with magnitude " + std::to_string(d.magnitude) + ": " + why +
-                " (internal error)");
+    throw Error(std::string(augment_op_name(d.op)) + " with magnitude " +
+                std::to_string(d.magnitude) + ": " + why + " (internal error)");
   };
   if (is_affine_op(d.op)) {
     const AffineMatrix m = op_matrix(d.op, d.magnitude, height, width);
-    for (int k = 0; k < 6; ++k) row[k] = static_cast<float>(m[static_cast<size_t>(k)]);  // theta, float32
+    for (int k = 0; k < 6; ++k)
+      row[k] = static_cast<float>(m[static_cast<size_t>(k)]);  // theta, float32
   } else if (is_blend_op(d.op)) {
     const double ratio = 1.0 + d.magnitude;
     if (!(ratio >= 0)) refuse("the factor 1 + magnitude is below 0");
@@ -82,7 +88,8 @@ void fill_params(const OpDraw& d, int64_t height, int64_t width, float* row) {
   } else if (d.op == AugmentOp::kPosterize) {
     const auto bits = static_cast<int64_t>(d.magnitude);
     if (bits < 0 || bits > 8) refuse("posterize keeps 0 to 8 bits");
-    row[0] = static_cast<float>((256 - (int64_t{1} << (8 - bits))) & 255);  // -(2 ** (8 - bits)) as uint8
+    row[0] = static_cast<float>((256 - (int64_t{1} << (8 - bits))) &
+                                255);  // -(2 ** (8 - bits)) as uint8
   } else if (d.op == AugmentOp::kSolarize) {
     if (!(d.magnitude <= 255)) refuse("the threshold is above 255");
     row[0] = static_cast<float>(d.magnitude);  // compared with the pixels in float32
@@ -98,13 +105,16 @@ at::Tensor affine_group(const at::Tensor& img, const at::Tensor& params) {
   // _gen_affine_grid(theta, w, h, ow=w, oh=h), d = 0.5
   at::Tensor base = at::empty({1, h, w, 3}, opts);
   base.select(3, 0).copy_(at::linspace(-wd * 0.5 + 0.5, wd * 0.5 + 0.5 - 1, w, opts));
-  base.select(3, 1).copy_(at::linspace(-hd * 0.5 + 0.5, hd * 0.5 + 0.5 - 1, h, opts).unsqueeze_(-1));
+  base.select(3, 1).copy_(
+      at::linspace(-hd * 0.5 + 0.5, hd * 0.5 + 0.5 - 1, h, opts).unsqueeze_(-1));
   base.select(3, 2).fill_(1);
   const at::Tensor rescaled = theta.transpose(1, 2) / at::tensor({0.5 * wd, 0.5 * hd}, opts);
-  const at::Tensor grid = base.view({1, h * w, 3}).expand({m, h * w, 3}).bmm(rescaled).view({m, h, w, 2});
+  const at::Tensor grid =
+      base.view({1, h * w, 3}).expand({m, h * w, 3}).bmm(rescaled).view({m, h, w, 2});
   // _apply_grid_transform: grid_sample(nearest, zeros, align_corners=False) in float32, then
   // _cast_squeeze_out: round, uint8
-  const at::Tensor out = at::grid_sampler(img.to(at::kFloat), grid, /*nearest*/ 1, /*zeros*/ 0, false);
+  const at::Tensor out =
+      at::grid_sampler(img.to(at::kFloat), grid, /*nearest*/ 1, /*zeros*/ 0, false);
   return out.round().to(at::kByte);
 }
 
@@ -131,8 +141,10 @@ at::Tensor blurred(const at::Tensor& img) {
   at::Tensor kernel = at::ones({3, 3}, img.options().dtype(at::kFloat));
   kernel.select(0, 1).select(0, 1).fill_(5.0);
   kernel /= kernel.sum();
-  const at::Tensor inner =
-      at::conv2d(img.to(at::kFloat), kernel.expand({c, 1, 3, 3}), {}, at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c).round().to(at::kByte);
+  const at::Tensor inner = at::conv2d(img.to(at::kFloat), kernel.expand({c, 1, 3, 3}), {},
+                                      at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c)
+                               .round()
+                               .to(at::kByte);
   at::Tensor result = img.clone();
   result.narrow(2, 1, h - 2).narrow(3, 1, w - 2).copy_(inner);
   return result;
@@ -157,15 +169,20 @@ at::Tensor equalize(const at::Tensor& img) {
   const auto lopts = img.options().dtype(at::kLong);
   const at::Tensor values = img.reshape({rows, pixels}).to(at::kLong);
   const at::Tensor slots = values + at::arange(rows, lopts).mul_(256).unsqueeze_(1);
-  const at::Tensor hist =
-      at::zeros({rows * 256}, lopts).scatter_add_(0, slots.reshape(-1), at::ones({rows * pixels}, lopts)).view({rows, 256});
+  const at::Tensor hist = at::zeros({rows * 256}, lopts)
+                              .scatter_add_(0, slots.reshape(-1), at::ones({rows * pixels}, lopts))
+                              .view({rows, 256});
   // step = sum(nonzero_hist[:-1]) // 255: all pixels but those of the highest value present
-  const at::Tensor last = at::where(hist > 0, at::arange(256, lopts), at::full({}, -1, lopts)).amax(1, true);
+  const at::Tensor last =
+      at::where(hist > 0, at::arange(256, lopts), at::full({}, -1, lopts)).amax(1, true);
   const at::Tensor step = at::div(hist.sum(1, true) - hist.gather(1, last), 255, "floor");
   // lut = (cumsum(hist) + step // 2) // step, shifted one bin up (pad [1, 0], [:-1]), clamped
-  const at::Tensor lut = at::div(hist.cumsum(1) + at::div(step, 2, "floor"), step.clamp_min(1), "floor");
-  const at::Tensor shifted = at::cat({at::zeros({rows, 1}, lopts), lut.narrow(1, 0, 255)}, 1).clamp(0, 255);
-  const at::Tensor mapped = at::where(step == 0, values, shifted.gather(1, values));  // step 0: unchanged
+  const at::Tensor lut =
+      at::div(hist.cumsum(1) + at::div(step, 2, "floor"), step.clamp_min(1), "floor");
+  const at::Tensor shifted =
+      at::cat({at::zeros({rows, 1}, lopts), lut.narrow(1, 0, 255)}, 1).clamp(0, 255);
+  const at::Tensor mapped =
+      at::where(step == 0, values, shifted.gather(1, values));  // step 0: unchanged
   return mapped.to(at::kByte).view(img.sizes());
 }
 
@@ -214,15 +231,19 @@ const char* augment_op_name(AugmentOp op) {
 }
 
 at::Tensor apply_augment_ops(const at::Tensor& images, const std::vector<OpDraw>& ops) {
-  if (images.scalar_type() != at::kByte || images.dim() != 4 || (images.size(1) != 1 && images.size(1) != 3) ||
+  if (images.scalar_type() != at::kByte || images.dim() != 4 ||
+      (images.size(1) != 1 && images.size(1) != 3) ||
       static_cast<int64_t>(ops.size()) != images.size(0))
-    throw Error("automatic augmentation needs uint8 images (N, C, H, W) with 1 or 3 channels and one op per image "
-                "(internal error)");
+    throw Error(
+        "automatic augmentation needs uint8 images (N, C, H, W) with 1 or 3 channels and one op "
+        "per image "
+        "(internal error)");
   const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
   std::array<std::vector<int64_t>, kAugmentOps> groups;
   for (int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<int>(ops[static_cast<size_t>(i)].op);
-    if (k < 0 || k >= kAugmentOps) throw Error("unknown augmentation op " + std::to_string(k) + " (internal error)");
+    if (k < 0 || k >= kAugmentOps)
+      throw Error("unknown augmentation op " + std::to_string(k) + " (internal error)");
     groups[static_cast<size_t>(k)].push_back(i);
   }
   const int64_t changed = n - static_cast<int64_t>(groups[0].size());
@@ -274,9 +295,12 @@ at::Tensor apply_augment(const at::Tensor& images, const std::vector<std::vector
 }
 
 void erase_boxes_(at::Tensor& images, const at::Tensor& boxes) {
-  if (!images.is_floating_point() || images.dim() != 4 || boxes.scalar_type() != at::kLong || boxes.dim() != 2 ||
-      boxes.size(0) != images.size(0) || boxes.size(1) != 4 || boxes.device() != images.device())
-    throw Error("erasing needs floating images (N, C, H, W) and (N, 4) int64 boxes on their device (internal error)");
+  if (!images.is_floating_point() || images.dim() != 4 || boxes.scalar_type() != at::kLong ||
+      boxes.dim() != 2 || boxes.size(0) != images.size(0) || boxes.size(1) != 4 ||
+      boxes.device() != images.device())
+    throw Error(
+        "erasing needs floating images (N, C, H, W) and (N, 4) int64 boxes on their device "
+        "(internal error)");
   const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
   const auto lopts = boxes.options();
   auto column = [&](int64_t k) { return boxes.select(1, k).reshape({n, 1, 1, 1}); };

@@ -43,8 +43,21 @@
 namespace dtrain::detail {
 
 enum class AugmentOp : int8_t {
-  kIdentity, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor, kContrast,
-  kSharpness, kPosterize, kSolarize, kAutoContrast, kEqualize, kInvert
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize,
+  kInvert
 };
 constexpr int kAugmentOps = 15;
 

@@ -26,7 +26,8 @@ std::vector<double> linspace_table(double start, double end, int64_t bins) {
 // 8 - (torch.arange(bins) / ((bins - 1) / levels)).round().int(): the division in float32,
 // rounded half to even.
 std::vector<double> posterize_table(int64_t bins, double levels) {
-  const at::Tensor t = at::arange(bins).div(static_cast<double>(bins - 1) / levels).round().to(at::kInt);
+  const at::Tensor t =
+      at::arange(bins).div(static_cast<double>(bins - 1) / levels).round().to(at::kInt);
   const auto a = t.accessor<int32_t, 1>();
   std::vector<double> v(static_cast<size_t>(bins));
   for (int64_t i = 0; i < bins; ++i) v[static_cast<size_t>(i)] = 8 - a[i];
@@ -56,33 +57,37 @@ std::vector<OpSpace> shared_space(int64_t bins, const SpaceLimits& l) {
 }
 
 void check_bins(int64_t bins) {
-  if (bins < 2) throw Error("an op space needs 2 magnitude bins or more, got " + std::to_string(bins) + " (internal error)");
+  if (bins < 2)
+    throw Error("an op space needs 2 magnitude bins or more, got " + std::to_string(bins) +
+                " (internal error)");
 }
 
 // Python's int(round(x)) for x >= 0: halves to even.
 int64_t python_round(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
-
 
 }  // namespace
 
 std::vector<OpSpace> trivial_augment_space(int64_t num_bins) {
   check_bins(num_bins);
   std::vector<OpSpace> s = {{Op::kIdentity, {}, false}};
-  for (auto& o : shared_space(num_bins, {0.99, 32.0, 32.0, 135.0, 0.99, 6})) s.push_back(std::move(o));
+  for (auto& o : shared_space(num_bins, {0.99, 32.0, 32.0, 135.0, 0.99, 6}))
+    s.push_back(std::move(o));
   return s;
 }
 
 std::vector<OpSpace> rand_augment_space(int64_t num_bins, int64_t height, int64_t width) {
   check_bins(num_bins);
   std::vector<OpSpace> s = {{Op::kIdentity, {}, false}};
-  const double tx = 150.0 / 331.0 * static_cast<double>(width), ty = 150.0 / 331.0 * static_cast<double>(height);
+  const double tx = 150.0 / 331.0 * static_cast<double>(width),
+               ty = 150.0 / 331.0 * static_cast<double>(height);
   for (auto& o : shared_space(num_bins, {0.3, tx, ty, 30.0, 0.9, 4})) s.push_back(std::move(o));
   return s;
 }
 
 std::vector<OpSpace> auto_augment_space(int64_t num_bins, int64_t height, int64_t width) {
   check_bins(num_bins);
-  const double tx = 150.0 / 331.0 * static_cast<double>(width), ty = 150.0 / 331.0 * static_cast<double>(height);
+  const double tx = 150.0 / 331.0 * static_cast<double>(width),
+               ty = 150.0 / 331.0 * static_cast<double>(height);
   std::vector<OpSpace> s = shared_space(num_bins, {0.3, tx, ty, 30.0, 0.9, 4});
   s.push_back({Op::kInvert, {}, false});
   return s;
@@ -119,25 +124,28 @@ const std::vector<SubPolicy>& imagenet_policies() {
   return policies;
 }
 
-AugmentPolicy::AugmentPolicy(AutoAugment kind, int64_t height, int64_t width, int64_t num_ops, int64_t magnitude,
-                             int64_t num_bins)
+AugmentPolicy::AugmentPolicy(AutoAugment kind, int64_t height, int64_t width, int64_t num_ops,
+                             int64_t magnitude, int64_t num_bins)
     : kind_(kind), num_ops_(num_ops), magnitude_(magnitude) {
   if (height < 1 || width < 1)
-    throw Error("automatic augmentation needs images of 1x1 pixels or more, got " + std::to_string(height) + "x" +
-                std::to_string(width) + " (internal error)");
+    throw Error("automatic augmentation needs images of 1x1 pixels or more, got " +
+                std::to_string(height) + "x" + std::to_string(width) + " (internal error)");
   switch (kind) {
     case AutoAugment::kTrivialAugmentWide:
       space_ = trivial_augment_space(num_bins);
       break;
     case AutoAugment::kRandAugment:
-      if (num_ops < 0) throw Error("must be 0 or more, got " + std::to_string(num_ops), "data.rand_augment_ops");
+      if (num_ops < 0)
+        throw Error("must be 0 or more, got " + std::to_string(num_ops), "data.rand_augment_ops");
       if (magnitude < 0 || magnitude >= num_bins)
-        throw Error("must be a magnitude bin 0.." + std::to_string(num_bins - 1) + ", got " + std::to_string(magnitude),
+        throw Error("must be a magnitude bin 0.." + std::to_string(num_bins - 1) + ", got " +
+                        std::to_string(magnitude),
                     "data.rand_augment_magnitude");
       space_ = rand_augment_space(num_bins, height, width);
       break;
     case AutoAugment::kAutoAugment:
-      space_ = auto_augment_space(10, height, width);  // AutoAugment.forward: _augmentation_space(10, ...)
+      space_ = auto_augment_space(10, height,
+                                  width);  // AutoAugment.forward: _augmentation_space(10, ...)
       break;
     case AutoAugment::kNone:
       break;
@@ -152,7 +160,8 @@ std::vector<OpDraw> AugmentPolicy::draw(SampleRandom& random) const {
       const OpSpace& s = space_[static_cast<size_t>(random.below(ops_in_space))];
       double m = 0.0;
       if (!s.magnitudes.empty())
-        m = s.magnitudes[static_cast<size_t>(random.below(static_cast<int64_t>(s.magnitudes.size())))];
+        m = s.magnitudes[static_cast<size_t>(
+            random.below(static_cast<int64_t>(s.magnitudes.size())))];
       if (s.is_signed && random.below(2) == 1) m *= -1.0;
       ops.push_back({s.op, m});
       break;
@@ -168,7 +177,8 @@ std::vector<OpDraw> AugmentPolicy::draw(SampleRandom& random) const {
     case AutoAugment::kAutoAugment: {
       const auto& policies = imagenet_policies();
       // get_params: the sub-policy, two probabilities, two signs, drawn before any is used
-      const SubPolicy& policy = policies[static_cast<size_t>(random.below(static_cast<int64_t>(policies.size())))];
+      const SubPolicy& policy =
+          policies[static_cast<size_t>(random.below(static_cast<int64_t>(policies.size())))];
       const double probs[2] = {random.uniform(0, 1), random.uniform(0, 1)};
       const int64_t signs[2] = {random.below(2), random.below(2)};
       for (size_t i = 0; i < 2; ++i) {
@@ -192,12 +202,13 @@ std::vector<OpDraw> AugmentPolicy::draw(SampleRandom& random) const {
 BatchAugment::BatchAugment(const DataConfig& data, uint64_t seed, int64_t height, int64_t width)
     : seed_(seed ^ 0x4155544F41554745ull) {
   if (data.auto_augment != AutoAugment::kNone)
-    policy_ = std::make_shared<AugmentPolicy>(data.auto_augment, height, width, data.rand_augment_ops,
-                                              data.rand_augment_magnitude);
+    policy_ = std::make_shared<AugmentPolicy>(data.auto_augment, height, width,
+                                              data.rand_augment_ops, data.rand_augment_magnitude);
 }
 
 std::string BatchAugment::describe() const {
-  return policy_ ? std::string(", automatic augmentation ") + to_string(policy_->kind()) : std::string();
+  return policy_ ? std::string(", automatic augmentation ") + to_string(policy_->kind())
+                 : std::string();
 }
 
 at::Tensor BatchAugment::operator()(const at::Tensor& images, const std::vector<int64_t>& indices,

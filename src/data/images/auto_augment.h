@@ -63,8 +63,8 @@ class AugmentPolicy {
   // `num_ops` and `magnitude` are RandAugment's (magnitude a bin of num_bins); the others ignore
   // them. Values out of range are an Error naming data.rand_augment_ops or
   // data.rand_augment_magnitude.
-  AugmentPolicy(AutoAugment kind, int64_t height, int64_t width, int64_t num_ops = 2, int64_t magnitude = 9,
-                int64_t num_bins = 31);
+  AugmentPolicy(AutoAugment kind, int64_t height, int64_t width, int64_t num_ops = 2,
+                int64_t magnitude = 9, int64_t num_bins = 31);
 
   AutoAugment kind() const { return kind_; }
   const std::vector<OpSpace>& space() const { return space_; }
@@ -102,7 +102,8 @@ class BatchAugment {
   std::string describe() const;
   // `images` uint8 (N, C, H, W) of the samples `indices` in `epoch`: a new tensor (the input
   // when off or every op is Identity).
-  at::Tensor operator()(const at::Tensor& images, const std::vector<int64_t>& indices, int64_t epoch) const;
+  at::Tensor operator()(const at::Tensor& images, const std::vector<int64_t>& indices,
+                        int64_t epoch) const;
 
  private:
   uint64_t seed_ = 0;
