@@ -42,7 +42,8 @@ class Spirals : public dtrain::Dataset {
     for (int64_t k = 0; k < n; ++k) {
       const int64_t i = indices[k];
       if (i < 0 || i >= size_)
-        throw dtrain::Error("sample " + std::to_string(i) + " of " + std::to_string(size_), describe());
+        throw dtrain::Error("sample " + std::to_string(i) + " of " + std::to_string(size_),
+                            describe());
       const int64_t arm = i % arms_;
       const double t = (static_cast<double>(i / arms_) + 0.5) / per_arm;  // 0..1 along the arm
       const double angle = 2 * M_PI * (static_cast<double>(arm) / arms_ + 1.5 * t);
@@ -83,19 +84,25 @@ class Spirals : public dtrain::Dataset {
 int main(int argc, char** argv) {
   const std::vector<std::string> overrides(argv + 1, argv + argc);
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
-    dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
+    dtrain::Session s =
+        dtrain::build_session(rt,
+                              dtrain::Config::from_string(R"(
 run: {name: custom_dataset, dir: "", log_every: 0}
 model: {name: mlp, hidden: [64, 64]}
 train: {epochs: 30, global_batch: 100, optimizer: adamw, lr: 0.01}
-)", "custom_dataset example", overrides), "custom_dataset example", /*config_only=*/true);
+)",
+                                                          "custom_dataset example", overrides),
+                              "custom_dataset example", /*config_only=*/true);
     const dtrain::Config& cfg = s.config;
     at::manual_seed(static_cast<uint64_t>(cfg.run.seed));  // the model's initialization
     auto train = std::make_shared<Spirals>(3000, 3, /*salt=*/0);
     auto test = std::make_shared<Spirals>(900, 3, /*salt=*/1);
-    std::shared_ptr<dtrain::Model> model = dtrain::make_model(cfg.model.name, cfg.model, train->spec());
+    std::shared_ptr<dtrain::Model> model =
+        dtrain::make_model(cfg.model.name, cfg.model, train->spec());
     dtrain::Trainer trainer(cfg, rt.comm(), rt.cpu_comm(), rt.device(), model, train, test);
     const dtrain::TrainSummary summary = trainer.fit();
-    dtrain::log::info("custom dataset: test accuracy " + std::to_string(100 * summary.eval.accuracy) + "%");
+    dtrain::log::info("custom dataset: test accuracy " +
+                      std::to_string(100 * summary.eval.accuracy) + "%");
     return 0;
   });
 }

@@ -30,8 +30,8 @@ class EarlyStop : public dtrain::Hook {
   }
   void on_eval(const dtrain::EvalRecord& r, dtrain::LoopControl& control) override {
     if (r.result.accuracy >= target_accuracy_)
-      control.request_stop("test accuracy " + std::to_string(r.result.accuracy) + " >= " +
-                           std::to_string(target_accuracy_));
+      control.request_stop("test accuracy " + std::to_string(r.result.accuracy) +
+                           " >= " + std::to_string(target_accuracy_));
   }
 
  private:
@@ -66,14 +66,19 @@ class LossCsv : public dtrain::Hook {
 int main(int argc, char** argv) {
   const std::vector<std::string> overrides(argv + 1, argv + argc);
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
-    dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
+    dtrain::Session s =
+        dtrain::build_session(rt,
+                              dtrain::Config::from_string(R"(
 run: {name: custom_hook, dir: runs, log_every: 20}
 model: {name: mlp, hidden: [32]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 4096,
        synthetic_test_size: 1024, synthetic_features: 8, synthetic_classes: 3, workers: 1}
 train: {epochs: 20, global_batch: 64, optimizer: adamw, lr: 0.01}
-)", "custom_hook example", overrides), "custom_hook example");
-    s.trainer->add_hook(std::make_shared<EarlyStop>(/*target_accuracy=*/0.95, /*target_loss=*/0.02));
+)",
+                                                          "custom_hook example", overrides),
+                              "custom_hook example");
+    s.trainer->add_hook(
+        std::make_shared<EarlyStop>(/*target_accuracy=*/0.95, /*target_loss=*/0.02));
     s.trainer->add_hook(std::make_shared<LossCsv>());
     const dtrain::TrainSummary summary = s.trainer->fit();
     dtrain::log::info("custom hook: " + std::to_string(summary.steps) + " steps" +

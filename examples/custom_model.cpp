@@ -37,21 +37,27 @@ int main(int argc, char** argv) {
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
     dtrain::register_model(
         "residual_mlp",
-        [](const dtrain::ModelConfig& c, const dtrain::DataSpec& d) -> std::shared_ptr<dtrain::Model> {
+        [](const dtrain::ModelConfig& c,
+           const dtrain::DataSpec& d) -> std::shared_ptr<dtrain::Model> {
           return std::make_shared<ResidualMlp>(d.input_shape.at(0), c.fc, d.num_classes);
         },
         "example: residual MLP (model.fc wide)",
         // The model.* keys it reads: a config that sets another one is told it is not used.
         std::vector<std::string>{"model.fc"});
-    dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
+    dtrain::Session s =
+        dtrain::build_session(rt,
+                              dtrain::Config::from_string(R"(
 run: {name: custom_model, dir: "", log_every: 100}
 model: {name: residual_mlp, fc: 64}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 8192,
        synthetic_features: 16, synthetic_classes: 4}
 train: {epochs: 3, global_batch: 64, optimizer: adamw, lr: 0.003}
-)", "custom_model example", overrides), "custom_model example");
+)",
+                                                          "custom_model example", overrides),
+                              "custom_model example");
     const dtrain::TrainSummary summary = s.trainer->fit();
-    dtrain::log::info("custom model: test accuracy " + std::to_string(100 * summary.eval.accuracy) + "%");
+    dtrain::log::info("custom model: test accuracy " + std::to_string(100 * summary.eval.accuracy) +
+                      "%");
     return 0;
   });
 }

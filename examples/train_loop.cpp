@@ -33,7 +33,8 @@ model: {name: mlp, hidden: [64]}
 data: {format: synthetic, synthetic_task: classification, synthetic_features: 16,
        synthetic_classes: 4, synthetic_size: 8192, synthetic_test_size: 2048}
 train: {epochs: 3, global_batch: 128, optimizer: adamw, lr: 0.003}
-)", "train_loop example", overrides);
+)",
+                                                     "train_loop example", overrides);
     cfg.resolve(rt.world());  // this rank's share of the global batch: cfg.resolved.rank_batch
     dtrain::log::configure(rt.rank(), cfg.run.quiet);
     rt.setup(cfg.run, cfg.dist);  // the device (a GPU by local rank, or the CPU), communicators
@@ -42,7 +43,8 @@ train: {epochs: 3, global_batch: 128, optimizer: adamw, lr: 0.003}
 
     at::manual_seed(static_cast<uint64_t>(cfg.run.seed));
     const dtrain::Splits data = dtrain::make_datasets(cfg.data, cfg.run.seed);
-    std::shared_ptr<dtrain::Model> model = dtrain::make_model(cfg.model.name, cfg.model, data.train->spec());
+    std::shared_ptr<dtrain::Model> model =
+        dtrain::make_model(cfg.model.name, cfg.model, data.train->spec());
     model->to(rt.device());
     std::vector<at::Tensor> params = model->parameters();
     {
@@ -82,7 +84,8 @@ train: {epochs: 3, global_batch: 128, optimizer: adamw, lr: 0.003}
     model->eval();
     at::NoGradGuard no_grad;
     at::Tensor counts = at::zeros({2}, on_device);  // (right, seen) over all ranks
-    dtrain::Loader test(data.test, {dtrain::eval_shard(data.test->size(), rt.world(), rt.rank())}, loading);
+    dtrain::Loader test(data.test, {dtrain::eval_shard(data.test->size(), rt.world(), rt.rank())},
+                        loading);
     while (std::optional<dtrain::Batch> b = test.next()) {
       counts[0] += (model->forward(b->inputs).argmax(1) == b->targets).sum();
       counts[1] += b->size();

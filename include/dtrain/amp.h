@@ -18,7 +18,6 @@ namespace dtrain {
 
 class Communicator;  // dtrain/comm.h
 
-
 // Enables autocast at `precision` for `device` in its scope (nests; restores the previous
 // state); does nothing where autocast_supported() is false (fp32 among them).
 class AutocastGuard {

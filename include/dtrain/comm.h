@@ -46,8 +46,10 @@ class Communicator {
   // input on the wire, where an all-reduce moves two. MPI: MPI_Reduce_scatter on the
   // communicator's thread; NCCL: one ncclReduce per segment to its rank, grouped, on the NCCL
   // stream. This default all-reduces a copy of the input (for communicators of tests).
-  virtual std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
-                                                     at::Tensor& output, ReduceOp op = ReduceOp::kSum);
+  virtual std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input,
+                                                     const std::vector<int64_t>& counts,
+                                                     at::Tensor& output,
+                                                     ReduceOp op = ReduceOp::kSum);
   // Rank `root` gets every rank's `t` (1-D, contiguous, the same dtype on every rank; the lengths
   // may differ), in rank order, as CPU tensors; the other ranks get an empty vector. This
   // default goes through all_gather (every rank receives every tensor, padded to the longest);

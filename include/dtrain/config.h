@@ -24,7 +24,7 @@
 namespace dtrain {
 
 // The choices of the config, as enums. to_string() gives the name a config file uses.
-enum class DeviceKind { kAuto, kCpu, kCuda };                       // run.device
+enum class DeviceKind { kAuto, kCpu, kCuda };  // run.device
 // data.format: a data format by its name, one of those src/config/data_formats.cpp lists (`dtrain
 // --help` names them; Note [data formats]). The constants name dtrain's own; a value compares
 // by its name.
@@ -51,26 +51,26 @@ inline constexpr DataFormat DataFormat::kCifar100{"cifar100"};
 inline constexpr DataFormat DataFormat::kCsv{"csv"};
 inline constexpr DataFormat DataFormat::kImageFolder{"image_folder"};
 enum class SyntheticTask { kRegression, kClassification, kImages, kTokens };  // data.synthetic_task
-enum class OptimizerKind { kSgd, kAdam, kAdamW };                   // train.optimizer
-enum class Schedule { kConstant, kCosine, kLinear, kStep };         // train.schedule
-enum class ResumeSchedule { kStretch, kRestart };                   // train.resume_schedule
+enum class OptimizerKind { kSgd, kAdam, kAdamW };                             // train.optimizer
+enum class Schedule { kConstant, kCosine, kLinear, kStep };                   // train.schedule
+enum class ResumeSchedule { kStretch, kRestart };  // train.resume_schedule
 // train.monitor: an evaluation metric of the test split, or of the validation split
 // (data.val_fraction)
 enum class Monitor { kOff, kTestLoss, kTestAccuracy, kTestTop5, kValLoss, kValAccuracy, kValTop5 };
-enum class LossKind { kCrossEntropy, kMse };                        // train.loss
-enum class Precision { kFp32, kBf16, kFp16 };                       // train.precision
-enum class GraphMode { kAuto, kOn, kOff };                          // train.cuda_graph
-enum class ActivationCheckpointing { kOff, kBlocks };               // train.activation_checkpointing
-enum class Backend { kAuto, kNccl, kMpi };                          // dist.backend
-enum class GradDtype { kFp32, kBf16 };                              // dist.grad_dtype
+enum class LossKind { kCrossEntropy, kMse };           // train.loss
+enum class Precision { kFp32, kBf16, kFp16 };          // train.precision
+enum class GraphMode { kAuto, kOn, kOff };             // train.cuda_graph
+enum class ActivationCheckpointing { kOff, kBlocks };  // train.activation_checkpointing
+enum class Backend { kAuto, kNccl, kMpi };             // dist.backend
+enum class GradDtype { kFp32, kBf16 };                 // dist.grad_dtype
 // dist.shard_optimizer: nothing sharded (false), the optimizer state (true, ZeRO-1), or the
 // optimizer state and the averaged gradients, each bucket's released once it is sent (gradients,
 // ZeRO-2).
 enum class ShardOptimizer { kOff, kState, kGradients };
 enum class ProgressMode { kAuto, kLive, kLines, kOff };             // run.progress
-enum class TokenDtype { kAuto, kUint16, kUint32 };                // data.token_dtype
+enum class TokenDtype { kAuto, kUint16, kUint32 };                  // data.token_dtype
 enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.attention
-enum class CifarLabels { kFine, kCoarse };                         // data.cifar_labels
+enum class CifarLabels { kFine, kCoarse };                          // data.cifar_labels
 enum class CsvTask { kClassification, kRegression };                // data.csv_task
 enum class DecodeMode { kCpu, kGpu, kAuto };                        // data.decode
 // data.auto_augment: torchvision's TrivialAugmentWide, RandAugment, AutoAugment (ImageNet policy)
@@ -103,19 +103,20 @@ struct RunConfig {
   std::string dir = "runs";  // the run directory is dir/name
   int64_t seed = 0;
   DeviceKind device = DeviceKind::kAuto;
-  int64_t threads = 0;          // intra-op threads per rank; 0 = affinity CPUs / ranks sharing them
-  int64_t log_every = 50;       // steps between progress lines; 0 = once per epoch
-  double timeout_s = 600;       // a rank stuck this long in one step aborts the job
+  int64_t threads = 0;     // intra-op threads per rank; 0 = affinity CPUs / ranks sharing them
+  int64_t log_every = 50;  // steps between progress lines; 0 = once per epoch
+  double timeout_s = 600;  // a rank stuck this long in one step aborts the job
   bool quiet = false;
-  // The progress line: live (redrawn in place), lines (timestamped), off; auto = live on a terminal.
+  // The progress line: live (redrawn in place), lines (timestamped), off; auto = live on a
+  // terminal.
   ProgressMode progress = ProgressMode::kAuto;
   bool tf32 = false;  // fp32 matrix products on tensor cores in TF32 (Ampere and later GPUs)
   double gpu_memory_fraction = 0.0;  // cap the CUDA allocator at this share of the GPU (0 = off)
-  int64_t profile_steps = 0;   // steps recorded by the profiler (0 = off)
-  int64_t profile_start = 10;  // first recorded step (after warm-up)
-  double gpu_sample_s = 0.5;   // seconds between NVML samples of each rank's GPU
-  bool tensorboard = true;     // TensorBoard event files in the run directory
-  bool timeline = false;       // a Chrome-trace timeline per rank (phases and buckets per step)
+  int64_t profile_steps = 0;         // steps recorded by the profiler (0 = off)
+  int64_t profile_start = 10;        // first recorded step (after warm-up)
+  double gpu_sample_s = 0.5;         // seconds between NVML samples of each rank's GPU
+  bool tensorboard = true;           // TensorBoard event files in the run directory
+  bool timeline = false;  // a Chrome-trace timeline per rank (phases and buckets per step)
 
   // dir/name, where rank 0 writes the run's files; "" when dir is "" (write nothing).
   std::string run_dir() const;
@@ -123,10 +124,10 @@ struct RunConfig {
 
 struct ModelConfig {
   std::string name = "cnn";
-  std::vector<int64_t> hidden = {256};  // mlp: widths of hidden layers
+  std::vector<int64_t> hidden = {256};       // mlp: widths of hidden layers
   std::vector<int64_t> channels = {16, 32};  // cnn: conv channels
-  int64_t fc = 128;                    // cnn: width of the fully connected layer
-  bool batch_norm = false;             // cnn: BatchNorm after each conv (its conv without a bias)
+  int64_t fc = 128;                          // cnn: width of the fully connected layer
+  bool batch_norm = false;  // cnn: BatchNorm after each conv (its conv without a bias)
   double dropout = 0.0;
   bool channels_last = false;  // image models: NHWC memory layout (faster convolutions on GPUs)
   // models with BatchNorm (resnet18, resnet50, cnn with batch_norm): in training, each
@@ -161,7 +162,7 @@ struct ModelConfig {
 
 struct DataConfig {
   DataFormat format = DataFormat::kIdx;
-  std::string path = "/usr/share/datasets/fashion-mnist";  // idx: folder with the 4 files
+  std::string path = "/usr/share/datasets/fashion-mnist";   // idx: folder with the 4 files
   std::string train_images = "train-images-idx3-ubyte.gz";  // relative to path
   std::string train_labels = "train-labels-idx1-ubyte.gz";
   std::string test_images = "t10k-images-idx3-ubyte.gz";
@@ -185,27 +186,28 @@ struct DataConfig {
   // official names) and CSV files (csv): one or more glob patterns, comma-separated, relative to
   // data.path unless absolute (Note [token windows])
   std::string train_files;
-  std::string test_files;        // tokens, csv: the evaluation files ("" = no test split / csv:
-                                 // data.test_fraction of the rows); cifar: "" = test_batch.bin
-                                 // or test.bin
+  std::string test_files;  // tokens, csv: the evaluation files ("" = no test split / csv:
+                           // data.test_fraction of the rows); cifar: "" = test_batch.bin
+                           // or test.bin
   TokenDtype token_dtype = TokenDtype::kAuto;  // auto: llm.c's header says, else uint16
-  int64_t seq_len = 0;           // tokens per sample; 0 = model.seq_len (Config::resolve)
-  int64_t windows = 0;           // training windows per epoch; 0 = train tokens / (seq_len + 1)
-  double test_fraction = 0.1;    // text: the last share of the bytes kept for evaluation; csv
-                                 // without test_files: a seeded random share of the rows
+  int64_t seq_len = 0;         // tokens per sample; 0 = model.seq_len (Config::resolve)
+  int64_t windows = 0;         // training windows per epoch; 0 = train tokens / (seq_len + 1)
+  double test_fraction = 0.1;  // text: the last share of the bytes kept for evaluation; csv
+                               // without test_files: a seeded random share of the rows
   CifarLabels cifar_labels = CifarLabels::kFine;  // cifar100: fine (100) or coarse (20) labels
   // cifar10 / cifar100, training: RandomCrop(32, padding=crop_padding) on zero-padded images
   // (Note [cifar augmentation]); 0 = off
   int64_t crop_padding = 0;
   // csv: a header of column names, then numeric rows (src/data/formats/csv.cpp)
   CsvTask csv_task = CsvTask::kClassification;
-  std::string target_columns;    // csv: the target column(s), comma-separated names
-  std::string feature_columns;   // csv: the input columns, comma-separated; "" = all the others
+  std::string target_columns;   // csv: the target column(s), comma-separated names
+  std::string feature_columns;  // csv: the input columns, comma-separated; "" = all the others
   // image folders (format image_folder, Note [image transforms]): data.path/<dir>/<class>/<image>
   std::string train_dir = "train";  // relative to data.path
   std::string test_dir = "val";     // "" = no test split
   int64_t image_size = 224;         // side of the square crop the model sees
-  int64_t resize = 0;  // evaluation: the shorter side before the center crop; 0 = image_size * 8 / 7
+  int64_t resize =
+      0;  // evaluation: the shorter side before the center crop; 0 = image_size * 8 / 7
   std::vector<double> crop_scale = {0.08, 1.0};             // training crop: share of the area
   std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};  // training crop: width / height
   // training: flip half of the images left to right (image_folder's crops; cifar10 / cifar100: a
@@ -222,8 +224,8 @@ struct DataConfig {
   // image_folder, cifar, training images: automatic augmentation of each image (uint8, after the
   // crop and flip; on the GPU with data.decode gpu), torchvision's ops and op spaces
   AutoAugment auto_augment = AutoAugment::kNone;
-  int64_t rand_augment_ops = 2;         // rand_augment: ops per image (RandAugment's num_ops)
-  int64_t rand_augment_magnitude = 9;   // rand_augment: magnitude bin 0..30 (its magnitude)
+  int64_t rand_augment_ops = 2;        // rand_augment: ops per image (RandAugment's num_ops)
+  int64_t rand_augment_magnitude = 9;  // rand_augment: magnitude bin 0..30 (its magnitude)
   // training images: RandomErasing(p=random_erase) of the standardized inputs (value 0); 0 = off
   double random_erase = 0.0;
   // idx, cifar, tokens, csv: this share of the training set held out as a validation split
@@ -251,8 +253,8 @@ struct TrainConfig {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-3;
   double momentum = 0.0;
-  double dampening = 0.0;   // sgd: momentum dampening (torch.optim.SGD's)
-  bool nesterov = false;    // sgd: Nesterov momentum (needs momentum > 0, dampening 0)
+  double dampening = 0.0;  // sgd: momentum dampening (torch.optim.SGD's)
+  bool nesterov = false;   // sgd: Nesterov momentum (needs momentum > 0, dampening 0)
   double weight_decay = 0.0;
   // weight decay only for parameters of 2 or more dimensions (matrices, conv kernels): every
   // 1-dimensional parameter (biases, normalization weights) and scalar is left undecayed
@@ -271,7 +273,8 @@ struct TrainConfig {
   // The evaluation metric that says which model is best (lower test_loss, higher accuracy), for
   // checkpoint.keep_best and early stopping; off = none.
   Monitor monitor = Monitor::kOff;
-  int64_t early_stop_patience = 0;  // stop after this many evaluations without a better monitor; 0 = never
+  int64_t early_stop_patience =
+      0;  // stop after this many evaluations without a better monitor; 0 = never
   LossKind loss = LossKind::kCrossEntropy;
   double label_smoothing = 0.0;  // cross_entropy: PyTorch's CrossEntropyLoss(label_smoothing=)
   // Mixup and CutMix of each rank's batch with itself rolled by one (train/batch_mix.h): the
@@ -286,24 +289,24 @@ struct TrainConfig {
   int64_t ema_every = 32;         // optimizer steps between EMA updates
   int64_t ema_warmup_steps = -1;  // the EMA restarts from the model until then; -1 = warmup_steps
   bool ema_output = true;         // model.pt and best/ hold the EMA's weights (else the model's)
-  double clip_grad_norm = 0.0;  // 0 = off
+  double clip_grad_norm = 0.0;    // 0 = off
   Precision precision = Precision::kFp32;
   bool fused_optimizer = true;  // fused multi-tensor kernels where available (CUDA, 2.x)
   GraphMode cuda_graph = GraphMode::kAuto;  // replay the whole step as one CUDA graph
   // blocks: the model's blocks keep only their inputs in forward and run again in backward
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
-  bool drop_last = true;  // drop the last global batch of an epoch if it is incomplete
-  bool eval = true;       // evaluate on the test split after every epoch
+  bool drop_last = true;         // drop the last global batch of an epoch if it is incomplete
+  bool eval = true;              // evaluate on the test split after every epoch
   int64_t eval_every_steps = 0;  // evaluate every this many optimizer steps too; 0 = off
-  bool skip_nonfinite = false;  // skip steps with a non-finite loss or gradient (else: stop)
+  bool skip_nonfinite = false;   // skip steps with a non-finite loss or gradient (else: stop)
 };
 
 struct CheckpointConfig {
-  int64_t every_steps = 0;   // save every this many optimizer steps; 0 = off
-  bool every_epoch = true;   // save at the end of every epoch
-  int64_t keep = 3;          // complete checkpoints kept (the oldest beyond this are removed)
-  bool keep_best = false;    // train.monitor: the best evaluation's weights in <run dir>/best/
-  std::string dir;           // "" = <run dir>/checkpoints
+  int64_t every_steps = 0;      // save every this many optimizer steps; 0 = off
+  bool every_epoch = true;      // save at the end of every epoch
+  int64_t keep = 3;             // complete checkpoints kept (the oldest beyond this are removed)
+  bool keep_best = false;       // train.monitor: the best evaluation's weights in <run dir>/best/
+  std::string dir;              // "" = <run dir>/checkpoints
   std::string resume = "auto";  // auto | none | a checkpoint's path
   // The folder checkpoints go to: dir, else <run dir>/checkpoints; "" when the run writes none.
   std::string folder(const RunConfig& run) const;

@@ -20,7 +20,13 @@ class FaultInjector {
   // and buffers moved to the device; the gradient engine's buckets (several ranks) and, with
   // dist.shard_optimizer, the shard's buffers; the optimizer state; the model run once on one
   // sample (the output check); the first optimizer step of a fit() (its temporaries).
-  enum class StartUp { kModelToDevice, kGradientBuckets, kOptimizerState, kOutputCheck, kFirstUpdate };
+  enum class StartUp {
+    kModelToDevice,
+    kGradientBuckets,
+    kOptimizerState,
+    kOutputCheck,
+    kFirstUpdate
+  };
   virtual ~FaultInjector() = default;
   // `step`: steps done so far; `micro_batch`: the micro-batch size of this attempt. `micro_batch:
   // auto` asks it too, with step -1, before each size it tries (kOutOfMemory: that size does not

@@ -38,11 +38,11 @@ struct RunInfo {
   at::Device device = at::kCPU;
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
-  int64_t micro_batch = 0;      // at the start (after `auto` measured it)
-  std::string run_dir;          // run.dir/run.name, or "" when the run writes no files
-  DataSpec data;                // the training split's
+  int64_t micro_batch = 0;  // at the start (after `auto` measured it)
+  std::string run_dir;      // run.dir/run.name, or "" when the run writes no files
+  DataSpec data;            // the training split's
   int64_t train_samples = 0, test_samples = 0;  // test_samples 0: no test split
-  int64_t parameters = 0;       // trainable parameter values
+  int64_t parameters = 0;                       // trainable parameter values
   // A resumed run: the checkpoint it continues from and its step; "" and 0 for a fresh start.
   std::string resumed_from;
   int64_t resumed_step = 0;

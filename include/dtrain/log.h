@@ -15,10 +15,10 @@ void configure(int rank, bool quiet);
 // While on, info(), detail() and every() print on stderr too: a command whose standard output is
 // its result alone (`--json`) turns it on before anything is logged.
 void keep_stdout_for_results(bool on);
-void info(const std::string& msg);     // rank 0, stdout
-void detail(const std::string& msg);   // rank 0, stdout, not in quiet mode (run.quiet)
-void every(const std::string& msg);    // every rank, stdout, "[rank R] msg"
-void warn(const std::string& msg);     // every rank that calls it, stderr, "[rank R] warning: msg"
-void error(const std::string& msg);    // every rank that calls it, stderr, "[rank R] error: msg"
+void info(const std::string& msg);    // rank 0, stdout
+void detail(const std::string& msg);  // rank 0, stdout, not in quiet mode (run.quiet)
+void every(const std::string& msg);   // every rank, stdout, "[rank R] msg"
+void warn(const std::string& msg);    // every rank that calls it, stderr, "[rank R] warning: msg"
+void error(const std::string& msg);   // every rank that calls it, stderr, "[rank R] error: msg"
 
 }  // namespace dtrain::log

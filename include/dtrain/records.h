@@ -12,10 +12,10 @@ namespace dtrain {
 // Seconds this rank spent in each phase (host clock: on CUDA, time to enqueue work plus any
 // waits; queued GPU work shows up where the host next waits for it).
 struct PhaseTimes {
-  double data = 0;      // waiting for the loader
-  double compute = 0;   // forward + backward (all-reduce hidden behind backward included)
-  double comm = 0;      // waiting for gradient all-reduces after backward, and agreeing
-  double optimizer = 0; // clip + step
+  double data = 0;       // waiting for the loader
+  double compute = 0;    // forward + backward (all-reduce hidden behind backward included)
+  double comm = 0;       // waiting for gradient all-reduces after backward, and agreeing
+  double optimizer = 0;  // clip + step
   double eval = 0;
   double total() const { return data + compute + comm + optimizer; }
 };
@@ -26,7 +26,7 @@ struct EvalResult {
   // Classification with more than 5 classes: the fraction of predictions whose class is among
   // the model's 5 highest scores.
   std::optional<double> top5;
-  int64_t count = 0;      // samples evaluated over all ranks
+  int64_t count = 0;  // samples evaluated over all ranks
 };
 
 // One gradient bucket of the last synchronized step: when it was ready, when its all-reduce
@@ -45,14 +45,14 @@ struct BucketTiming {
 // One GPU's figures from NVML (telemetry/gpu_monitor.h), sampled in the background while
 // training: means over the window since the previous reading (memory and clocks: the last sample).
 struct GpuStats {
-  int index = -1;            // NVML device index
-  int samples = 0;           // samples behind the means
-  double utilization = 0;    // percent of the time a kernel ran
-  double memory_used = 0;    // bytes in use on the device (every process)
-  double memory_total = 0;   // bytes
+  int index = -1;           // NVML device index
+  int samples = 0;          // samples behind the means
+  double utilization = 0;   // percent of the time a kernel ran
+  double memory_used = 0;   // bytes in use on the device (every process)
+  double memory_total = 0;  // bytes
   double power_w = 0;
   double sm_clock_mhz = 0, memory_clock_mhz = 0;
-  bool steady = false;       // a run's means: they leave out the start-up (GpuSampleSums)
+  bool steady = false;  // a run's means: they leave out the start-up (GpuSampleSums)
 };
 
 // The caching allocator's figures on this rank's GPU, in bytes (zero on a CPU rank).
@@ -67,8 +67,8 @@ struct DeviceMemory {
 
 // After every optimizer step.
 struct StepRecord {
-  int64_t step = 0;         // optimizer steps done, this one included (1 after the first)
-  int64_t epoch = 0;        // 1-based epoch of this step
+  int64_t step = 0;   // optimizer steps done, this one included (1 after the first)
+  int64_t epoch = 0;  // 1-based epoch of this step
   // The epochs the run reaches: train.epochs, fewer when train.max_steps ends it sooner (its
   // last one then partial: total_steps says where it ends).
   int64_t epochs = 0;
@@ -104,7 +104,7 @@ struct StepRecord {
 // train.eval_every_steps steps inside epochs.
 struct EvalRecord {
   int64_t step = 0;
-  int64_t epoch = 0;  // 1-based
+  int64_t epoch = 0;   // 1-based
   int64_t epochs = 0;  // as StepRecord's
   // An evaluation inside an epoch (train.eval_every_steps, or the end of train.max_steps) is at a
   // step that is not a multiple of steps_per_epoch.
@@ -126,7 +126,7 @@ struct EvalRecord {
 // (TrainState::position) and what a checkpoint records (checkpoint/state.h), from which a
 // resumed run goes on as the uninterrupted one would.
 struct LoopPosition {
-  int64_t step = 0;             // optimizer steps done
+  int64_t step = 0;  // optimizer steps done
   int64_t steps_per_epoch = 0;
   bool epoch_end_done = false;  // at an epoch's end: its loss read and evaluation have run
   int64_t samples = 0;          // global samples trained on, a resumed run's earlier ones included
@@ -135,7 +135,7 @@ struct LoopPosition {
   // resumed run's next read gives the uninterrupted run's mean.
   double window_loss = 0;
   int64_t window_steps = 0;
-  double last_loss = 0;         // mean training loss of the last window read
+  double last_loss = 0;  // mean training loss of the last window read
   // The step the learning-rate schedule counts from (train.resume_schedule).
   int64_t schedule_start = 0;
   // The run ended at this step: a hook asked to stop without a stop signal (early stopping), so
@@ -150,8 +150,8 @@ struct LoopPosition {
 struct TrainSummary {
   int64_t steps = 0;
   int64_t total_steps = 0;  // the steps the run was planned to end at
-  int64_t samples = 0;  // global samples trained on, a resumed run's earlier ones included
-  double seconds = 0;   // this process's training time, evaluation excluded
+  int64_t samples = 0;      // global samples trained on, a resumed run's earlier ones included
+  double seconds = 0;       // this process's training time, evaluation excluded
   int64_t run_samples = 0;  // global samples this process trained (run_samples / seconds: the
                             // overall rate, start-up and CUDA-graph capture included)
   // The steady rate: global samples per second of training over this process's steps after
@@ -160,23 +160,23 @@ struct TrainSummary {
   // end; 0 and -1 when the run ended before that.
   double steady_samples_per_s = 0;
   int64_t steady_from_step = -1;
-  double last_loss = 0; // mean training loss of the last logged window, over all ranks
-  EvalResult eval;      // last evaluation (count 0 if none)
-  int64_t eval_step = -1;  // the step `eval` is of (-1: none in this process)
-  PhaseTimes phases;    // this rank
+  double last_loss = 0;       // mean training loss of the last logged window, over all ranks
+  EvalResult eval;            // last evaluation (count 0 if none)
+  int64_t eval_step = -1;     // the step `eval` is of (-1: none in this process)
+  PhaseTimes phases;          // this rank
   int64_t oom_retries = 0;    // steps redone with a smaller micro-batch after out-of-memory
   int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (fp16, train.skip_nonfinite)
   int64_t micro_batch = 0;    // micro-batch in use at the end
   // How steps ran: "eager", "eager (CUDA graph capture failed: ...)", or "CUDA graph: captured
   // at step S, replayed N times".
   std::string step_mode;
-  bool stopped = false;       // a hook asked to stop before the planned end (signals: a hook too)
-  int stopped_by = -1;        // the rank whose hook asked (-1: none)
-  int stop_signal = 0;        // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
+  bool stopped = false;  // a hook asked to stop before the planned end (signals: a hook too)
+  int stopped_by = -1;   // the rank whose hook asked (-1: none)
+  int stop_signal = 0;   // the signal (SIGTERM, SIGUSR1, SIGINT) that asked, on any rank
   // Why the hook asked, as this rank's hook said it ("" when this rank asked nothing, and for a
   // signal). A stop without a signal is the run's end (an early stop); with one, a pause.
   std::string stop_reason;
-  std::string checkpoint;     // the last complete checkpoint written or resumed from ("" none)
+  std::string checkpoint;        // the last complete checkpoint written or resumed from ("" none)
   int64_t checkpoint_step = -1;  // its step
   // What <run dir>/model.pt holds after the run, on rank 0 (the model_file hook sets them at
   // on_end): its path ("" when there is none) and its step (-1: not known, a model.pt without
@@ -186,7 +186,7 @@ struct TrainSummary {
   // The gradient engine's last synchronized step (empty when there is none, with one rank and no
   // dist.reduce_single_rank, or when the steps ran as a CUDA graph).
   std::vector<BucketTiming> buckets;
-  double backward_end = 0;    // when that step's backward ended (same clock as the buckets)
+  double backward_end = 0;  // when that step's backward ended (same clock as the buckets)
   // Filled by hooks at the end, in hook order (the profiler window's report).
   std::string profile;
   double wall_start = 0, wall_end = 0;  // Unix time of the first step's start and of the end
@@ -204,7 +204,7 @@ struct TrainSummary {
   // (N-1)/N, the sharded optimizer's broadcasts of the updated parameters (N-1)/N of the
   // parameters' bytes, averaged over the ranks.
   int64_t wire_all_reduce_bytes = 0, wire_reduce_scatter_bytes = 0, wire_broadcast_bytes = 0;
-  std::optional<GpuStats> gpu;          // this rank's GPU, NVML means over the whole run
+  std::optional<GpuStats> gpu;  // this rank's GPU, NVML means over the whole run
   // Every rank's phase times (eval included), index = rank (gathered at the end).
   std::vector<PhaseTimes> rank_phases;
 };

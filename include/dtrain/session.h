@@ -3,9 +3,9 @@
 //
 //   int main(int argc, char** argv) {
 //     return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
-//       dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_file("x.yaml"), "x.yaml");
-//       s.trainer->add_hook(std::make_shared<MyHook>());
-//       return dtrain::exit_code(s.trainer->fit());
+//       dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_file("x.yaml"),
+//       "x.yaml"); s.trainer->add_hook(std::make_shared<MyHook>()); return
+//       dtrain::exit_code(s.trainer->fit());
 //     });
 //   }
 #pragma once
@@ -36,15 +36,17 @@ struct Session {
 // arithmetic, where the whole config is written), and on rank 0 a warning for each key the run
 // will not use (session/unused_keys.h). Then, unless `config_only`, seeds LibTorch with
 // run.seed, refuses a run that has finished (its directory's model.pt and a checkpoint at the end
-// of training: the loop's AgreedError, before any data is read), builds the datasets and the model (from the registry, by model.name), loads
-// model.init_weights on rank 0 (these agreed too), and builds the Trainer.
+// of training: the loop's AgreedError, before any data is read), builds the datasets and the model
+// (from the registry, by model.name), loads model.init_weights on rank 0 (these agreed too), and
+// builds the Trainer.
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only = false);
 // The same with the datasets made by `make_data` (called on every rank with the resolved config
 // and the rank's device, agreed) in place of make_datasets(): a program's own data, or `dtrain
 // eval`'s test split alone, preprocessed as the run's preprocess.json records (its Splits hold
 // the test split as both train and test: eval only evaluates). A null `make_data`: as config_only.
 using MakeData = std::function<Splits(const Config&, const at::Device&)>;
-Session build_session(Runtime& rt, Config cfg, const std::string& origin, const MakeData& make_data);
+Session build_session(Runtime& rt, Config cfg, const std::string& origin,
+                      const MakeData& make_data);
 
 // The process exit code for a finished fit(): 0 when training ran to its end (or a hook stopped
 // it); kExitPreempted (75, EX_TEMPFAIL) when a signal stopped it and a checkpoint of the stop

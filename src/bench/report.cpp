@@ -15,8 +15,10 @@ using detail::format;
 std::string setting_name(const Row& r) {
   std::string s = "micro-batch " + std::to_string(r.micro_batch) + ", data.workers " +
                   std::to_string(r.workers);
-  if (r.checkpointing != ActivationCheckpointing::kOff) s += ", train.activation_checkpointing=blocks";
-  if (r.shard_optimizer != ShardOptimizer::kOff) s += std::string(", dist.shard_optimizer=") + to_string(r.shard_optimizer);
+  if (r.checkpointing != ActivationCheckpointing::kOff)
+    s += ", train.activation_checkpointing=blocks";
+  if (r.shard_optimizer != ShardOptimizer::kOff)
+    s += std::string(", dist.shard_optimizer=") + to_string(r.shard_optimizer);
   if (r.decode != DecodeMode::kCpu) s += std::string(", data.decode=") + to_string(r.decode);
   for (const auto& [key, value] : r.keys) s += ", " + key + "=" + value;
   return s;
@@ -50,16 +52,20 @@ const char* checkpointing_name(const Row& r) {
 std::string rate(double samples_per_s) { return format("%.1f samples/s", samples_per_s); }
 
 bool leaves_headroom(const Row& r, double headroom) {
-  return r.memory_total <= 0 ||
-         static_cast<double>(r.peak_memory) <= (1.0 - headroom) * static_cast<double>(r.memory_total);
+  return r.memory_total <= 0 || static_cast<double>(r.peak_memory) <=
+                                    (1.0 - headroom) * static_cast<double>(r.memory_total);
 }
 
 const char* rule_id(GlobalBatch rule) {
   switch (rule) {
-    case GlobalBatch::kMicroTimesWorld: return "micro_batch_x_world";
-    case GlobalBatch::kFixed: return "fixed";
-    case GlobalBatch::kConfig: return "config";
-    case GlobalBatch::kSwept: return "swept";
+    case GlobalBatch::kMicroTimesWorld:
+      return "micro_batch_x_world";
+    case GlobalBatch::kFixed:
+      return "fixed";
+    case GlobalBatch::kConfig:
+      return "config";
+    case GlobalBatch::kSwept:
+      return "swept";
   }
   return "?";
 }
@@ -73,8 +79,10 @@ std::string global_batch_line(const SweepResult& res) {
              "command line keeps it fixed instead)";
     case GlobalBatch::kFixed:
       return "global batch fixed by train.global_batch on the command line: accumulation = "
-             "global batch / (" + w + " rank(s) x micro-batch)";
-    case GlobalBatch::kConfig: return "global batch and micro-batch: the config's";
+             "global batch / (" +
+             w + " rank(s) x micro-batch)";
+    case GlobalBatch::kConfig:
+      return "global batch and micro-batch: the config's";
     case GlobalBatch::kSwept:
       return "global batch: as swept (train.global_batch); accumulation = global batch / (" + w +
              " rank(s) x micro-batch)";
@@ -115,8 +123,9 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom, double t
   }
   if (rec.fastest < 0) {
     rec.text = "no recommendation: no setting fits" +
-               std::string(rec.crowded.empty() ? "" : format(" with %.0f%% of the GPU's memory free",
-                                                             headroom * 100)) +
+               std::string(rec.crowded.empty()
+                               ? ""
+                               : format(" with %.0f%% of the GPU's memory free", headroom * 100)) +
                crowded;
     return rec;
   }
@@ -134,7 +143,8 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom, double t
   }
   const Row& chosen = rows[static_cast<size_t>(rec.row)];
   if (rec.row == rec.fastest)
-    rec.text = "recommended: " + setting_name(chosen) + ", the fastest (" + rate(chosen.samples_per_s) + ")";
+    rec.text = "recommended: " + setting_name(chosen) + ", the fastest (" +
+               rate(chosen.samples_per_s) + ")";
   else
     rec.text = "recommended: " + setting_name(chosen) + " (" + rate(chosen.samples_per_s) +
                "): within " + format("%.0f%%", tolerance * 100) + " of the fastest, " +
@@ -143,8 +153,9 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom, double t
                                                          : "fewer loader workers") +
                ": diminishing returns";
   if (chosen.memory_total > 0)
-    rec.text += format("; it leaves %.0f%% of the GPU's memory free",
-                       100.0 * (1.0 - static_cast<double>(chosen.peak_memory) / chosen.memory_total));
+    rec.text +=
+        format("; it leaves %.0f%% of the GPU's memory free",
+               100.0 * (1.0 - static_cast<double>(chosen.peak_memory) / chosen.memory_total));
   rec.text += crowded;
   return rec;
 }
@@ -171,12 +182,18 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     const Row& r = res.rows[i];
     std::vector<std::string> c = {std::to_string(r.micro_batch), std::to_string(r.workers),
                                   std::to_string(r.global_batch), std::to_string(r.accum_steps)};
-    if (res.ladder) c.push_back(checkpointing_name(r)), c.push_back(r.shard_optimizer == ShardOptimizer::kOff ? "no" : r.shard_optimizer == ShardOptimizer::kState ? "yes" : "gradients");
+    if (res.ladder)
+      c.push_back(checkpointing_name(r)),
+          c.push_back(r.shard_optimizer == ShardOptimizer::kOff     ? "no"
+                      : r.shard_optimizer == ShardOptimizer::kState ? "yes"
+                                                                    : "gradients");
     if (res.decoders) c.push_back(to_string(r.decode));
     for (const std::string& key : res.keys) c.push_back(value_of(r, key));
     std::string note = r.note;
-    if (static_cast<int>(i) == rec.row) note = "<- recommended";
-    else if (std::find(rec.crowded.begin(), rec.crowded.end(), static_cast<int>(i)) != rec.crowded.end())
+    if (static_cast<int>(i) == rec.row)
+      note = "<- recommended";
+    else if (std::find(rec.crowded.begin(), rec.crowded.end(), static_cast<int>(i)) !=
+             rec.crowded.end())
       note = format("less than %.0f%% memory free", kHeadroom * 100);
     if (r.fits) {
       c.push_back(format("%.1f", r.samples_per_s));
@@ -186,7 +203,9 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
       c.push_back(format("%.2f", r.step_p90_s * 1e3));
       c.push_back(format("%.1f%%", r.data_wait_share * 100));
       if (gpu) {
-        c.push_back(r.memory_total > 0 ? detail::gib(r.peak_memory) + " / " + detail::gib(r.memory_total) : "-");
+        c.push_back(r.memory_total > 0
+                        ? detail::gib(r.peak_memory) + " / " + detail::gib(r.memory_total)
+                        : "-");
         c.push_back(r.gpu_utilization ? format("%.0f%%", *r.gpu_utilization) : "-");
       }
       if (mfu) c.push_back(r.mfu ? format("%.1f%%", *r.mfu * 100) : "-");
@@ -200,16 +219,16 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
   std::vector<size_t> width(head.size(), 0);
   for (const auto& row : cells)
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], row[k].size());
-  std::string out = "dtrain bench: " + res.config + " on " + std::to_string(res.world) +
-                    " rank(s), " + res.device + "; " + std::to_string(res.warmup_steps) +
-                    " warm-up and " + std::to_string(res.steps) + " timed steps per setting\n" +
-                    global_batch_line(res) + "\n" +
-                    "samples/s" + (tokens ? std::string(" and tokens/s") : "") +
-                    " over all ranks in the timed steps (warm-up not counted); step times, data wait" + (gpu ? " and GPU memory" : "") +
-                    ": the slowest rank's\n" +
-                    (gpu ? "GPU util: NVML's mean over the timed steps, - where they were too short for 3 "
-                           "samples (more --steps, or a smaller run.gpu_sample_s)\n"
-                         : "");
+  std::string out =
+      "dtrain bench: " + res.config + " on " + std::to_string(res.world) + " rank(s), " +
+      res.device + "; " + std::to_string(res.warmup_steps) + " warm-up and " +
+      std::to_string(res.steps) + " timed steps per setting\n" + global_batch_line(res) + "\n" +
+      "samples/s" + (tokens ? std::string(" and tokens/s") : "") +
+      " over all ranks in the timed steps (warm-up not counted); step times, data wait" +
+      (gpu ? " and GPU memory" : "") + ": the slowest rank's\n" +
+      (gpu ? "GPU util: NVML's mean over the timed steps, - where they were too short for 3 "
+             "samples (more --steps, or a smaller run.gpu_sample_s)\n"
+           : "");
   for (const auto& row : cells) {
     std::string line;
     for (size_t k = 0; k < row.size(); ++k) {
@@ -235,16 +254,20 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
                        std::to_string(r.global_batch) + "," + std::to_string(r.accum_steps) + "," +
                        (r.fits ? "true" : "false") + ",";
     if (r.fits) {
-      line += num(r.samples_per_s) + "," + (res.tokens_per_sample > 0 ? num(r.tokens_per_s) : "") +
-              "," + num(r.step_mean_s) + "," + num(r.step_p50_s) + "," + num(r.step_p90_s) + "," +
-              num(r.data_wait_share) + "," +
-              (r.memory_total > 0 ? std::to_string(r.peak_memory) + "," + std::to_string(r.memory_total) : ",") +
-              "," + (r.gpu_utilization ? num(*r.gpu_utilization) : "") + "," + (r.mfu ? num(*r.mfu) : "") + ",";
+      line +=
+          num(r.samples_per_s) + "," + (res.tokens_per_sample > 0 ? num(r.tokens_per_s) : "") +
+          "," + num(r.step_mean_s) + "," + num(r.step_p50_s) + "," + num(r.step_p90_s) + "," +
+          num(r.data_wait_share) + "," +
+          (r.memory_total > 0 ? std::to_string(r.peak_memory) + "," + std::to_string(r.memory_total)
+                              : ",") +
+          "," + (r.gpu_utilization ? num(*r.gpu_utilization) : "") + "," +
+          (r.mfu ? num(*r.mfu) : "") + ",";
     } else {
       line += ",,,,,,,,,,";
     }
-    line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," + csv_field(r.note) +
-            "," + checkpointing_name(r) + "," + to_string(r.shard_optimizer) + "," + to_string(r.decode);
+    line += std::string(static_cast<int>(i) == rec.row ? "true" : "false") + "," +
+            csv_field(r.note) + "," + checkpointing_name(r) + "," + to_string(r.shard_optimizer) +
+            "," + to_string(r.decode);
     for (const std::string& key : res.keys) line += "," + csv_field(value_of(r, key));
     out += line + "\n";
   }
@@ -255,16 +278,20 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
   using nlohmann::json;
   json rows = json::array();
   for (const Row& r : res.rows) {
-    json j = {{"micro_batch", r.micro_batch}, {"workers", r.workers},
-              {"global_batch", r.global_batch}, {"accum_steps", r.accum_steps},
-              {"fits", r.fits}, {"note", r.note},
+    json j = {{"micro_batch", r.micro_batch},
+              {"workers", r.workers},
+              {"global_batch", r.global_batch},
+              {"accum_steps", r.accum_steps},
+              {"fits", r.fits},
+              {"note", r.note},
               {"activation_checkpointing", checkpointing_name(r)},
-              {"shard_optimizer", shard_json(r.shard_optimizer)}, {"decode", to_string(r.decode)}};
+              {"shard_optimizer", shard_json(r.shard_optimizer)},
+              {"decode", to_string(r.decode)}};
     for (const auto& [key, value] : r.keys) j[key] = json_value(value);
-    for (const char* k : {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s",
-                          "tokens_per_s", "step_mean_s", "step_p50_s", "step_p90_s",
-                          "data_wait_share", "peak_memory_bytes", "memory_total_bytes",
-                          "gpu_utilization", "mfu"})
+    for (const char* k :
+         {"timed_steps", "timed_samples", "timed_seconds", "samples_per_s", "tokens_per_s",
+          "step_mean_s", "step_p50_s", "step_p90_s", "data_wait_share", "peak_memory_bytes",
+          "memory_total_bytes", "gpu_utilization", "mfu"})
       j[k] = nullptr;
     if (r.fits) {
       j["timed_steps"] = r.timed_steps;
@@ -276,7 +303,8 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
       j["step_p50_s"] = r.step_p50_s;
       j["step_p90_s"] = r.step_p90_s;
       j["data_wait_share"] = r.data_wait_share;
-      if (r.memory_total > 0) j["peak_memory_bytes"] = r.peak_memory, j["memory_total_bytes"] = r.memory_total;
+      if (r.memory_total > 0)
+        j["peak_memory_bytes"] = r.peak_memory, j["memory_total_bytes"] = r.memory_total;
       if (r.gpu_utilization) j["gpu_utilization"] = *r.gpu_utilization;
       if (r.mfu) j["mfu"] = *r.mfu;
     }
@@ -296,9 +324,12 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
   out["recommended"] = nullptr;
   if (rec.row >= 0) {
     const Row& r = res.rows[static_cast<size_t>(rec.row)];
-    out["recommended"] = {{"row", rec.row}, {"micro_batch", r.micro_batch}, {"workers", r.workers},
+    out["recommended"] = {{"row", rec.row},
+                          {"micro_batch", r.micro_batch},
+                          {"workers", r.workers},
                           {"activation_checkpointing", checkpointing_name(r)},
-                          {"shard_optimizer", shard_json(r.shard_optimizer)}, {"decode", to_string(r.decode)}};
+                          {"shard_optimizer", shard_json(r.shard_optimizer)},
+                          {"decode", to_string(r.decode)}};
     for (const auto& [key, value] : r.keys) out["recommended"][key] = json_value(value);
   }
   return out.dump(2) + "\n";
@@ -310,16 +341,21 @@ std::vector<std::string> output_paths(const std::string& prefix) {
 
 void check_outputs(const std::string& prefix, bool force) {
   if (prefix.empty() || prefix.back() == '/')
-    throw Error("needs a file name prefix (PREFIX.csv, PREFIX.json), got '" + prefix + "'", "--out");
+    throw Error("needs a file name prefix (PREFIX.csv, PREFIX.json), got '" + prefix + "'",
+                "--out");
   const size_t slash = prefix.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix.substr(0, slash);
-  if (!detail::path_exists(folder)) throw Error("the folder " + folder + " does not exist", "--out");
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : prefix.substr(0, slash);
+  if (!detail::path_exists(folder))
+    throw Error("the folder " + folder + " does not exist", "--out");
   if (force) return;
   for (const std::string& path : output_paths(prefix))
     if (detail::path_exists(path))
-      throw Error("exists; dtrain bench does not write over it (--force does, --out PREFIX writes "
-                  "elsewhere)",
-                  path);
+      throw Error(
+          "exists; dtrain bench does not write over it (--force does, --out PREFIX writes "
+          "elsewhere)",
+          path);
 }
 
 void write_outputs(const std::string& prefix, bool force, const SweepResult& result,

@@ -14,8 +14,8 @@ constexpr double kHeadroom = 0.10;   // share of the GPU's memory a recommended 
 constexpr double kTolerance = 0.03;  // "as fast": within this share of the fastest
 
 struct Recommendation {
-  int row = -1;      // the recommended row; -1: none fits
-  int fastest = -1;  // the fastest row among those that fit with the headroom
+  int row = -1;              // the recommended row; -1: none fits
+  int fastest = -1;          // the fastest row among those that fit with the headroom
   std::vector<int> crowded;  // rows that fit but leave less than the headroom free
   std::string text;          // the sentence under the table
 };

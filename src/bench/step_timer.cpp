@@ -80,16 +80,15 @@ void fill_row(const Timing& mine, Communicator& control, Row& row) {
   if (!mine.complete || mine.seconds <= 0)
     throw Error("the setting ended after fewer than its timed steps (internal error)");
   const double share = mine.data_seconds / mine.seconds;
-  at::Tensor worst = at::tensor({mine.seconds, share, percentile(mine.step_seconds, 0.5),
-                                 percentile(mine.step_seconds, 0.9),
-                                 static_cast<double>(mine.peak_memory),
-                                 static_cast<double>(mine.memory_total),
-                                 static_cast<double>(mine.steps), static_cast<double>(mine.samples)},
-                                at::kDouble);
-  at::Tensor least = at::tensor({static_cast<double>(mine.steps), static_cast<double>(mine.samples)},
-                                at::kDouble);
-  at::Tensor gpu = at::tensor({mine.gpu ? mine.gpu->utilization : 0.0, mine.gpu ? 1.0 : 0.0},
-                              at::kDouble);
+  at::Tensor worst = at::tensor(
+      {mine.seconds, share, percentile(mine.step_seconds, 0.5), percentile(mine.step_seconds, 0.9),
+       static_cast<double>(mine.peak_memory), static_cast<double>(mine.memory_total),
+       static_cast<double>(mine.steps), static_cast<double>(mine.samples)},
+      at::kDouble);
+  at::Tensor least =
+      at::tensor({static_cast<double>(mine.steps), static_cast<double>(mine.samples)}, at::kDouble);
+  at::Tensor gpu =
+      at::tensor({mine.gpu ? mine.gpu->utilization : 0.0, mine.gpu ? 1.0 : 0.0}, at::kDouble);
   control.all_reduce(worst, ReduceOp::kMax);
   control.all_reduce(least, ReduceOp::kMin);
   control.all_reduce(gpu, ReduceOp::kSum);

@@ -23,12 +23,12 @@ namespace dtrain::bench {
 
 // What this rank measured in one setting.
 struct Timing {
-  bool complete = false;   // the last timed step was reached
-  int64_t micro_batch = 0; // in use (RunInfo's: `auto` measured)
-  int64_t steps = 0;       // timed steps
-  int64_t samples = 0;     // global samples of the timed steps
-  double seconds = 0;      // between the synchronized points
-  double data_seconds = 0; // of it, waiting for the loader
+  bool complete = false;    // the last timed step was reached
+  int64_t micro_batch = 0;  // in use (RunInfo's: `auto` measured)
+  int64_t steps = 0;        // timed steps
+  int64_t samples = 0;      // global samples of the timed steps
+  double seconds = 0;       // between the synchronized points
+  double data_seconds = 0;  // of it, waiting for the loader
   std::vector<double> step_seconds;
   std::optional<GpuStats> gpu;  // means over the timed steps (NVML; empty under 3 samples)
   int64_t peak_memory = 0, memory_total = 0;  // this rank's GPU (0 on CPU)

@@ -39,7 +39,7 @@ std::set<std::string> override_keys(const std::vector<std::string>& overrides) {
 }
 
 std::string describe(const Setting& s, int world) {
-  const std::string micro = s.micro_batch < 0   ? std::string("auto")
+  const std::string micro = s.micro_batch < 0    ? std::string("auto")
                             : s.micro_batch == 0 ? std::to_string(s.rank_batch)
                                                  : std::to_string(s.micro_batch);
   std::string d = "micro-batch " + micro + " per rank x " + std::to_string(world) +
@@ -47,10 +47,12 @@ std::string describe(const Setting& s, int world) {
   if (s.accum_steps > 1) d += " (" + std::to_string(s.accum_steps) + " accumulation steps)";
   d += ", data.workers " + std::to_string(s.workers);
   const Config& c = s.config;
-  if (c.train.activation_checkpointing != ActivationCheckpointing::kOff) d += ", train.activation_checkpointing blocks";
+  if (c.train.activation_checkpointing != ActivationCheckpointing::kOff)
+    d += ", train.activation_checkpointing blocks";
   if (c.dist.shard_optimizer != ShardOptimizer::kOff)
     d += std::string(", dist.shard_optimizer=") + to_string(c.dist.shard_optimizer);
-  if (c.data.decode != DecodeMode::kCpu) d += std::string(", data.decode ") + to_string(c.data.decode);
+  if (c.data.decode != DecodeMode::kCpu)
+    d += std::string(", data.decode ") + to_string(c.data.decode);
   for (const auto& [key, value] : s.values)
     if (!has_own_column(key)) d += ", " + key + " " + value;
   return d;
@@ -60,10 +62,14 @@ std::string describe(const Setting& s, int world) {
 
 const char* to_string(GlobalBatch rule) {
   switch (rule) {
-    case GlobalBatch::kMicroTimesWorld: return "micro_batch x world";
-    case GlobalBatch::kFixed: return "fixed (train.global_batch on the command line)";
-    case GlobalBatch::kConfig: return "the config's";
-    case GlobalBatch::kSwept: return "swept (train.global_batch)";
+    case GlobalBatch::kMicroTimesWorld:
+      return "micro_batch x world";
+    case GlobalBatch::kFixed:
+      return "fixed (train.global_batch on the command line)";
+    case GlobalBatch::kConfig:
+      return "the config's";
+    case GlobalBatch::kSwept:
+      return "swept (train.global_batch)";
   }
   return "?";
 }
@@ -105,8 +111,7 @@ std::vector<int64_t> parse_sizes(const std::string& text, const std::string& opt
     if (end == entry.c_str() || *end != '\0')
       throw Error("'" + entry + "' is not a whole number" + in, option);
     if (errno == ERANGE) throw Error("'" + entry + "' is too large" + in, option);
-    if (v < min)
-      throw Error("must be >= " + std::to_string(min) + ", got " + entry + in, option);
+    if (v < min) throw Error("must be >= " + std::to_string(min) + ", got " + entry + in, option);
     for (int64_t seen : out)
       if (seen == v) throw Error(entry + " is given twice" + in, option);
     out.push_back(v);
@@ -128,13 +133,15 @@ KeySweep parse_sweep(const std::string& text) {
 
 const std::vector<SweepAlias>& sweep_aliases() {
   static const std::vector<SweepAlias> aliases = {
-      {"--micro-batches", "train.micro_batch", "micro-batch sizes per rank to time, e.g. 32,64,128", 1},
+      {"--micro-batches", "train.micro_batch", "micro-batch sizes per rank to time, e.g. 32,64,128",
+       1},
       {"--workers", "data.workers", "data.workers values to time, e.g. 0,2,4", 0},
       {"--activation-checkpointing", "train.activation_checkpointing",
        "train.activation_checkpointing values to time: off,blocks (the memory ladder)", kNotSizes},
       {"--shard-optimizer", "dist.shard_optimizer",
        "dist.shard_optimizer values to time: false,true,gradients (the memory ladder)", kNotSizes},
-      {"--decode", "data.decode", "data.decode values to time: cpu,gpu (an image folder's decoders)", kNotSizes}};
+      {"--decode", "data.decode",
+       "data.decode values to time: cpu,gpu (an image folder's decoders)", kNotSizes}};
   return aliases;
 }
 
@@ -162,11 +169,20 @@ bool has_own_column(const std::string& key) {
 }
 
 const std::vector<std::string>& bench_keys() {
-  static const std::vector<std::string> keys = {
-      "run.dir",          "run.log_every",           "run.quiet",       "run.profile_steps",
-      "run.timeline",     "train.epochs",            "train.max_steps", "train.eval",
-      "train.drop_last",  "checkpoint.every_steps",  "checkpoint.every_epoch",
-      "checkpoint.keep",  "checkpoint.dir",          "checkpoint.resume"};
+  static const std::vector<std::string> keys = {"run.dir",
+                                                "run.log_every",
+                                                "run.quiet",
+                                                "run.profile_steps",
+                                                "run.timeline",
+                                                "train.epochs",
+                                                "train.max_steps",
+                                                "train.eval",
+                                                "train.drop_last",
+                                                "checkpoint.every_steps",
+                                                "checkpoint.every_epoch",
+                                                "checkpoint.keep",
+                                                "checkpoint.dir",
+                                                "checkpoint.resume"};
   return keys;
 }
 
@@ -179,7 +195,8 @@ std::string not_applying(const std::string& key, const Config& c) {
   if (f->applies == config::Applies::kWhen) return f->unused_because(c);
   if (f->applies == config::Applies::kModel) {
     const std::optional<std::vector<std::string>> reads = model_keys(c.model.name);
-    if (reads && std::find(reads->begin(), reads->end(), key) == reads->end()) return "model.name is " + c.model.name;
+    if (reads && std::find(reads->begin(), reads->end(), key) == reads->end())
+      return "model.name is " + c.model.name;
   }
   return "";
 }
@@ -210,22 +227,27 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
   const std::vector<KeySweep> sweeps = all_sweeps(o);
   for (const std::string& k : bench_keys())
     if (given.count(k))
-      throw Error("dtrain bench sets this key for every setting (it writes no files, resumes "
-                  "nothing, skips evaluation and runs --warmup-steps + --steps steps); leave it "
-                  "off the command line",
-                  k);
+      throw Error(
+          "dtrain bench sets this key for every setting (it writes no files, resumes "
+          "nothing, skips evaluation and runs --warmup-steps + --steps steps); leave it "
+          "off the command line",
+          k);
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const KeySweep& s = sweeps[i];
     if (std::find(bench_keys().begin(), bench_keys().end(), s.key) != bench_keys().end())
-      throw Error("dtrain bench sets this key for every setting (it writes no files, resumes "
-                  "nothing, skips evaluation and runs --warmup-steps + --steps steps); it cannot "
-                  "be swept (" + s.option + " '" + s.text + "')",
-                  s.key);
+      throw Error(
+          "dtrain bench sets this key for every setting (it writes no files, resumes "
+          "nothing, skips evaluation and runs --warmup-steps + --steps steps); it cannot "
+          "be swept (" +
+              s.option + " '" + s.text + "')",
+          s.key);
     if (given.count(s.key))
-      throw Error("is given on the command line and swept by " + s.option + "; give one of them", s.key);
+      throw Error("is given on the command line and swept by " + s.option + "; give one of them",
+                  s.key);
     for (size_t j = 0; j < i; ++j)
       if (sweeps[j].key == s.key)
-        throw Error("is swept by " + sweeps[j].option + " and by " + s.option + "; give one list", s.key);
+        throw Error("is swept by " + sweeps[j].option + " and by " + s.option + "; give one list",
+                    s.key);
   }
   constexpr int64_t kMaxSteps = 1000000000;
   if (o.warmup_steps < 0 || o.warmup_steps > kMaxSteps)
@@ -236,10 +258,11 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
   SweepPlan plan;
   const KeySweep* micro = swept(sweeps, "train.micro_batch");
   plan.rule = swept(sweeps, "train.global_batch") ? GlobalBatch::kSwept
-              : micro == nullptr              ? GlobalBatch::kConfig
+              : micro == nullptr                  ? GlobalBatch::kConfig
               : given.count("train.global_batch") ? GlobalBatch::kFixed
                                                   : GlobalBatch::kMicroTimesWorld;
-  plan.ladder = swept(sweeps, "train.activation_checkpointing") || swept(sweeps, "dist.shard_optimizer");
+  plan.ladder =
+      swept(sweeps, "train.activation_checkpointing") || swept(sweeps, "dist.shard_optimizer");
   plan.decoders = swept(sweeps, "data.decode") != nullptr;
   for (const KeySweep& s : sweeps)
     if (!has_own_column(s.key)) plan.keys.push_back(s.key);
@@ -263,8 +286,9 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
                         "; give train.global_batch=N on the command line to time it",
                     micro->option);
       if (m > std::numeric_limits<int64_t>::max() / world)
-        throw Error(std::to_string(m) + " x " + std::to_string(world) + " ranks overflows the global batch",
-                    micro->option);
+        throw Error(
+            std::to_string(m) + " x " + std::to_string(world) + " ranks overflows the global batch",
+            micro->option);
       c.train.global_batch = m * world;
     }
     c.run.dir = "";
@@ -283,7 +307,8 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     for (const KeySweep& s : sweeps) {
       const std::string why = not_applying(s.key, c);
       if (!why.empty())
-        throw Error(s.key + " does not apply to this run (" + why + "): a run reads it only where the schema "
+        throw Error(s.key + " does not apply to this run (" + why +
+                        "): a run reads it only where the schema "
                         "says (dtrain --help), so every setting would time the same",
                     s.option);
     }
@@ -368,7 +393,8 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
     } catch (const detail::StateDoesNotFit& e) {
       no_fit = before_first_step(e, rt.world());
     } catch (const detail::MicroBatchDoesNotFit& e) {
-      no_fit = "out of memory at step " + std::to_string(e.step()) + (rt.world() > 1 ? " (on some rank)" : "");
+      no_fit = "out of memory at step " + std::to_string(e.step()) +
+               (rt.world() > 1 ? " (on some rank)" : "");
     } catch (const Error& e) {
       throw Error(name + ": " + e.cause(), e.where());
     } catch (const std::exception& e) {
@@ -413,10 +439,11 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
     Row row = run_setting(rt, st, origin, o, prepare, result, "bench setting " + what);
     detail::empty_cache(rt.device());
     if (row.fits)
-      log::info(detail::format("  bench: %.1f samples/s over the %lld timed steps (the table's "
-                               "figure; after %lld warm-up steps), %.2f ms per step",
-                               row.samples_per_s, static_cast<long long>(o.steps),
-                               static_cast<long long>(o.warmup_steps), row.step_mean_s * 1e3));
+      log::info(
+          detail::format("  bench: %.1f samples/s over the %lld timed steps (the table's "
+                         "figure; after %lld warm-up steps), %.2f ms per step",
+                         row.samples_per_s, static_cast<long long>(o.steps),
+                         static_cast<long long>(o.warmup_steps), row.step_mean_s * 1e3));
     else
       log::info("  " + row.note);
     result.rows.push_back(std::move(row));

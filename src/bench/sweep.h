@@ -101,8 +101,8 @@ struct SweepPlan {
   // The cross product of the sweeps, the first outermost.
   std::vector<Setting> settings;
   GlobalBatch rule = GlobalBatch::kConfig;
-  bool ladder = false;    // train.activation_checkpointing or dist.shard_optimizer is swept
-  bool decoders = false;  // data.decode is swept
+  bool ladder = false;            // train.activation_checkpointing or dist.shard_optimizer is swept
+  bool decoders = false;          // data.decode is swept
   std::vector<std::string> keys;  // the swept keys without a column of their own, in order
 };
 
@@ -137,17 +137,17 @@ struct Row {
   bool fits = true;
   std::string note;  // why it does not fit ("out of memory at step 0 ...")
   int64_t timed_steps = 0;
-  int64_t timed_samples = 0;  // global samples in the timed steps
-  double timed_seconds = 0;   // the slowest rank's, between synchronized points
-  double samples_per_s = 0;   // global: timed_samples / timed_seconds
-  double tokens_per_s = 0;    // samples/s x tokens per sample; 0: not a sequence model
-  double step_mean_s = 0;     // timed_seconds / timed_steps
+  int64_t timed_samples = 0;              // global samples in the timed steps
+  double timed_seconds = 0;               // the slowest rank's, between synchronized points
+  double samples_per_s = 0;               // global: timed_samples / timed_seconds
+  double tokens_per_s = 0;                // samples/s x tokens per sample; 0: not a sequence model
+  double step_mean_s = 0;                 // timed_seconds / timed_steps
   double step_p50_s = 0, step_p90_s = 0;  // of each step's host time; the largest over ranks
   double data_wait_share = 0;  // share of the timed seconds spent waiting for the loader (max)
   int64_t peak_memory = 0;     // bytes allocated at the peak on the fullest GPU; 0 on CPU
   int64_t memory_total = 0;    // the largest GPU's bytes (max over ranks); 0 on CPU
   std::optional<double> gpu_utilization;  // NVML percent, mean over ranks and the timed steps
-  std::optional<double> mfu;  // model FLOP/s over peak FLOP/s, when both are known
+  std::optional<double> mfu;              // model FLOP/s over peak FLOP/s, when both are known
 };
 
 struct SweepResult {
@@ -156,8 +156,8 @@ struct SweepResult {
   std::string device;  // rank 0's: "cpu", "NVIDIA H200"
   int64_t tokens_per_sample = 0;
   GlobalBatch rule = GlobalBatch::kConfig;
-  bool ladder = false;    // the table shows the rungs' columns
-  bool decoders = false;  // the table shows the decode column
+  bool ladder = false;            // the table shows the rungs' columns
+  bool decoders = false;          // the table shows the decode column
   std::vector<std::string> keys;  // the other swept keys, a column each (SweepPlan::keys)
   int64_t warmup_steps = 0, steps = 0;
   std::vector<Row> rows;  // in the plan's order

@@ -1,8 +1,8 @@
 #include "checkpoint/folder.h"
 
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <zlib.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -193,9 +193,10 @@ Marker checked(const std::string& checkpoint) {
   const std::string path = join_path(checkpoint, kMarker);
   if (!is_dir(checkpoint)) throw Error("no such checkpoint folder", checkpoint);
   if (!path_exists(path))
-    throw Error("incomplete checkpoint (no COMPLETE marker: its save did not finish); it is "
-                "never loaded",
-                checkpoint);
+    throw Error(
+        "incomplete checkpoint (no COMPLETE marker: its save did not finish); it is "
+        "never loaded",
+        checkpoint);
   Marker m;
   try {
     const int64_t size = size_of(path);

@@ -1,5 +1,5 @@
-// The restricted reader of torch.save's pickle (pickle_reader.h): bounded whatever the bytes. Numbers are little-endian
-// (BINFLOAT big-endian), as pickle defines them.
+// The restricted reader of torch.save's pickle (pickle_reader.h): bounded whatever the bytes.
+// Numbers are little-endian (BINFLOAT big-endian), as pickle defines them.
 #include "checkpoint/pickle_reader.h"
 
 #include <ATen/ATen.h>
@@ -18,11 +18,16 @@ namespace dtrain::detail {
 // Python's typed storage classes (torch.FloatStorage, ...), which name a storage's dtype.
 const std::vector<std::pair<at::ScalarType, std::string>>& storage_classes() {
   static const std::vector<std::pair<at::ScalarType, std::string>> classes = {
-      {at::kFloat, "FloatStorage"},   {at::kDouble, "DoubleStorage"},
-      {at::kHalf, "HalfStorage"},     {at::kBFloat16, "BFloat16Storage"},
-      {at::kLong, "LongStorage"},     {at::kInt, "IntStorage"},
-      {at::kShort, "ShortStorage"},   {at::kChar, "CharStorage"},
-      {at::kByte, "ByteStorage"},     {at::kBool, "BoolStorage"},
+      {at::kFloat, "FloatStorage"},
+      {at::kDouble, "DoubleStorage"},
+      {at::kHalf, "HalfStorage"},
+      {at::kBFloat16, "BFloat16Storage"},
+      {at::kLong, "LongStorage"},
+      {at::kInt, "IntStorage"},
+      {at::kShort, "ShortStorage"},
+      {at::kChar, "CharStorage"},
+      {at::kByte, "ByteStorage"},
+      {at::kBool, "BoolStorage"},
       {at::kComplexFloat, "ComplexFloatStorage"},
       {at::kComplexDouble, "ComplexDoubleStorage"}};
   return classes;
@@ -31,17 +36,28 @@ const std::vector<std::pair<at::ScalarType, std::string>>& storage_classes() {
 const char* kind_name(PickleValue::Kind k) {
   using K = PickleValue::Kind;
   switch (k) {
-    case K::kNone: return "None";
-    case K::kBool: return "bool";
-    case K::kInt: return "int";
-    case K::kFloat: return "float";
-    case K::kString: return "str";
-    case K::kTuple: return "tuple";
-    case K::kList: return "list";
-    case K::kDict: return "dict";
-    case K::kTensor: return "tensor";
-    case K::kStorage: return "storage";
-    case K::kGlobal: return "Python class or function";
+    case K::kNone:
+      return "None";
+    case K::kBool:
+      return "bool";
+    case K::kInt:
+      return "int";
+    case K::kFloat:
+      return "float";
+    case K::kString:
+      return "str";
+    case K::kTuple:
+      return "tuple";
+    case K::kList:
+      return "list";
+    case K::kDict:
+      return "dict";
+    case K::kTensor:
+      return "tensor";
+    case K::kStorage:
+      return "storage";
+    case K::kGlobal:
+      return "Python class or function";
   }
   return "value";
 }
@@ -217,15 +233,16 @@ class Unpickler {
     }
     if (name == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(args);
     if (name == "torch.jit._pickle.restore_type_tag") {  // (value, "Dict[str, Any]")
-      if (args.size() != 2) fail("restore_type_tag with " + std::to_string(args.size()) +
-                                 " arguments");
+      if (args.size() != 2)
+        fail("restore_type_tag with " + std::to_string(args.size()) + " arguments");
       return args[0];
     }
     if (name == "torch._utils._rebuild_parameter") {
       if (args.empty()) fail("_rebuild_parameter without arguments");
       return expect(args[0], Value::Kind::kTensor, "a parameter's data");
     }
-    fail("it holds a " + name + " object, which dtrain does not read (save a state_dict: a "
+    fail("it holds a " + name +
+         " object, which dtrain does not read (save a state_dict: a "
          "dict of tensors)");
   }
 
@@ -250,22 +267,43 @@ class Unpickler {
   void step(unsigned char opcode) {
     using K = Value::Kind;
     switch (opcode) {
-      case 0x80: read(1); break;                       // PROTO
-      case 0x95: read(8); break;                       // FRAME
-      case '(': marks_.push_back(stack_.size()); break;  // MARK
-      case '0': pop(); break;                          // POP
-      case '1': pop_mark(); break;                     // POP_MARK
-      case '2': push(top()); break;                    // DUP
-      case 'N': push(make(K::kNone)); break;
-      case 0x88: case 0x89: {                          // NEWTRUE, NEWFALSE
+      case 0x80:
+        read(1);
+        break;  // PROTO
+      case 0x95:
+        read(8);
+        break;  // FRAME
+      case '(':
+        marks_.push_back(stack_.size());
+        break;  // MARK
+      case '0':
+        pop();
+        break;  // POP
+      case '1':
+        pop_mark();
+        break;  // POP_MARK
+      case '2':
+        push(top());
+        break;  // DUP
+      case 'N':
+        push(make(K::kNone));
+        break;
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         Ref b = make(K::kBool);
         b->i = opcode == 0x88;
         push(b);
       } break;
-      case 'K': push(integer(read_le<uint8_t>())); break;   // BININT1
-      case 'M': push(integer(read_le<uint16_t>())); break;  // BININT2
-      case 'J': push(integer(read_le<int32_t>())); break;   // BININT
-      case 0x8a: {                                          // LONG1
+      case 'K':
+        push(integer(read_le<uint8_t>()));
+        break;  // BININT1
+      case 'M':
+        push(integer(read_le<uint16_t>()));
+        break;  // BININT2
+      case 'J':
+        push(integer(read_le<int32_t>()));
+        break;      // BININT
+      case 0x8a: {  // LONG1
         const uint8_t n = read_le<uint8_t>();
         if (n > 8) fail("an integer of more than 64 bits");
         const char* p = read(n);
@@ -275,7 +313,7 @@ class Unpickler {
           v |= ~uint64_t(0) << (8 * n);  // sign-extend
         push(integer(static_cast<int64_t>(v)));
       } break;
-      case 'G': {                                           // BINFLOAT, big-endian
+      case 'G': {  // BINFLOAT, big-endian
         const char* p = read(8);
         uint64_t bits = 0;
         for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<unsigned char>(p[k]);
@@ -283,81 +321,103 @@ class Unpickler {
         std::memcpy(&f->f, &bits, sizeof bits);
         push(f);
       } break;
-      case 'X': {                                           // BINUNICODE
+      case 'X': {  // BINUNICODE
         const uint32_t n = read_le<uint32_t>();
         push(string(std::string(read(n), n)));
       } break;
-      case 0x8c: {                                          // SHORT_BINUNICODE
+      case 0x8c: {  // SHORT_BINUNICODE
         const uint8_t n = read_le<uint8_t>();
         push(string(std::string(read(n), n)));
       } break;
-      case 0x8d: {                                          // BINUNICODE8
+      case 0x8d: {  // BINUNICODE8
         const uint64_t n = read_le<uint64_t>();
         push(string(std::string(read(n), n)));
       } break;
-      case 'c': {                                           // GLOBAL
+      case 'c': {  // GLOBAL
         Ref g = make(K::kGlobal);
         const std::string module = read_line();
         g->s = module + "." + read_line();
         push(g);
       } break;
-      case 0x93: {                                          // STACK_GLOBAL
+      case 0x93: {  // STACK_GLOBAL
         const Ref name = expect(pop(), K::kString, "a global's name");
         const Ref module = expect(pop(), K::kString, "a global's module");
         Ref g = make(K::kGlobal);
         g->s = module->s + "." + name->s;
         push(g);
       } break;
-      case ')': push(tuple({})); break;                     // EMPTY_TUPLE
-      case 't': push(tuple(pop_mark())); break;             // TUPLE
-      case 0x85: case 0x86: case 0x87: {                    // TUPLE1..3
+      case ')':
+        push(tuple({}));
+        break;  // EMPTY_TUPLE
+      case 't':
+        push(tuple(pop_mark()));
+        break;  // TUPLE
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
         std::vector<Ref> items(opcode - 0x84);
         for (size_t k = items.size(); k-- > 0;) items[k] = pop();
         push(tuple(std::move(items)));
       } break;
-      case ']': push(make(K::kList)); break;                // EMPTY_LIST
-      case 'l': {                                           // LIST
+      case ']':
+        push(make(K::kList));
+        break;     // EMPTY_LIST
+      case 'l': {  // LIST
         Ref l = make(K::kList);
         l->items = pop_mark();
         push(l);
       } break;
-      case 'a': {                                           // APPEND
+      case 'a': {  // APPEND
         Ref v = pop();
         expect(top(), K::kList, "the target of APPEND")->items.push_back(v);
       } break;
-      case 'e': {                                           // APPENDS
+      case 'e': {  // APPENDS
         std::vector<Ref> items = pop_mark();
         add_items(expect(top(), K::kList, "the target of APPENDS"), items);
       } break;
-      case '}': push(make(K::kDict)); break;                // EMPTY_DICT
-      case 'd': {                                           // DICT
+      case '}':
+        push(make(K::kDict));
+        break;     // EMPTY_DICT
+      case 'd': {  // DICT
         std::vector<Ref> items = pop_mark();
         Ref d = make(K::kDict);
         add_items(d, items);
         push(d);
       } break;
-      case 's': {                                           // SETITEM
+      case 's': {  // SETITEM
         Ref v = pop(), k = pop();
         add_items(top(), {k, v});
       } break;
-      case 'u': {                                           // SETITEMS
+      case 'u': {  // SETITEMS
         std::vector<Ref> items = pop_mark();
         add_items(top(), items);
       } break;
-      case 'q': memo_put(read_le<uint8_t>()); break;        // BINPUT
-      case 'r': memo_put(read_le<uint32_t>()); break;       // LONG_BINPUT
-      case 0x94: memo_put(next_memo_++); break;             // MEMOIZE
-      case 'h': memo_get(read_le<uint8_t>()); break;        // BINGET
-      case 'j': memo_get(read_le<uint32_t>()); break;       // LONG_BINGET
-      case 'R': {                                           // REDUCE
+      case 'q':
+        memo_put(read_le<uint8_t>());
+        break;  // BINPUT
+      case 'r':
+        memo_put(read_le<uint32_t>());
+        break;  // LONG_BINPUT
+      case 0x94:
+        memo_put(next_memo_++);
+        break;  // MEMOIZE
+      case 'h':
+        memo_get(read_le<uint8_t>());
+        break;  // BINGET
+      case 'j':
+        memo_get(read_le<uint32_t>());
+        break;     // LONG_BINGET
+      case 'R': {  // REDUCE
         Ref args = pop(), callable = pop();
         push(call(callable, args));
       } break;
-      case 'b': {                                           // BUILD
-        pop();  // the state: an OrderedDict's attributes (state_dict's _metadata)
+      case 'b': {  // BUILD
+        pop();     // the state: an OrderedDict's attributes (state_dict's _metadata)
         if (top()->kind != K::kDict) fail("BUILD of a " + std::string(kind_name(top()->kind)));
       } break;
-      case 'Q': push(storage(pop())); break;                // BINPERSID
+      case 'Q':
+        push(storage(pop()));
+        break;  // BINPERSID
       default: {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", opcode);

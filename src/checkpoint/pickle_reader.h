@@ -26,15 +26,26 @@ namespace dtrain::detail {
 
 // A value of that subset.
 struct PickleValue {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kTensor,
-                    kStorage, kGlobal };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kTensor,
+    kStorage,
+    kGlobal
+  };
   Kind kind = Kind::kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s;                                   // a string; a global's "module.name"
+  std::string s;                                    // a string; a global's "module.name"
   std::vector<std::shared_ptr<PickleValue>> items;  // tuple, list; dict: key, value, key, ...
-  std::unordered_map<std::string, size_t> index;   // dict: a str key's place in items
-  at::Tensor tensor;                               // tensor; storage: its values, flat
+  std::unordered_map<std::string, size_t> index;    // dict: a str key's place in items
+  at::Tensor tensor;                                // tensor; storage: its values, flat
 
   // A dict's value under the str key `key`, or null.
   const PickleValue* find(const std::string& key) const;

@@ -47,9 +47,9 @@ PickleRef from_bytes(const std::string& bytes, const std::string& file, const ch
   if (v->kind != Kind::kDict) throw Error("not a dtrain checkpoint file (no dict inside)", file);
   const PickleValue* f = v->find("format");
   if (!f || f->kind != Kind::kString || f->s != format)
-    throw Error(std::string("not a dtrain checkpoint file of this kind (expected format '") +
-                    format + "')",
-                file);
+    throw Error(
+        std::string("not a dtrain checkpoint file of this kind (expected format '") + format + "')",
+        file);
   return v;
 }
 
@@ -71,7 +71,8 @@ class Reader {
   }
   double number(const std::string& key) const {
     const PickleValue& v = at(key);
-    if (v.kind != Kind::kFloat) throw Error("checkpoint entry '" + key + "' is not a number", file_);
+    if (v.kind != Kind::kFloat)
+      throw Error("checkpoint entry '" + key + "' is not a number", file_);
     return v.f;
   }
   std::string text(const std::string& key) const {
@@ -188,7 +189,8 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   p.window_loss = r.number("window_loss");
   p.window_steps = r.integer("window_steps");
   p.last_loss = r.number("last_loss");
-  p.schedule_start = r.has("schedule_start") ? r.integer("schedule_start") : 0;  // 0: before the key
+  p.schedule_start =
+      r.has("schedule_start") ? r.integer("schedule_start") : 0;  // 0: before the key
   // Before the keys no checkpoint recorded an early stop (that run resumes as a stopped one did).
   p.stopped_early = r.has("stopped_early") && r.integer("stopped_early") != 0;
   if (r.has("stop_reason")) p.stop_reason = r.text("stop_reason");

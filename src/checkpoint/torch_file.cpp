@@ -85,8 +85,8 @@ std::string torch_save_bytes(const NamedTensors& tensors) {
   PickleWriter p;
   p.op('\x80'), p.raw<uint8_t>(2);  // PROTO 2
   p.empty_ordered_dict();
-  p.op('(');  // MARK
-  std::vector<at::Tensor> records;  // CPU contiguous, one per storage
+  p.op('(');                         // MARK
+  std::vector<at::Tensor> records;   // CPU contiguous, one per storage
   std::vector<const void*> sources;  // the tensor each record was made from
   for (const auto& [name, tensor] : tensors) {
     const at::Tensor t = tensor.detach();  // a new TensorImpl: `tensor` is what identifies it
@@ -110,7 +110,7 @@ std::string torch_save_bytes(const NamedTensors& tensors) {
     p.integer(0);
     p.int_tuple(t.sizes());
     p.int_tuple(records[key].strides());
-    p.op('\x89');  // NEWFALSE: requires_grad
+    p.op('\x89');            // NEWFALSE: requires_grad
     p.empty_ordered_dict();  // backward hooks
     p.op('t');
     p.op('R');
@@ -179,16 +179,18 @@ PickleRef load_archive(const std::string& path, const std::string* bytes) {
       std::ifstream(path, std::ios::binary).read(&head, 1);
     }
     if (static_cast<unsigned char>(head) == 0x80)
-      throw Error("a file in the format of torch.save before PyTorch 1.6, which dtrain does not "
-                  "read: save it again with torch.save in PyTorch 1.6 or later",
-                  path);
+      throw Error(
+          "a file in the format of torch.save before PyTorch 1.6, which dtrain does not "
+          "read: save it again with torch.save in PyTorch 1.6 or later",
+          path);
     throw Error("not a file written by torch.save (truncated, or not a zip archive: " +
                     first_line_of(e) + ")",
                 path);
   } catch (const std::bad_alloc&) {
-    throw Error("not a file written by torch.save (its zip directory declares a record larger "
-                "than memory: truncated or corrupt?)",
-                path);
+    throw Error(
+        "not a file written by torch.save (its zip directory declares a record larger "
+        "than memory: truncated or corrupt?)",
+        path);
   }
 
   std::map<std::string, at::Tensor> storages;
@@ -196,9 +198,9 @@ PickleRef load_archive(const std::string& path, const std::string* bytes) {
     auto it = storages.find(key);
     if (it != storages.end()) {
       if (it->second.scalar_type() != dtype || it->second.numel() != numel)
-        throw Error("not a torch.save file of tensors: storage " + key +
-                        " is used with two types or sizes",
-                    path);
+        throw Error(
+            "not a torch.save file of tensors: storage " + key + " is used with two types or sizes",
+            path);
       return it->second;
     }
     const std::string record = "data/" + key;

@@ -96,7 +96,8 @@ void load_weights(Model& model, const std::string& path) {
       throw Error("unexpected key " + name + " " + shape_str(t.sizes().vec()) +
                       ": the model has no such parameter or buffer (dtrain's " + model.name() +
                       " has " + std::to_string(want.size()) + " entries, e.g. " +
-                      (want.empty() ? std::string("none") : want.front().name) + "; the names are its PyTorch twin's, "
+                      (want.empty() ? std::string("none") : want.front().name) +
+                      "; the names are its PyTorch twin's, "
                       "python/dtrain_models.py)",
                   path);
   }
@@ -116,8 +117,8 @@ void load_weights(Model& model, const std::string& path) {
                       dtype_str(e.tensor) + " in the model",
                   path);
     if (e.tied && !at::equal(t, in_file.at(e.tied_to)))
-      throw Error("key " + e.name + " differs from " + e.tied_to + "; dtrain's " +
-                      model.name() + " ties them (one tensor), so they must be equal",
+      throw Error("key " + e.name + " differs from " + e.tied_to + "; dtrain's " + model.name() +
+                      " ties them (one tensor), so they must be equal",
                   path);
   }
   at::NoGradGuard no_grad;

@@ -6,8 +6,9 @@
 // Note [weight names]: dtrain's built-in models name their modules as dtrain's code has them;
 // where the twin's names differ, weights.cpp maps them, in one table keyed by the model's
 // Module::name() (set by each built-in model): mlp fc{i} <-> layers.{i}; cnn conv{i} <->
-// convs.{i} and bn{i} <-> norms.{i}; gpt <name> <-> transformer.<name>, plus lm_head.weight, the head tied to
-// transformer.wte.weight. linear, resnet18/50 and a user's own models keep their names.
+// convs.{i} and bn{i} <-> norms.{i}; gpt <name> <-> transformer.<name>, plus lm_head.weight, the
+// head tied to transformer.wte.weight. linear, resnet18/50 and a user's own models keep their
+// names.
 #pragma once
 
 #include <string>

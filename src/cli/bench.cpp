@@ -56,9 +56,10 @@ std::string stem(const std::string& path) {
 }  // namespace
 
 int bench_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
-  CLI::App app{"dtrain bench: time short runs of a config at several micro-batch sizes and "
-               "loader worker counts, and recommend one",
-               "dtrain bench"};
+  CLI::App app{
+      "dtrain bench: time short runs of a config at several micro-batch sizes and "
+      "loader worker counts, and recommend one",
+      "dtrain bench"};
   std::string config_path, out;
   std::vector<std::string> overrides, sweep_texts;
   std::vector<std::string> alias_texts(bench::sweep_aliases().size());
@@ -66,16 +67,19 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   bool force = false;
   app.add_option("config", config_path, "YAML config file")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
-  app.add_option("--sweep", sweep_texts, "section.key=v1,v2,...: the values of a config key to time (repeatable)")
+  app.add_option("--sweep", sweep_texts,
+                 "section.key=v1,v2,...: the values of a config key to time (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   for (size_t i = 0; i < alias_texts.size(); ++i) {
     const bench::SweepAlias& a = bench::sweep_aliases()[i];
     app.add_option(a.option, alias_texts[i], std::string(a.help) + " (--sweep " + a.key + "=...)");
   }
-  app.add_option("--warmup-steps", warmup, "steps run before the clock starts")->capture_default_str();
+  app.add_option("--warmup-steps", warmup, "steps run before the clock starts")
+      ->capture_default_str();
   app.add_option("--steps", steps, "steps timed per setting")->capture_default_str();
-  app.add_option("--out", out, "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
+  app.add_option("--out", out,
+                 "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
   app.add_flag("--force", force, "write over existing output files");
   app.footer(kBenchFooter);
   try {

@@ -8,4 +8,4 @@
 namespace dtrain::cli {
 // `argv[0]` is "bench"; `launcher_env` as for cli::main.
 int bench_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
-}
+}  // namespace dtrain::cli

@@ -3,31 +3,31 @@
 // (cli/eval.h), `dtrain predict` (cli/predict.h), and the run itself through build_session()
 // under dtrain's error policy (run_guarded()).
 #include "cli/cli.h"
-#include "cli/env.h"
 #include "cli/bench.h"
+#include "cli/env.h"
 #include "cli/eval.h"
 #include "cli/predict.h"
 
+#include <sys/stat.h>
 #include <CLI/CLI.hpp>
-#include <map>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <sys/stat.h>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "dtrain/config.h"
 #include "dtrain/error.h"
-#include "util/spelling.h"
-#include "dtrain/models.h"
 #include "dtrain/log.h"
+#include "dtrain/models.h"
 #include "dtrain/session.h"
 #include "runtime/launch_check.h"
 #include "session/error_policy.h"
 #include "util/log_errors.h"
+#include "util/spelling.h"
 
 namespace dtrain::cli {
 namespace {
@@ -112,7 +112,8 @@ std::string not_a_subcommand(const std::string& arg, const std::vector<std::stri
   const std::string near = detail::closest(arg, subcommands, 3);
   return "'" + arg + "' is neither a subcommand nor a config file" +
          (near.empty() ? "" : " (did you mean 'dtrain " + near + "'?)") + "; the subcommands are " +
-         names + ", and training takes a YAML config file: dtrain CONFIG.yaml [section.key=value ...] "
+         names +
+         ", and training takes a YAML config file: dtrain CONFIG.yaml [section.key=value ...] "
          "(dtrain --help)";
 }
 
@@ -131,7 +132,8 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
   if (argc > 1) {
     const std::string wrong = not_a_subcommand(argv[1], names);
     if (!wrong.empty()) {
-      if (detail::launcher_place(launcher_env).first == 0) std::fprintf(stderr, "[rank 0] error: %s\n", wrong.c_str());
+      if (detail::launcher_place(launcher_env).first == 0)
+        std::fprintf(stderr, "[rank 0] error: %s\n", wrong.c_str());
       return kExitUsage;
     }
   }

@@ -20,4 +20,4 @@ void check_stdout();
 // exit code for it is 2, a usage error (docs/ERRORS.md's table).
 constexpr int kExitUsage = 2;
 int usage_exit(int cli11_code);
-}
+}  // namespace dtrain::cli

@@ -72,7 +72,8 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   for (const auto& row : rows) {
     std::string line = " ";
     for (size_t i = 0; i < row.size(); ++i)
-      line += " " + row[i] + (i + 1 < row.size() ? std::string(width[i] - row[i].size() + 1, ' ') : "");
+      line +=
+          " " + row[i] + (i + 1 < row.size() ? std::string(width[i] - row[i].size() + 1, ' ') : "");
     out += line + "\n";
   }
   return out;
@@ -83,7 +84,8 @@ std::string versions_text(const json& d) {
   const json& c = d["cuda"];
   const json& dr = d["driver"];
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"LibTorch", str(d["libtorch"]) + (cuda ? " (CUDA build)" : " (CPU build: no CUDA)")});
+  rows.push_back(
+      {"LibTorch", str(d["libtorch"]) + (cuda ? " (CUDA build)" : " (CPU build: no CUDA)")});
   rows.push_back({"CUDA runtime", cuda ? str(c["runtime"], "unknown") + " (compiled with " +
                                              str(c["compiled"], "?") + ")"
                                        : "none (CPU build)"});
@@ -103,8 +105,9 @@ std::string versions_text(const json& d) {
   if (cuda)
     nvjpeg = str(nj["text"], "unknown") +
              (nj["decoder"] == "hardware" ? ", hardware decoder (the GPU's JPEG engines)"
-              : nj["decoder"].is_string() ? ", " + str(nj["decoder"]) + " decoder (no JPEG engines on this GPU)"
-                                          : "");
+              : nj["decoder"].is_string()
+                  ? ", " + str(nj["decoder"]) + " decoder (no JPEG engines on this GPU)"
+                  : "");
   rows.push_back({"nvJPEG", nvjpeg});
   rows.push_back({"MPI", str(d["mpi"]["library"], "unknown") + " (MPI " +
                              str(d["mpi"]["standard"], "?") + ")"});
@@ -168,11 +171,12 @@ std::string hints_text(const json& d) {
   for (const json& h : d["hints"]) {
     std::string who;
     if (world > 1 && h["ranks"].size() < world) {
-      for (const json& r : h["ranks"]) who += (who.empty() ? " [rank " : ", ") + std::to_string(r.get<int>());
+      for (const json& r : h["ranks"])
+        who += (who.empty() ? " [rank " : ", ") + std::to_string(r.get<int>());
       who += "]";
     }
-    out += std::string("  ") + (h["stops"].get<bool>() ? "error: " : "advice: ") +
-           str(h["text"]) + who + "\n";
+    out += std::string("  ") + (h["stops"].get<bool>() ? "error: " : "advice: ") + str(h["text"]) +
+           who + "\n";
   }
   if (out.empty()) out = "  none\n";
   return out;
@@ -181,10 +185,10 @@ std::string hints_text(const json& d) {
 std::string render_text(const json& d) {
   const size_t world = d["ranks"].size();
   std::string out = str(d["version_text"]) + "\n\nVersions\n" + versions_text(d) +
-                    "\nGPUs (rank 0's host)\n" + gpus_text(d) + "\nLauncher: " +
-                    str(d["launcher"]) + ", " + std::to_string(world) + " rank(s) on " +
-                    std::to_string(d["hosts"].get<size_t>()) + " host(s)\n" + ranks_text(d) +
-                    "\nHints\n" + hints_text(d) + "\n";
+                    "\nGPUs (rank 0's host)\n" + gpus_text(d) +
+                    "\nLauncher: " + str(d["launcher"]) + ", " + std::to_string(world) +
+                    " rank(s) on " + std::to_string(d["hosts"].get<size_t>()) + " host(s)\n" +
+                    ranks_text(d) + "\nHints\n" + hints_text(d) + "\n";
   int stops = 0;
   for (const json& h : d["hints"]) stops += h["stops"].get<bool>() ? 1 : 0;
   out += stops == 0 ? "Result: nothing found that would stop training (exit 0)\n"
@@ -200,14 +204,16 @@ std::vector<std::string> env_variables() {
 }
 
 int env_main(int argc, char** argv, const std::map<std::string, std::string>& env) {
-  CLI::App app{"dtrain env: the versions, GPUs, launcher and each rank's binding (device, CPUs, "
-               "threads) this machine gives dtrain, with hints for what is wrong. Exit 1 when "
-               "something would stop training. Under mpirun/srun every rank reports to rank 0.",
-               "dtrain env"};
+  CLI::App app{
+      "dtrain env: the versions, GPUs, launcher and each rank's binding (device, CPUs, "
+      "threads) this machine gives dtrain, with hints for what is wrong. Exit 1 when "
+      "something would stop training. Under mpirun/srun every rank reports to rank 0.",
+      "dtrain env"};
   std::string config_path;
   std::vector<std::string> overrides;
   bool as_json = false;
-  app.add_option("config", config_path, "a config whose run.device, run.threads and data.path to check");
+  app.add_option("config", config_path,
+                 "a config whose run.device, run.threads and data.path to check");
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   app.add_flag("--json", as_json, "print the facts as one JSON object");
   try {
@@ -224,7 +230,8 @@ int env_main(int argc, char** argv, const std::map<std::string, std::string>& en
     RankFacts r = rank_facts(rt, env, run, m.cuda_devices);
     if (!config_path.empty()) r.data_problem = data_problem(cfg.data);
     json hints = json::array();
-    for (const Hint& h : env_hints(m, r, run.device)) hints.push_back({{"stops", h.stops}, {"text", h.text}});
+    for (const Hint& h : env_hints(m, r, run.device))
+      hints.push_back({{"stops", h.stops}, {"text", h.text}});
     const json mine = {{"rank", to_json(r)}, {"machine", to_json(m)}, {"hints", hints}};
     const json doc = merge(gather_strings(rt.cpu_comm(), mine.dump()));
     if (rt.rank() == 0) {

@@ -13,12 +13,12 @@
 #include "dtrain/session.h"
 #include "dtrain/version.h"
 #include "runtime/binding.h"
-#include "runtime/launch_check.h"
 #include "runtime/cpu_binding.h"
+#include "runtime/launch_check.h"
 #include "runtime/threads.h"
 #include "telemetry/nvml.h"
-#include "util/torch_compat.h"
 #include "util/dir.h"
+#include "util/torch_compat.h"
 #include "util/versions.h"
 
 namespace dtrain::cli {
@@ -106,7 +106,8 @@ MachineFacts machine_facts(const std::map<std::string, std::string>& env) {
       m.gpus.push_back(g);
     }
   }
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) m.cuda_visible_devices = it->second;
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end())
+    m.cuda_visible_devices = it->second;
   m.environment = env;
   return m;
 }
@@ -135,7 +136,8 @@ RankFacts rank_facts(const Runtime& rt, const std::map<std::string, std::string>
   const detail::NodeCpus node_cpus = detail::node_cpus(node);
   MPI_Comm_free(&node);
   r.node_cpus_used = node_cpus.used;
-  const detail::ThreadChoice t = detail::choose_threads(r.cpu_count, node_cpus.sharing, run.threads);
+  const detail::ThreadChoice t =
+      detail::choose_threads(r.cpu_count, node_cpus.sharing, run.threads);
   r.threads = t.threads;
   r.threads_reason = t.reason;
   return r;
@@ -173,8 +175,10 @@ json to_json(const MachineFacts& m) {
        {{"compiled", text_or_null(detail::cudnn_version_text(c.cudnn_compiled))},
         {"runtime", text_or_null(detail::cudnn_version_text(c.cudnn))}}},
       {"nccl", text_or_null(detail::nccl_version_text(c.nccl))},
-      {"nvjpeg", {{"ok", m.nvjpeg_ok}, {"text", m.nvjpeg}, {"decoder", text_or_null(m.jpeg_decoder)}}},
-      {"mpi", {{"library", text_or_null(m.mpi_library)}, {"standard", text_or_null(m.mpi_standard)}}},
+      {"nvjpeg",
+       {{"ok", m.nvjpeg_ok}, {"text", m.nvjpeg}, {"decoder", text_or_null(m.jpeg_decoder)}}},
+      {"mpi",
+       {{"library", text_or_null(m.mpi_library)}, {"standard", text_or_null(m.mpi_standard)}}},
       {"nvml", {{"ok", m.nvml_ok}, {"reason", text_or_null(m.nvml_reason)}}},
       {"cuda_devices", m.cuda_devices},
       {"gpus", gpus},

@@ -31,16 +31,16 @@ struct MachineFacts {
   bool cuda_build = false;
   detail::CudaVersions cuda;
   bool nvml_ok = false;
-  std::string nvml_reason;  // why not nvml_ok
-  std::string driver;       // NVIDIA driver version (NVML)
-  int nvml_cuda_driver = 0; // the CUDA version the driver supports, as NVML says
+  std::string nvml_reason;   // why not nvml_ok
+  std::string driver;        // NVIDIA driver version (NVML)
+  int nvml_cuda_driver = 0;  // the CUDA version the driver supports, as NVML says
   bool nvjpeg_ok = false;
   std::string nvjpeg;        // "nvJPEG 13.0.1", or why none loads (nvjpeg_status())
   std::string jpeg_decoder;  // the batched decoder on GPU 0: "hardware" or "CUDA"; "" when none
   std::string mpi_library, mpi_standard;
-  int cuda_devices = 0;      // visible to CUDA in this process
-  int online_cpus = 0;       // CPUs of this host that are online (sysconf), whatever the binding
-  int host_cpus = 0;         // of those, the ones the job could use (cgroup; cpu_binding.h)
+  int cuda_devices = 0;        // visible to CUDA in this process
+  int online_cpus = 0;         // CPUs of this host that are online (sysconf), whatever the binding
+  int host_cpus = 0;           // of those, the ones the job could use (cgroup; cpu_binding.h)
   std::vector<GpuFacts> gpus;  // NVML's, else CUDA's without figures
   std::optional<std::string> cuda_visible_devices;
   std::map<std::string, std::string> environment;  // the launcher-related variables that are set
@@ -49,17 +49,18 @@ struct MachineFacts {
 struct RankFacts {
   int rank = 0, world = 1, local_rank = 0, local_world = 1;
   std::string host;
-  std::string launcher;      // launch_check.h: mpirun, srun, none
-  std::string launch_error;  // the launch check's Error (training stops); "" when none
-  std::string launch_advice; // launch_check.h's advice; "" when none
-  std::string device;        // "cuda:0", "cpu"
-  std::string gpu_pci;       // the bound GPU's PCI bus id ("" on the CPU)
-  std::string cpus;          // the affinity mask: "0-3,8"
+  std::string launcher;       // launch_check.h: mpirun, srun, none
+  std::string launch_error;   // the launch check's Error (training stops); "" when none
+  std::string launch_advice;  // launch_check.h's advice; "" when none
+  std::string device;         // "cuda:0", "cpu"
+  std::string gpu_pci;        // the bound GPU's PCI bus id ("" on the CPU)
+  std::string cpus;           // the affinity mask: "0-3,8"
   int cpu_count = 0;
-  int node_cpus_used = 0;    // CPUs in the union of the masks of this host's ranks (0: unknown)
-  int threads = 1;           // intra-op threads run.threads gives this rank
+  int node_cpus_used = 0;  // CPUs in the union of the masks of this host's ranks (0: unknown)
+  int threads = 1;         // intra-op threads run.threads gives this rank
   std::string threads_reason;
-  std::string data_problem;  // data_problem() of the config's data on this rank's host ("" when none)
+  std::string
+      data_problem;  // data_problem() of the config's data on this rank's host ("" when none)
 };
 
 // What stops the config's data from being read on this host, before any of it is read: "data.path:

@@ -12,8 +12,8 @@ std::string gpu_count_text(size_t n) { return std::to_string(n) + " GPU(s)"; }
 
 std::string visible_note(const MachineFacts& m) {
   if (!m.cuda_visible_devices) return "";
-  return " (CUDA_VISIBLE_DEVICES=" + (m.cuda_visible_devices->empty() ? std::string("''")
-                                                                       : *m.cuda_visible_devices) +
+  return " (CUDA_VISIBLE_DEVICES=" +
+         (m.cuda_visible_devices->empty() ? std::string("''") : *m.cuda_visible_devices) +
          " hides the others)";
 }
 
@@ -44,8 +44,8 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
            " but this dtrain was built with a CPU-only LibTorch: it trains on the CPU. Build it "
            "against a CUDA LibTorch to use them");
   } else if (m.cuda_build && m.cuda_devices == 0 && device != DeviceKind::kCpu) {
-    advise(nvml_gpus > 0 ? "NVML sees " + gpu_count_text(nvml_gpus) + " but CUDA none" + visible_note(m) +
-                               ": ranks train on the CPU"
+    advise(nvml_gpus > 0 ? "NVML sees " + gpu_count_text(nvml_gpus) + " but CUDA none" +
+                               visible_note(m) + ": ranks train on the CPU"
                          : "no GPU is visible to this CUDA build: ranks train on the CPU");
   }
 
@@ -57,10 +57,14 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
   // A launcher that binds each rank to a few CPUs of a larger host (Open MPI binds to one core
   // each for 2 ranks or fewer) leaves most of them idle (runtime/cpu_binding.h).
   if (r.cpu_count > 0) {
-    const detail::CpuBinding b{r.rank,         r.host,
-                               r.cpu_count,    r.threads,
-                               r.local_world,  r.node_cpus_used,
-                               m.host_cpus > 0 ? m.host_cpus : m.online_cpus, r.launcher == "srun"};
+    const detail::CpuBinding b{r.rank,
+                               r.host,
+                               r.cpu_count,
+                               r.threads,
+                               r.local_world,
+                               r.node_cpus_used,
+                               m.host_cpus > 0 ? m.host_cpus : m.online_cpus,
+                               r.launcher == "srun"};
     const std::string idle = detail::idle_cpus_advice(b);
     if (!idle.empty()) advise(idle);
   }
@@ -79,12 +83,14 @@ std::vector<Hint> env_hints(const MachineFacts& m, const RankFacts& r, DeviceKin
       stop(facts + ": CUDA cannot start. Update the driver, or build against a LibTorch for CUDA " +
            std::to_string(driver / 1000) + ".x");
     else
-      advise(facts + ": it runs through CUDA's minor version compatibility, but kernels compiled "
-                     "at run time (PTX) fail. Update the driver to be safe");
+      advise(facts +
+             ": it runs through CUDA's minor version compatibility, but kernels compiled "
+             "at run time (PTX) fail. Update the driver to be safe");
   }
 
   if (!m.nvml_ok && m.cuda_devices > 0 && r.device != "cpu")
-    advise(m.nvml_reason + ": the metrics and the report carry no GPU utilization, memory or power");
+    advise(m.nvml_reason +
+           ": the metrics and the report carry no GPU utilization, memory or power");
   return out;
 }
 

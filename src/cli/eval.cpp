@@ -11,12 +11,12 @@
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
 #include "data/splits.h"
-#include "hooks/figures.h"
-#include "hooks/model_record.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "hooks/figures.h"
+#include "hooks/model_record.h"
 #include "session/error_policy.h"
 #include "util/dir.h"
 #include "util/fs.h"
@@ -39,16 +39,23 @@ eval stops naming the key that differs. Nothing is written.
 }  // namespace
 
 int eval_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
-  CLI::App app{"dtrain eval: evaluate a trained model on the config's test split (no training, "
-               "no files written)",
-               "dtrain eval"};
+  CLI::App app{
+      "dtrain eval: evaluate a trained model on the config's test split (no training, "
+      "no files written)",
+      "dtrain eval"};
   std::string config_path, weights, checkpoint;
   std::vector<std::string> overrides;
   bool json = false;
-  app.add_option("config", config_path, "YAML config file (the run's, or its config.yaml), or the run directory itself")->required();
+  app.add_option("config", config_path,
+                 "YAML config file (the run's, or its config.yaml), or the run directory itself")
+      ->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
-  auto* w = app.add_option("--weights", weights, "a weights file (model.pt, or a torch.save'd state_dict)");
-  app.add_option("--checkpoint", checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
+  auto* w = app.add_option("--weights", weights,
+                           "a weights file (model.pt, or a torch.save'd state_dict)");
+  app.add_option("--checkpoint", checkpoint,
+                 "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: "
+                 "its newest complete checkpoint")
+      ->excludes(w);
   app.add_flag("--json", json, "print the result as one JSON object (metrics.jsonl's eval names)");
   app.footer(kEvalFooter);
   try {
@@ -75,7 +82,8 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     MakeData make_data = [](const Config& c, const at::Device& device) {
       Splits splits = make_datasets(c.data, c.run.seed, device);
       if (!splits.test)
-        throw Error("the data has no test split to evaluate (" + splits.train->describe() + ")", "data.format");
+        throw Error("the data has no test split to evaluate (" + splits.train->describe() + ")",
+                    "data.format");
       return splits;
     };
     if (!pre.empty()) {
@@ -90,10 +98,12 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     Session s = build_session(rt, std::move(cfg), config_path, make_data);
     detail::run_agreed(rt.mpi_comm(), [&] {
       if (pre.empty()) {  // a run of an earlier dtrain, or a weights file from elsewhere
-        log::info("no preprocess.json beside " + path + ": the config's preprocessing is used unchecked");
+        log::info("no preprocess.json beside " + path +
+                  ": the config's preprocessing is used unchecked");
         return;
       }
-      const std::string diff = detail::preprocess_difference(pre_text, pre, s.data.test->spec(), s.config.data);
+      const std::string diff =
+          detail::preprocess_difference(pre_text, pre, s.data.test->spec(), s.config.data);
       if (!diff.empty()) throw Error(diff);
       log::detail("the config's preprocessing is the model's (" + pre + ")");
     });
@@ -108,7 +118,8 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
         detail::put_evaluation(j, r, classify);  // the keys model.json and best.json write
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("%s on %d rank(s): %s\n", path.c_str(), rt.world(), detail::eval_text(r, classify).c_str());
+        std::printf("%s on %d rank(s): %s\n", path.c_str(), rt.world(),
+                    detail::eval_text(r, classify).c_str());
       }
       check_stdout();
     }

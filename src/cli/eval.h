@@ -11,4 +11,4 @@
 namespace dtrain::cli {
 // `argv[0]` is "eval"; `launcher_env` as for cli::main.
 int eval_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
-}
+}  // namespace dtrain::cli

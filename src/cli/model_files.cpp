@@ -26,7 +26,8 @@ std::string run_config(const std::string& given, std::vector<std::string>& overr
   const std::string parent = cut == std::string::npos ? "." : cut == 0 ? "/" : dir.substr(0, cut);
   const std::string name = cut == std::string::npos ? dir : dir.substr(cut + 1);
   for (const std::string& o : overrides)
-    if (o.rfind("run.dir=", 0) == 0 || o.rfind("run.name=", 0) == 0) return file;  // the user's place
+    if (o.rfind("run.dir=", 0) == 0 || o.rfind("run.name=", 0) == 0)
+      return file;  // the user's place
   overrides.insert(overrides.begin(), {"run.dir=" + parent, "run.name=" + name});
   return file;
 }
@@ -55,12 +56,16 @@ std::string weights_path(const Config& cfg, const std::string& weights, const st
   }
   const std::string run_dir = cfg.run.run_dir();
   if (run_dir.empty())
-    throw Error("is empty, so the run wrote no model.pt: name the weights with --weights FILE or "
-                "--checkpoint DIR", "run.dir");
+    throw Error(
+        "is empty, so the run wrote no model.pt: name the weights with --weights FILE or "
+        "--checkpoint DIR",
+        "run.dir");
   const std::string path = detail::join_path(run_dir, "model.pt");
   if (!detail::path_exists(path))
-    throw Error("no such file: the run named by run.dir/run.name has not finished training (its "
-                "checkpoints: --checkpoint DIR), or name the weights with --weights FILE", path);
+    throw Error(
+        "no such file: the run named by run.dir/run.name has not finished training (its "
+        "checkpoints: --checkpoint DIR), or name the weights with --weights FILE",
+        path);
   return path;
 }
 

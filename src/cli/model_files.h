@@ -26,7 +26,8 @@ std::string checkpoint_of(const std::string& given);
 // --weights FILE as it is; --checkpoint DIR: the model.pt of checkpoint_of(DIR), the folder
 // checked complete (every file its recorded size and CRC-32); neither: model.pt in the run
 // directory (run.dir/run.name).
-std::string weights_path(const Config& cfg, const std::string& weights, const std::string& checkpoint);
+std::string weights_path(const Config& cfg, const std::string& weights,
+                         const std::string& checkpoint);
 
 // preprocess.json beside `weights`, else in the run directory; "" when there is none.
 std::string preprocess_path(const Config& cfg, const std::string& weights);

@@ -58,7 +58,9 @@ struct Options {
 };
 
 // Text and token data: the format reads prompts (formats/registry.h).
-bool is_language_data(DataFormat f) { return static_cast<bool>(detail::registered_format(f).prompt_tokens); }
+bool is_language_data(DataFormat f) {
+  return static_cast<bool>(detail::registered_format(f).prompt_tokens);
+}
 
 bool ends_with_csv(const std::string& path) {
   if (path.size() < 4) return false;
@@ -70,33 +72,39 @@ bool ends_with_csv(const std::string& path) {
 // What can be checked before the model is built: the output may be written, the input is given.
 void check_files(const Options& o, DataFormat format) {
   if (detail::path_exists(o.output) && !o.force)
-    throw Error("exists: predict does not overwrite it (--force does, or name another --output)", o.output);
+    throw Error("exists: predict does not overwrite it (--force does, or name another --output)",
+                o.output);
   if (detail::is_dir(o.output)) throw Error("is a folder, not a file (--output)", o.output);
   const size_t slash = o.output.rfind('/');
   if (slash != std::string::npos && slash > 0 && !detail::is_dir(o.output.substr(0, slash)))
     throw Error("no such folder for the --output file: " + o.output.substr(0, slash), o.output);
   if (is_language_data(format)) {
-    if (o.prompt_given && !o.input.empty()) throw Error("give --prompt or --input, not both", "--prompt");
+    if (o.prompt_given && !o.input.empty())
+      throw Error("give --prompt or --input, not both", "--prompt");
     if (!o.prompt_given && o.input.empty())
       throw Error("a language model (data.format " + std::string(to_string(format)) +
                       ") continues a prompt: give --prompt TEXT or --input FILE",
                   "--input");
-    if (!o.prompt_given && !detail::path_exists(o.input)) throw Error("no such file: " + o.input, "--input");
+    if (!o.prompt_given && !detail::path_exists(o.input))
+      throw Error("no such file: " + o.input, "--input");
     return;
   }
-  if (o.prompt_given) throw Error("is for language models (data.format text, tokens); give --input", "--prompt");
+  if (o.prompt_given)
+    throw Error("is for language models (data.format text, tokens); give --input", "--prompt");
   if (o.input.empty()) throw Error("is required: the inputs to predict", "--input");
   if (!detail::path_exists(o.input)) throw Error("no such file or folder: " + o.input, "--input");
 }
 
 // The inputs of a classifier or regression model, preprocessed as the run's: its format's reader.
-detail::PredictInputs read_inputs(const Options& o, const detail::RunRecipe& recipe, const Config& cfg) {
+detail::PredictInputs read_inputs(const Options& o, const detail::RunRecipe& recipe,
+                                  const Config& cfg) {
   const detail::FormatRegistration format = detail::registered_format(recipe.format);
   if (!format.predict_inputs)
-    throw Error(std::string("is ") + to_string(recipe.format) +
-                    " in the run's preprocess.json: predict reads image files (image_folder, cifar10, "
-                    "cifar100, idx), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
-                "data.format");
+    throw Error(
+        std::string("is ") + to_string(recipe.format) +
+            " in the run's preprocess.json: predict reads image files (image_folder, cifar10, "
+            "cifar100, idx), IDX image files (idx), CSV rows (csv) and prompts (text, tokens)",
+        "data.format");
   return format.predict_inputs(o.input, recipe.spec, cfg.data);
 }
 
@@ -104,32 +112,44 @@ detail::PredictInputs read_inputs(const Options& o, const detail::RunRecipe& rec
 std::vector<int64_t> prompt_tokens(const Options& o, DataFormat format, int64_t vocab) {
   const std::string where = o.prompt_given ? "--prompt" : o.input;
   const std::string text = o.prompt_given ? o.prompt : detail::read_file(o.input);
-  const std::vector<int64_t> ids = detail::registered_format(format).prompt_tokens(text, vocab, where);
-  if (ids.empty()) throw Error("the prompt is empty: generation starts from at least one token", where);
+  const std::vector<int64_t> ids =
+      detail::registered_format(format).prompt_tokens(text, vocab, where);
+  if (ids.empty())
+    throw Error("the prompt is empty: generation starts from at least one token", where);
   return ids;
 }
 
-std::string generated_text(DataFormat format, std::vector<int64_t> prompt, const std::vector<int64_t>& more) {
+std::string generated_text(DataFormat format, std::vector<int64_t> prompt,
+                           const std::vector<int64_t>& more) {
   prompt.insert(prompt.end(), more.begin(), more.end());
   return detail::registered_format(format).token_text(prompt);
 }
 
 void add_options(CLI::App& app, Options& o) {
-  app.add_option("config", o.config_path, "YAML config file (the run's, or its config.yaml), or the run directory itself")->required();
+  app.add_option("config", o.config_path,
+                 "YAML config file (the run's, or its config.yaml), or the run directory itself")
+      ->required();
   app.add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
-  auto* w = app.add_option("--weights", o.weights, "a weights file (model.pt, or a torch.save'd state_dict)");
-  app.add_option("--checkpoint", o.checkpoint, "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: its newest complete checkpoint")->excludes(w);
+  auto* w = app.add_option("--weights", o.weights,
+                           "a weights file (model.pt, or a torch.save'd state_dict)");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "a checkpoint folder: its model.pt; a run directory or its checkpoints folder: "
+                 "its newest complete checkpoint")
+      ->excludes(w);
   app.add_option("--input", o.input,
                  "image file or folder (image_folder, cifar, idx), IDX file (idx), CSV file (csv), "
                  "prompt file (text, tokens)");
   app.add_option("--prompt", o.prompt, "the prompt's text (text, tokens: decimal token ids)");
-  app.add_option("--output", o.output, "the file to write (.csv: CSV rows; else JSON lines, or the text)")
+  app.add_option("--output", o.output,
+                 "the file to write (.csv: CSV rows; else JSON lines, or the text)")
       ->required();
-  app.add_option("--top-k", o.top_k,
-                 "classifiers: classes per input (default 5; 0: all); language models: sample among "
-                 "the K most likely tokens")
+  app.add_option(
+         "--top-k", o.top_k,
+         "classifiers: classes per input (default 5; 0: all); language models: sample among "
+         "the K most likely tokens")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", o.batch, "inputs per forward pass (default 64)")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch, "inputs per forward pass (default 64)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-new-tokens", o.max_new, "language models: tokens to generate (default 100)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--temperature", o.temperature, "language models: 0 (default) greedy, > 0 sampled")
@@ -143,9 +163,10 @@ void add_options(CLI::App& app, Options& o) {
 }  // namespace
 
 int predict_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
-  CLI::App app{"dtrain predict: a trained model's predictions for new inputs (no training; only "
-               "--output is written)",
-               "dtrain predict"};
+  CLI::App app{
+      "dtrain predict: a trained model's predictions for new inputs (no training; only "
+      "--output is written)",
+      "dtrain predict"};
   Options o;
   add_options(app, o);
   try {
@@ -164,9 +185,10 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
       path = weights_path(cfg, o.weights, o.checkpoint);
       const std::string pre = preprocess_path(cfg, path);
       if (pre.empty())
-        throw Error("no preprocess.json beside it or in the run directory: predict takes the inputs' "
-                    "preprocessing from the file the run wrote beside model.pt",
-                    path);
+        throw Error(
+            "no preprocess.json beside it or in the run directory: predict takes the inputs' "
+            "preprocessing from the file the run wrote beside model.pt",
+            path);
       recipe = detail::read_preprocess(detail::read_file(pre), pre);
       check_files(o, recipe.format);
       cfg.model.init_weights.clear();  // the weights are `path`, loaded below
@@ -175,7 +197,8 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
     // build_session's batch arithmetic (train.global_batch need not divide by this world size).
     log::configure(rt.rank(), cfg.run.quiet);
     rt.setup(cfg.run, cfg.dist);
-    log::detail(version_text() + "; world " + std::to_string(rt.world()) + " rank(s), device " + rt.device().str());
+    log::detail(version_text() + "; world " + std::to_string(rt.world()) + " rank(s), device " +
+                rt.device().str());
     std::shared_ptr<Model> model;
     detail::PredictInputs inputs;
     const bool language = is_language_data(recipe.format);
@@ -199,14 +222,16 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
         sampling.top_k = o.top_k > 0 ? o.top_k : 0;
         sampling.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : cfg.run.seed);
         const int64_t context = spec.input_shape.empty() ? 1 : spec.input_shape[0];
-        text = generated_text(recipe.format, prompt,
-                              detail::generate(*model, rt.device(), prompt, o.max_new, context, sampling));
+        text = generated_text(
+            recipe.format, prompt,
+            detail::generate(*model, rt.device(), prompt, o.max_new, context, sampling));
       });
     } else {
       at::Tensor outputs;
       const detail::PixelNormalizer pixels(recipe.spec, rt.device());
       detail::run_agreed(rt.mpi_comm(), [&] {
-        outputs = detail::local_outputs(*model, *inputs.data, o.batch, pixels, rt.device(), rt.rank(), rt.world());
+        outputs = detail::local_outputs(*model, *inputs.data, o.batch, pixels, rt.device(),
+                                        rt.rank(), rt.world());
       });
       detail::gather_outputs(rt.cpu_comm(), outputs);
       if (rt.rank() == 0) {
@@ -221,7 +246,8 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
     detail::run_agreed(rt.mpi_comm(), [&] {
       if (rt.rank() == 0) detail::write_file_atomic(o.output, text);
     });
-    log::info("wrote " + o.output + (language ? "" : " (" + std::to_string(inputs.names.size()) + " inputs)"));
+    log::info("wrote " + o.output +
+              (language ? "" : " (" + std::to_string(inputs.names.size()) + " inputs)"));
     check_stdout();
     return 0;
   });

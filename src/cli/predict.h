@@ -29,4 +29,4 @@
 namespace dtrain::cli {
 // `argv[0]` is "predict"; `launcher_env` as for cli::main.
 int predict_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env);
-}
+}  // namespace dtrain::cli

@@ -33,7 +33,8 @@ std::string class_label(const DataSpec& spec, int64_t i) {
 
 std::string target_name(const DataSpec& spec, int64_t j) {
   const auto& names = spec.recipe.target_names;
-  return j < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(j)] : "value_" + std::to_string(j + 1);
+  return j < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(j)]
+                                                : "value_" + std::to_string(j + 1);
 }
 
 std::string classification_text(const at::Tensor& outputs, const PredictTable& t) {
@@ -45,7 +46,8 @@ std::string classification_text(const at::Tensor& outputs, const PredictTable& t
   std::string text;
   if (t.csv) {
     text = "input";
-    for (int64_t r = 1; r <= k; ++r) text += ",class_" + std::to_string(r) + ",prob_" + std::to_string(r);
+    for (int64_t r = 1; r <= k; ++r)
+      text += ",class_" + std::to_string(r) + ",prob_" + std::to_string(r);
     text += "\n";
   }
   std::vector<int64_t> order(static_cast<size_t>(c));
@@ -112,7 +114,8 @@ std::string regression_text(const at::Tensor& outputs, const PredictTable& t) {
 }  // namespace
 
 std::string predict_text(const at::Tensor& outputs, const PredictTable& table) {
-  return table.spec->num_classes > 0 ? classification_text(outputs, table) : regression_text(outputs, table);
+  return table.spec->num_classes > 0 ? classification_text(outputs, table)
+                                     : regression_text(outputs, table);
 }
 
 }  // namespace dtrain::cli

@@ -25,7 +25,7 @@ namespace dtrain::cli {
 struct PredictTable {
   const std::vector<std::string>* names = nullptr;  // one per output row
   const DataSpec* spec = nullptr;                   // classes or targets, their names
-  int64_t top_k = 5;                                 // classification: 0 = every class
+  int64_t top_k = 5;                                // classification: 0 = every class
   bool csv = false;
 };
 

@@ -13,7 +13,7 @@ namespace dtrain::detail {
 // Communicator::reduce_scatter_async's contract: one count per rank, none negative; the input
 // 1-D, contiguous, of sum(counts) values; the output, where this rank's count is not 0, 1-D,
 // contiguous, of that many values, in the input's dtype and on its device.
-void check_reduce_scatter(const at::Tensor& input, const std::vector<int64_t>& counts, const at::Tensor& output,
-                          int rank, int world);
+void check_reduce_scatter(const at::Tensor& input, const std::vector<int64_t>& counts,
+                          const at::Tensor& output, int rank, int world);
 
 }  // namespace dtrain::detail

@@ -18,27 +18,30 @@ class DoneWork : public Work {
 
 }  // namespace
 
-void detail::check_reduce_scatter(const at::Tensor& input, const std::vector<int64_t>& counts, const at::Tensor& output,
-                          int rank, int world) {
+void detail::check_reduce_scatter(const at::Tensor& input, const std::vector<int64_t>& counts,
+                                  const at::Tensor& output, int rank, int world) {
   if (static_cast<int>(counts.size()) != world)
-    throw Error("reduce_scatter: " + std::to_string(counts.size()) + " counts for " + std::to_string(world) +
-                " ranks (internal error)");
+    throw Error("reduce_scatter: " + std::to_string(counts.size()) + " counts for " +
+                std::to_string(world) + " ranks (internal error)");
   int64_t total = 0;
   for (int64_t c : counts) {
     if (c < 0) throw Error("reduce_scatter: a negative count (internal error)");
     total += c;
   }
   if (!input.defined() || input.dim() != 1 || !input.is_contiguous() || input.numel() != total)
-    throw Error("reduce_scatter: the input must be 1-D and contiguous with the counts' " + std::to_string(total) +
-                " values (internal error)");
+    throw Error("reduce_scatter: the input must be 1-D and contiguous with the counts' " +
+                std::to_string(total) + " values (internal error)");
   const int64_t mine = counts[static_cast<size_t>(rank)];
-  if (mine > 0 && (!output.defined() || output.dim() != 1 || !output.is_contiguous() || output.numel() != mine ||
-                   output.scalar_type() != input.scalar_type() || output.device() != input.device()))
-    throw Error("reduce_scatter: the output must be 1-D and contiguous with this rank's " + std::to_string(mine) +
+  if (mine > 0 && (!output.defined() || output.dim() != 1 || !output.is_contiguous() ||
+                   output.numel() != mine || output.scalar_type() != input.scalar_type() ||
+                   output.device() != input.device()))
+    throw Error("reduce_scatter: the output must be 1-D and contiguous with this rank's " +
+                std::to_string(mine) +
                 " values, in the input's dtype and on its device (internal error)");
 }
 
-std::unique_ptr<Work> Communicator::reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
+std::unique_ptr<Work> Communicator::reduce_scatter_async(const at::Tensor& input,
+                                                         const std::vector<int64_t>& counts,
                                                          at::Tensor& output, ReduceOp op) {
   detail::check_reduce_scatter(input, counts, output, rank(), world());
   at::Tensor all = input.clone();
@@ -51,15 +54,18 @@ std::unique_ptr<Work> Communicator::reduce_scatter_async(const at::Tensor& input
 }
 
 std::vector<at::Tensor> Communicator::gather(const at::Tensor& t, int root) {
-  if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
-  const at::Tensor lengths = all_gather(at::tensor({t.numel()}, at::kLong).to(t.device())).to(at::kCPU);
+  if (t.dim() != 1)
+    throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
+  const at::Tensor lengths =
+      all_gather(at::tensor({t.numel()}, at::kLong).to(t.device())).to(at::kCPU);
   const int64_t longest = lengths.max().item<int64_t>();
   at::Tensor padded = at::zeros({longest}, t.options());
   padded.narrow(0, 0, t.numel()).copy_(t);
   const at::Tensor all = all_gather(padded).to(at::kCPU);  // (world, longest)
   std::vector<at::Tensor> out;
   if (rank() != root) return out;
-  for (int r = 0; r < world(); ++r) out.push_back(all[r].narrow(0, 0, lengths[r].item<int64_t>()).clone());
+  for (int r = 0; r < world(); ++r)
+    out.push_back(all[r].narrow(0, 0, lengths[r].item<int64_t>()).clone());
   return out;
 }
 

@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
-#include <memory>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -21,9 +21,9 @@
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 
-#define DTRAIN_MPI_CHECK(call)                                                          \
-  do {                                                                                  \
-    int dtrain_mpi_rc_ = (call);                                                        \
+#define DTRAIN_MPI_CHECK(call)                                                                   \
+  do {                                                                                           \
+    int dtrain_mpi_rc_ = (call);                                                                 \
     if (dtrain_mpi_rc_ != MPI_SUCCESS) ::dtrain::detail::throw_mpi_error(#call, dtrain_mpi_rc_); \
   } while (0)
 
@@ -73,17 +73,28 @@ const HalfTypes& half_types() {
 
 MPI_Datatype mpi_type(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kLong: return MPI_INT64_T;
-    case at::kInt: return MPI_INT32_T;
-    case at::kShort: return MPI_INT16_T;
-    case at::kChar: return MPI_INT8_T;
-    case at::kByte: return MPI_UINT8_T;
-    case at::kBool: return MPI_C_BOOL;
-    case at::kBFloat16: return half_types().bf16;
-    case at::kHalf: return half_types().fp16;
-    default: throw Error(std::string("MPI backend: unsupported dtype ") + at::toString(t));
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kShort:
+      return MPI_INT16_T;
+    case at::kChar:
+      return MPI_INT8_T;
+    case at::kByte:
+      return MPI_UINT8_T;
+    case at::kBool:
+      return MPI_C_BOOL;
+    case at::kBFloat16:
+      return half_types().bf16;
+    case at::kHalf:
+      return half_types().fp16;
+    default:
+      throw Error(std::string("MPI backend: unsupported dtype ") + at::toString(t));
   }
 }
 
@@ -180,10 +191,12 @@ class MpiCommunicator : public Communicator {
 
   // Reduces on the host (a CUDA input is staged through it, and the segment copied back at
   // wait(), on the caller's stream), as MPI_Reduce_scatter over the communicator's thread.
-  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
-                                             at::Tensor& output, ReduceOp op) override {
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input,
+                                             const std::vector<int64_t>& counts, at::Tensor& output,
+                                             ReduceOp op) override {
     detail::check_reduce_scatter(input, counts, output, rank_, world_);
-    if (input.numel() > kChunk) return Communicator::reduce_scatter_async(input, counts, output, op);
+    if (input.numel() > kChunk)
+      return Communicator::reduce_scatter_async(input, counts, output, op);
     if (op == ReduceOp::kAvg && !at::isFloatingType(input.scalar_type()))
       throw Error("reduce_scatter: average needs a floating-point tensor");
     const int64_t mine = counts[static_cast<size_t>(rank_)];
@@ -191,7 +204,8 @@ class MpiCommunicator : public Communicator {
     at::Tensor staged;  // the segment on the host, when the output is not
     // MPI_Reduce_scatter's buffers may not overlap: an output inside the input (an in-place
     // segment, Note [gradient shard in the buckets]) gets its result through a copy too.
-    if (mine > 0 && (!output.device().is_cpu() || output.is_alias_of(src))) staged = at::empty({mine}, src.options());
+    if (mine > 0 && (!output.device().is_cpu() || output.is_alias_of(src)))
+      staged = at::empty({mine}, src.options());
     at::Tensor dst = staged.defined() ? staged : mine > 0 ? output : at::empty({0}, src.options());
     std::vector<int> ints;
     for (int64_t c : counts) ints.push_back(static_cast<int>(c));
@@ -213,7 +227,8 @@ class MpiCommunicator : public Communicator {
       const int64_t n = buf.numel(), es = buf.element_size();
       for (int64_t off = 0; off < n; off += kChunk) {
         int count = static_cast<int>(std::min(kChunk, n - off));
-        DTRAIN_MPI_CHECK(MPI_Bcast(base + off * es, count, mpi_type(buf.scalar_type()), root, comm_));
+        DTRAIN_MPI_CHECK(
+            MPI_Bcast(base + off * es, count, mpi_type(buf.scalar_type()), root, comm_));
       }
     }).get();
     if (!t.device().is_cpu()) t.copy_(buf);
@@ -240,14 +255,16 @@ class MpiCommunicator : public Communicator {
   // the root, which copies them into place. No count or displacement passes an int, and the root
   // holds at most 256 MiB of one round beside the result.
   std::vector<at::Tensor> gather(const at::Tensor& t, int root) override {
-    if (t.dim() != 1) throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
+    if (t.dim() != 1)
+      throw Error("gather: needs a 1-D tensor, got " + std::to_string(t.dim()) + " dimensions");
     const at::Tensor src = t.to(at::kCPU).contiguous();
     const int64_t es = src.element_size();
     std::vector<at::Tensor> out;
     submit([this, src, root, es, &out]() {
       int64_t mine = src.numel();
       std::vector<int64_t> lengths(static_cast<size_t>(world_), 0);
-      DTRAIN_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, comm_));
+      DTRAIN_MPI_CHECK(
+          MPI_Gather(&mine, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, comm_));
       int64_t longest = 0;
       if (rank_ == root)
         for (int64_t n : lengths) longest = std::max(longest, n);
@@ -256,23 +273,29 @@ class MpiCommunicator : public Communicator {
         for (int64_t n : lengths) out.push_back(at::empty({n}, src.options()));
       // Bytes per rank per round: 64 MiB, less on many ranks (the root's buffer stays within
       // 256 MiB, its offsets within an int), or the longest tensor's when it is shorter.
-      const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(int64_t{64} << 20, (int64_t{256} << 20) / world_));
+      const int64_t cap =
+          std::max<int64_t>(1, std::min<int64_t>(int64_t{64} << 20, (int64_t{256} << 20) / world_));
       const int64_t round = std::clamp<int64_t>(longest * es, 1, cap);
-      std::unique_ptr<char[]> staged(rank_ == root ? new char[static_cast<size_t>(round * world_)] : nullptr);
+      std::unique_ptr<char[]> staged(rank_ == root ? new char[static_cast<size_t>(round * world_)]
+                                                   : nullptr);
       std::vector<int> counts(static_cast<size_t>(world_)), displs(static_cast<size_t>(world_));
       const char* bytes = static_cast<const char*>(src.data_ptr());
       for (int64_t off = 0; off < longest * es; off += round) {
-        auto count = [&](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n * es - off, 0, round)); };
+        auto count = [&](int64_t n) {
+          return static_cast<int>(std::clamp<int64_t>(n * es - off, 0, round));
+        };
         for (int r = 0; r < world_; ++r)
           counts[static_cast<size_t>(r)] = count(lengths[static_cast<size_t>(r)]),
           displs[static_cast<size_t>(r)] = static_cast<int>(r * round);
-        DTRAIN_MPI_CHECK(MPI_Gatherv(bytes + std::min(off, mine * es), count(mine), MPI_BYTE, staged.get(),
-                                     counts.data(), displs.data(), MPI_BYTE, root, comm_));
+        DTRAIN_MPI_CHECK(MPI_Gatherv(bytes + std::min(off, mine * es), count(mine), MPI_BYTE,
+                                     staged.get(), counts.data(), displs.data(), MPI_BYTE, root,
+                                     comm_));
         if (rank_ != root) continue;
         for (int r = 0; r < world_; ++r)
           if (counts[static_cast<size_t>(r)] > 0)
             std::memcpy(static_cast<char*>(out[static_cast<size_t>(r)].data_ptr()) + off,
-                        staged.get() + r * round, static_cast<size_t>(counts[static_cast<size_t>(r)]));
+                        staged.get() + r * round,
+                        static_cast<size_t>(counts[static_cast<size_t>(r)]));
       }
     }).get();
     return out;

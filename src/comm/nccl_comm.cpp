@@ -28,12 +28,12 @@
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 
-#define DTRAIN_NCCL_CHECK(call)                                                            \
-  do {                                                                                     \
-    ncclResult_t dtrain_nccl_rc_ = (call);                                                 \
-    if (dtrain_nccl_rc_ != ncclSuccess)                                                    \
-      throw ::dtrain::Error(std::string("NCCL call failed: ") + #call + ": " +             \
-                            ncclGetErrorString(dtrain_nccl_rc_));                          \
+#define DTRAIN_NCCL_CHECK(call)                                                \
+  do {                                                                         \
+    ncclResult_t dtrain_nccl_rc_ = (call);                                     \
+    if (dtrain_nccl_rc_ != ncclSuccess)                                        \
+      throw ::dtrain::Error(std::string("NCCL call failed: ") + #call + ": " + \
+                            ncclGetErrorString(dtrain_nccl_rc_));              \
   } while (0)
 
 namespace dtrain {
@@ -41,25 +41,39 @@ namespace {
 
 ncclDataType_t nccl_type(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kChar: return ncclInt8;
-    case at::kByte: return ncclUint8;
-    case at::kBool: return ncclUint8;
-    default: throw Error(std::string("NCCL backend: unsupported dtype ") + at::toString(t));
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kChar:
+      return ncclInt8;
+    case at::kByte:
+      return ncclUint8;
+    case at::kBool:
+      return ncclUint8;
+    default:
+      throw Error(std::string("NCCL backend: unsupported dtype ") + at::toString(t));
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -103,7 +117,8 @@ class NcclCommunicator : public Communicator {
       return;
     }
     try {
-      run("ncclCommFinalize", [&] { return ncclCommFinalize(comm_); }, /*limit_s=*/60);
+      run(
+          "ncclCommFinalize", [&] { return ncclCommFinalize(comm_); }, /*limit_s=*/60);
       std::lock_guard<std::mutex> lock(calls_);
       ncclCommDestroy(comm_);
     } catch (const Error&) {
@@ -137,8 +152,9 @@ class NcclCommunicator : public Communicator {
 
   // One ncclReduce per non-empty segment, to the rank it belongs to, in one group: each rank
   // receives its own segment only, as a reduce-scatter with equal counts would.
-  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
-                                             at::Tensor& output, ReduceOp op) override {
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input,
+                                             const std::vector<int64_t>& counts, at::Tensor& output,
+                                             ReduceOp op) override {
     check(input, "reduce_scatter");
     detail::check_reduce_scatter(input, counts, output, rank_, world_);
     auto stream = enter(input);
@@ -155,8 +171,8 @@ class NcclCommunicator : public Communicator {
         const int64_t n = counts[static_cast<size_t>(r)];
         if (n == 0) continue;
         void* recv = r == rank_ ? output.data_ptr() : nullptr;
-        const ncclResult_t rc = ncclReduce(base + offset * es, recv, static_cast<size_t>(n), type, nccl_op(op), r,
-                                           comm_, stream);
+        const ncclResult_t rc = ncclReduce(base + offset * es, recv, static_cast<size_t>(n), type,
+                                           nccl_op(op), r, comm_, stream);
         if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
         offset += n;
       }

@@ -7,9 +7,10 @@
 namespace dtrain {
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, int) {
-  throw Error("this dtrain was built without CUDA, so the NCCL backend is not available; "
-              "use dist.backend=mpi",
-              "dist.backend");
+  throw Error(
+      "this dtrain was built without CUDA, so the NCCL backend is not available; "
+      "use dist.backend=mpi",
+      "dist.backend");
 }
 
 }  // namespace dtrain

@@ -31,7 +31,7 @@ using config::sections;
 
 // The names PyTorch, Lightning and torchvision's scripts give some of dtrain's keys.
 const std::pair<const char*, const char*> kOtherNames[] = {
-    {"learning_rate", "lr"}, {"batch_size", "global_batch"}, {"max_epochs", "epochs"},
+    {"learning_rate", "lr"},    {"batch_size", "global_batch"},          {"max_epochs", "epochs"},
     {"num_workers", "workers"}, {"gradient_clip_val", "clip_grad_norm"}, {"seed", "seed"}};
 
 std::string suggestion(const std::string& key) {
@@ -44,7 +44,8 @@ std::string suggestion(const std::string& key) {
     if (name == other) wanted = ours;
   std::string named;
   for (const auto& f : schema())
-    if (f.key.substr(f.key.find('.') + 1) == wanted && named.empty()) named = f.key;  // another section's
+    if (f.key.substr(f.key.find('.') + 1) == wanted && named.empty())
+      named = f.key;  // another section's
   if (!named.empty())
     return "; did you mean '" + named + "'?" +
            (kdot == std::string::npos ? " (overrides are section.key=value)" : "");
@@ -80,7 +81,8 @@ const Field& known_field(const std::string& key, const std::string& where) {
 void check_run_name(const RunConfig& run, const std::string& where) {
   const std::string& name = run.name;
   auto bad = [&](const std::string& why) {
-    throw Error("'" + name + "' " + why + " (" + where + "); the run directory is run.dir/run.name " +
+    throw Error("'" + name + "' " + why + " (" + where +
+                    "); the run directory is run.dir/run.name " +
                     "and must stay inside run.dir: use plain names, e.g. exp1 or sweep/lr0.1",
                 "run.name");
   };
@@ -117,10 +119,13 @@ std::string key_text(const YAML::Node& k, const std::string& where, const std::s
 struct ConfigAccess {
   static void load_node(Config& c, const YAML::Node& root, const std::string& origin) {
     if (root.IsNull())
-      throw Error("the config is empty (no sections, only comments or nothing): write at least "
-                  "one section (" + join(sections(), ", ") + "); an empty config is not taken "
-                  "to mean all defaults",
-                  origin);
+      throw Error(
+          "the config is empty (no sections, only comments or nothing): write at least "
+          "one section (" +
+              join(sections(), ", ") +
+              "); an empty config is not taken "
+              "to mean all defaults",
+          origin);
     if (!root.IsMap())
       throw Error("the top level must be a map of sections (" + join(sections(), ", ") + ")",
                   mark_of(origin, root));
@@ -206,11 +211,12 @@ Config Config::from_file(const std::string& path, const std::vector<std::string>
 
 namespace config {
 
-void set_from_text(Config& c, const std::string& key, const std::string& value, const std::string& where) {
+void set_from_text(Config& c, const std::string& key, const std::string& value,
+                   const std::string& where) {
   if (std::find(sections().begin(), sections().end(), key) != sections().end())
-    throw Error("'" + key + "' is a section; an override sets one key, section.key=value (" +
-                    where + ")",
-                key);
+    throw Error(
+        "'" + key + "' is a section; an override sets one key, section.key=value (" + where + ")",
+        key);
   const Field& f = known_field(key, where);
   if (value.find_first_not_of(" \t") == std::string::npos)
     throw Error("empty value (" + where + "); write " + key + "='' for an empty string or " + key +
@@ -343,13 +349,12 @@ void Config::check_value(const std::string& key, double value) {
 void Config::check_value(const std::string& key, const std::vector<int64_t>& value) {
   const Field* f = find_field(key);
   if (!f || !f->check_list)
-    throw Error("Config::check_value: '" + key + "' is not an integer-list config key (internal error)");
+    throw Error("Config::check_value: '" + key +
+                "' is not an integer-list config key (internal error)");
   f->check_list(value, "given in C++");
 }
 
-std::string RunConfig::run_dir() const {
-  return dir.empty() ? "" : detail::join_path(dir, name);
-}
+std::string RunConfig::run_dir() const { return dir.empty() ? "" : detail::join_path(dir, name); }
 
 std::string CheckpointConfig::folder(const RunConfig& run) const {
   if (!dir.empty()) return dir;

@@ -39,29 +39,39 @@ std::function<void(Config&)> windows_of_model(int64_t vocab) {
 // Evaluation resizes the shorter side to data.resize (Note [image transforms]), by default
 // data.image_size x 8/7 rounded (torchvision's recipe: 256 for 224).
 void image_folder_resolve(Config& c) {
-  if (c.data.resize == 0) c.data.resize = std::llround(static_cast<double>(c.data.image_size) * 8.0 / 7.0);
+  if (c.data.resize == 0)
+    c.data.resize = std::llround(static_cast<double>(c.data.image_size) * 8.0 / 7.0);
 }
 
 std::vector<FormatRules> all_formats() {
   std::vector<FormatRules> v;
-  v.push_back(format("idx", "MNIST-style files",
-                     {"data.path", "data.train_images", "data.train_labels", "data.test_images", "data.test_labels",
-                      "data.normalize", "data.class_names", "data.val_fraction"}));
+  v.push_back(
+      format("idx", "MNIST-style files",
+             {"data.path", "data.train_images", "data.train_labels", "data.test_images",
+              "data.test_labels", "data.normalize", "data.class_names", "data.val_fraction"}));
   v.push_back(format("synthetic", "",
-                     {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size", "data.synthetic_test_size",
-                      "data.synthetic_features", "data.synthetic_classes", "data.synthetic_noise",
-                      "data.synthetic_uint8"}));
+                     {"data.synthetic_task", "data.synthetic_shape", "data.synthetic_size",
+                      "data.synthetic_test_size", "data.synthetic_features",
+                      "data.synthetic_classes", "data.synthetic_noise", "data.synthetic_uint8"}));
   v.push_back(format("tokens", "nanoGPT / llm.c token files",
-                     {"data.path", "data.train_files", "data.test_files", "data.token_dtype", "data.seq_len",
-                      "data.windows", "data.val_fraction"}));
+                     {"data.path", "data.train_files", "data.test_files", "data.token_dtype",
+                      "data.seq_len", "data.windows", "data.val_fraction"}));
   v.back().on_resolve = windows_of_model(0);
-  v.push_back(format("text", "bytes",
-                     {"data.path", "data.train_files", "data.seq_len", "data.windows", "data.test_fraction"}));
+  v.push_back(format(
+      "text", "bytes",
+      {"data.path", "data.train_files", "data.seq_len", "data.windows", "data.test_fraction"}));
   v.back().on_resolve = windows_of_model(256);
-  const std::vector<std::string> cifar = {"data.path",         "data.normalize",   "data.train_files",
-                                          "data.test_files",   "data.crop_padding", "data.class_names",
-                                          "data.hflip",        "data.auto_augment", "data.rand_augment_ops",
-                                          "data.rand_augment_magnitude", "data.random_erase",
+  const std::vector<std::string> cifar = {"data.path",
+                                          "data.normalize",
+                                          "data.train_files",
+                                          "data.test_files",
+                                          "data.crop_padding",
+                                          "data.class_names",
+                                          "data.hflip",
+                                          "data.auto_augment",
+                                          "data.rand_augment_ops",
+                                          "data.rand_augment_magnitude",
+                                          "data.random_erase",
                                           "data.val_fraction"};
   v.push_back(format("cifar10", "the official binary version", cifar));
   v.back().on_read = cifar_read;
@@ -69,14 +79,15 @@ std::vector<FormatRules> all_formats() {
   v.back().reads.push_back("data.cifar_labels");
   v.back().on_read = cifar_read;
   v.push_back(format("csv", "numeric columns under a header",
-                     {"data.path", "data.normalize", "data.train_files", "data.test_files", "data.test_fraction",
-                      "data.class_names", "data.csv_task", "data.target_columns", "data.feature_columns",
-                      "data.val_fraction"}));
-  v.push_back(format("image_folder", "class folders of JPEG and PNG files, torchvision's ImageFolder layout",
-                     {"data.path", "data.normalize", "data.train_dir", "data.test_dir", "data.image_size",
-                      "data.resize", "data.crop_scale", "data.crop_ratio", "data.hflip", "data.scaled_decode",
-                      "data.decode", "data.pixel_mean", "data.pixel_std", "data.auto_augment",
-                      "data.rand_augment_ops", "data.rand_augment_magnitude", "data.random_erase"}));
+                     {"data.path", "data.normalize", "data.train_files", "data.test_files",
+                      "data.test_fraction", "data.class_names", "data.csv_task",
+                      "data.target_columns", "data.feature_columns", "data.val_fraction"}));
+  v.push_back(format(
+      "image_folder", "class folders of JPEG and PNG files, torchvision's ImageFolder layout",
+      {"data.path", "data.normalize", "data.train_dir", "data.test_dir", "data.image_size",
+       "data.resize", "data.crop_scale", "data.crop_ratio", "data.hflip", "data.scaled_decode",
+       "data.decode", "data.pixel_mean", "data.pixel_std", "data.auto_augment",
+       "data.rand_augment_ops", "data.rand_augment_magnitude", "data.random_erase"}));
   v.back().not_read = {{"data.class_names", "image folders name their classes by their folders"}};
   v.back().on_resolve = image_folder_resolve;
   return v;
@@ -101,8 +112,8 @@ const FormatRules& rules_of(DataFormat f) {
   for (const FormatRules& r : data_formats()) names.emplace_back(r.name);
   const std::string near = detail::closest(f.name(), names, 3);
   throw Error(std::string("unknown data format '") + f.name() + "'" +
-                  (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; the data formats: " +
-                  format_names(", "),
+                  (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                  "; the data formats: " + format_names(", "),
               "data.format");
 }
 

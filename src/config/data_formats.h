@@ -19,7 +19,7 @@ namespace dtrain::config {
 
 struct FormatRules {
   const char* name = "";
-  const char* description = "";  // for --help: "MNIST-style files"; "" = the name alone
+  const char* description = "";    // for --help: "MNIST-style files"; "" = the name alone
   std::vector<std::string> reads;  // the data.* keys a run of this format reads
   // Keys it does not read for a reason of its own, said instead of "data.format is <name>".
   std::vector<std::pair<std::string, std::string>> not_read;

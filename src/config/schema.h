@@ -52,8 +52,14 @@ struct Field {
   Sizes sizes = Sizes::kNothing;
 
   // The row's classification, chained onto field() / choice().
-  Field& always() { applies = Applies::kAlways; return *this; }
-  Field& by_model() { applies = Applies::kModel; return *this; }
+  Field& always() {
+    applies = Applies::kAlways;
+    return *this;
+  }
+  Field& by_model() {
+    applies = Applies::kModel;
+    return *this;
+  }
   Field& when(std::function<std::string(const Config&)> why_not) {
     applies = Applies::kWhen;
     unused_because = std::move(why_not);
@@ -62,10 +68,22 @@ struct Field {
   // A data.* key read by the formats that list it among their keys (config/data_formats.h), and
   // there only where `also` (if given) finds nothing against it: a kWhen row.
   Field& by_format(std::function<std::string(const Config&)> also = {});
-  Field& may_change() { on_resume = OnResume::kMayChange; return *this; }
-  Field& must_match() { on_resume = OnResume::kMustMatch; return *this; }
-  Field& sizes_data() { sizes = Sizes::kData; return *this; }
-  Field& sizes_model() { sizes = Sizes::kModel; return *this; }
+  Field& may_change() {
+    on_resume = OnResume::kMayChange;
+    return *this;
+  }
+  Field& must_match() {
+    on_resume = OnResume::kMustMatch;
+    return *this;
+  }
+  Field& sizes_data() {
+    sizes = Sizes::kData;
+    return *this;
+  }
+  Field& sizes_model() {
+    sizes = Sizes::kModel;
+    return *this;
+  }
 };
 
 const std::vector<Field>& schema();
@@ -74,7 +92,8 @@ const Field* find_field(const std::string& key);
 // Config::apply_override's parse and range check, without recording the origin): an Error
 // names the key and `where`; an unknown key says the closest known one, a section or an empty
 // value is refused.
-void set_from_text(Config& c, const std::string& key, const std::string& value, const std::string& where);
+void set_from_text(Config& c, const std::string& key, const std::string& value,
+                   const std::string& where);
 // The section names, in schema order.
 const std::vector<std::string>& sections();
 

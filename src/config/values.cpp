@@ -116,12 +116,12 @@ std::vector<T> parse_list(const std::string& key, const YAML::Node& n, const std
     std::string item;
     while (std::getline(ss, item, ',')) {
       item = trim(item);
-      if (item.empty())
-        bad_value(key, where, "an empty entry in the list '" + n.Scalar() + "'");
+      if (item.empty()) bad_value(key, where, "an empty entry in the list '" + n.Scalar() + "'");
       out.push_back(parse_as<T>(key, YAML::Node(item), where));
     }
   } else if (!n.IsNull()) {
-    bad_value(key, where, std::string("expected a list of ") + what + ", got '" + scalar_text(n) + "'");
+    bad_value(key, where,
+              std::string("expected a list of ") + what + ", got '" + scalar_text(n) + "'");
   }
   return out;
 }
@@ -141,7 +141,8 @@ std::vector<double> parse_as<std::vector<double>>(const std::string& key, const 
 }
 
 template <>
-std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key, const YAML::Node& n,
+std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key,
+                                                            const YAML::Node& n,
                                                             const std::string& where) {
   return parse_list<std::string>(key, n, where, "strings");
 }
@@ -178,15 +179,16 @@ const char* type_name(std::vector<std::string>*) { return "string list"; }
 
 Check<int64_t> at_least(int64_t lo) {
   return [lo](const std::string& key, const int64_t& v, const std::string& where) {
-    if (v < lo) bad_value(key, where, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+    if (v < lo)
+      bad_value(key, where, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
   };
 }
 Check<int64_t> int_range(int64_t lo, int64_t hi, std::string why) {
   return [lo, hi, why](const std::string& key, const int64_t& v, const std::string& where) {
     if (v < lo || v > hi)
       bad_value(key, where,
-                "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v) +
-                    (why.empty() ? "" : " (" + why + ")"));
+                "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                    std::to_string(v) + (why.empty() ? "" : " (" + why + ")"));
   };
 }
 Check<double> positive() {
@@ -217,18 +219,22 @@ Check<std::vector<int64_t>> all_positive(bool allow_empty) {
 Check<std::vector<double>> count_of(size_t n, Check<double> each) {
   return [n, each](const std::string& key, const std::vector<double>& v, const std::string& where) {
     if (v.size() != n)
-      bad_value(key, where, "needs " + std::to_string(n) + " numbers, got " + std::to_string(v.size()) +
-                                " (" + show(v) + ")");
+      bad_value(key, where,
+                "needs " + std::to_string(n) + " numbers, got " + std::to_string(v.size()) + " (" +
+                    show(v) + ")");
     if (each)
       for (double x : v) each(key, x, where);
   };
 }
 Check<std::vector<double>> ordered_pair(double above, double at_most) {
-  return [above, at_most](const std::string& key, const std::vector<double>& v, const std::string& where) {
+  return [above, at_most](const std::string& key, const std::vector<double>& v,
+                          const std::string& where) {
     count_of(2)(key, v, where);
     for (double x : v)
       if (!(x > above && x <= at_most))
-        bad_value(key, where, "every entry must be in (" + show(above) + ", " + show(at_most) + "], got " + show(v));
+        bad_value(
+            key, where,
+            "every entry must be in (" + show(above) + ", " + show(at_most) + "], got " + show(v));
     if (v[0] > v[1]) bad_value(key, where, "needs [low, high] with low <= high, got " + show(v));
   };
 }
@@ -236,11 +242,13 @@ Check<std::vector<double>> ordered_pair(double above, double at_most) {
 Check<std::vector<std::string>> distinct_names() {
   return [](const std::string& key, const std::vector<std::string>& v, const std::string& where) {
     for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i].empty()) bad_value(key, where, "entry " + std::to_string(i + 1) + " is an empty name");
+      if (v[i].empty())
+        bad_value(key, where, "entry " + std::to_string(i + 1) + " is an empty name");
       for (size_t j = 0; j < i; ++j)
         if (v[j] == v[i])
-          bad_value(key, where, "names '" + v[i] + "' twice (entries " + std::to_string(j + 1) + " and " +
-                                    std::to_string(i + 1) + "): each class needs its own name");
+          bad_value(key, where,
+                    "names '" + v[i] + "' twice (entries " + std::to_string(j + 1) + " and " +
+                        std::to_string(i + 1) + "): each class needs its own name");
     }
   };
 }

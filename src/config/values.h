@@ -38,7 +38,8 @@ std::vector<double> parse_as<std::vector<double>>(const std::string& key, const 
 // A YAML sequence of strings, or "a,b" / "[a, b]" from the command line (an entry holding a
 // comma is written quoted inside brackets: '["a, b", c]').
 template <>
-std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key, const YAML::Node& n,
+std::vector<std::string> parse_as<std::vector<std::string>>(const std::string& key,
+                                                            const YAML::Node& n,
                                                             const std::string& where);
 
 // A value as the dump writes it (and the parser reads back).

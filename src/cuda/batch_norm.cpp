@@ -42,8 +42,9 @@ unsigned* counters(const at::Tensor& like) {
   std::lock_guard<std::mutex> lock(mutex);
   if (made[d] == nullptr) {
     if (capturing(like.device())) {
-      throw Error("the fused BatchNorm's first use on a device is inside a CUDA graph capture; "
-                  "run a step before capturing (dtrain's graph step does)");
+      throw Error(
+          "the fused BatchNorm's first use on a device is inside a CUDA graph capture; "
+          "run a step before capturing (dtrain's graph step does)");
     }
     made[d] = new at::Tensor(at::zeros({cuda::kBatchNormCounters}, like.options().dtype(at::kInt)));
   }
@@ -57,7 +58,8 @@ at::Tensor as_activation(const at::Tensor& grad, const at::Tensor& x) {
 }
 
 at::Tensor workspace(const at::Tensor& x, int sms) {
-  return at::empty({cuda::batch_norm_partial_rows(sms), 2, x.size(1)}, x.options().dtype(at::kFloat));
+  return at::empty({cuda::batch_norm_partial_rows(sms), 2, x.size(1)},
+                   x.options().dtype(at::kFloat));
 }
 
 // (x, weight, bias, residual, running_mean, running_var, num_batches_tracked) -> y, or y and an
@@ -68,8 +70,7 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
                                const at::Tensor& bias, const at::Tensor& residual,
                                const at::Tensor& running_mean, const at::Tensor& running_var,
                                const at::Tensor& batches, double eps, double momentum,
-                               bool training, bool relu, bool forked,
-                               BatchNormExchange* exchange) {
+                               bool training, bool relu, bool forked, BatchNormExchange* exchange) {
     const int64_t c = x.size(1);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -204,8 +205,10 @@ struct FusedBatchNorm : public torch::autograd::Function<FusedBatchNorm> {
       a.count = saved[8].data_ptr<double>();
       DTRAIN_CUDA_CHECK(cuda::batch_norm_backward_finish(a, stream_of(x)));
     }
-    return {dx, dweight, dbias, g, at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx,           dweight,      dbias,        g,
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -236,8 +239,8 @@ bool fused_batch_norm_applies(const at::Tensor& x, const at::Tensor& residual,
          residual.sizes() == x.sizes() && residual.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, const BatchNormState& bn,
-                            bool relu) {
+at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual,
+                            const BatchNormState& bn, bool relu) {
   if (!fused_batch_norm_applies(x, residual, bn))
     throw Error("the fused BatchNorm does not take these tensors (fused_batch_norm_applies)");
   // Autograd's functions take defined tensors only: no shortcut is an empty one.
@@ -254,8 +257,7 @@ std::array<at::Tensor, 2> fused_batch_norm_forked(const at::Tensor& x, const at:
   const at::Tensor r = residual.defined() ? residual : at::empty({0}, x.options());
   const variable_list y = FusedBatchNorm::apply(x, bn.weight, bn.bias, r, bn.running_mean,
                                                 bn.running_var, bn.num_batches_tracked, bn.eps,
-                                                bn.momentum, bn.training, relu, true,
-                                                bn.exchange);
+                                                bn.momentum, bn.training, relu, true, bn.exchange);
   return {y[0], y[1]};
 }
 

@@ -55,28 +55,39 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 template <typename F>
 cudaError_t with_dtype(int dtype, F&& f) {
   switch (dtype) {
-    case 0: return f(float{});
-    case 1: return f(__half{});
-    default: return f(__nv_bfloat16{});
+    case 0:
+      return f(float{});
+    case 1:
+      return f(__half{});
+    default:
+      return f(__nv_bfloat16{});
   }
 }
 
 template <bool B, typename F>
-cudaError_t with_bool_impl(F&& f) { return f(std::integral_constant<bool, B>{}); }
+cudaError_t with_bool_impl(F&& f) {
+  return f(std::integral_constant<bool, B>{});
+}
 template <typename F>
 cudaError_t with_bool(bool b, F&& f) {
   return b ? with_bool_impl<true>(f) : with_bool_impl<false>(f);
 }
 
 template <int M, typename F>
-cudaError_t with_mask_impl(F&& f) { return f(std::integral_constant<int, M>{}); }
+cudaError_t with_mask_impl(F&& f) {
+  return f(std::integral_constant<int, M>{});
+}
 template <typename F>
 cudaError_t with_mask(int m, F&& f) {
   switch (m) {
-    case kMaskFromY: return with_mask_impl<kMaskFromY>(f);
-    case kMaskFromBits: return with_mask_impl<kMaskFromBits>(f);
-    case kMaskFromX: return with_mask_impl<kMaskFromX>(f);
-    default: return with_mask_impl<kMaskNone>(f);
+    case kMaskFromY:
+      return with_mask_impl<kMaskFromY>(f);
+    case kMaskFromBits:
+      return with_mask_impl<kMaskFromBits>(f);
+    case kMaskFromX:
+      return with_mask_impl<kMaskFromX>(f);
+    default:
+      return with_mask_impl<kMaskNone>(f);
   }
 }
 
@@ -98,8 +109,8 @@ cudaError_t apply_pass(const BnForwardArgs& a, cudaStream_t stream) {
       }
       bn_apply<T, V, decltype(res)::value, decltype(rl)::value, false>
           <<<s.grid, s.block, 0, stream>>>(x, static_cast<const T*>(a.residual),
-                                           static_cast<T*>(a.y), nullptr, a.scale, a.shift,
-                                           a.rows, a.c);
+                                           static_cast<T*>(a.y), nullptr, a.scale, a.shift, a.rows,
+                                           a.c);
       return cudaGetLastError();
     });
   });

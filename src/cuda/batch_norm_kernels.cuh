@@ -44,7 +44,8 @@ __device__ __forceinline__ float relu(float v) { return v <= 0.f ? 0.f : v; }
 // What a training forward's batch statistics (channel `ch`: mean, biased variance, over n rows)
 // give: the mean and 1/std it normalizes with, scale and shift, the running statistics as
 // torch.nn.BatchNorm2d updates them (momentum, the unbiased variance), num_batches_tracked + 1.
-__device__ void finish_statistics(const BnForwardArgs& a, int ch, double mean, double var, double n) {
+__device__ void finish_statistics(const BnForwardArgs& a, int ch, double mean, double var,
+                                  double n) {
   const float meanf = static_cast<float>(mean);
   const float invstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(a.eps)));
   const float scale = a.weight[ch] * invstd;
@@ -171,7 +172,8 @@ __global__ void __launch_bounds__(kApplyThreads)
   load<float, V>(scale + col, sc);
   load<float, V>(shift + col, sh);
   const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+       r += step) {
     const int64_t at = r * c + col;
     float v[V], rv[V];
     load<T, V>(x + at, v);
@@ -301,8 +303,8 @@ __global__ void bn_bwd_coefficients(BnBackwardArgs a) {
 template <typename T, int V, int M, bool Two>
 __global__ void __launch_bounds__(kApplyThreads)
     bn_bwd_dx(BnBackwardArgs a, const T* __restrict__ g_in, const T* __restrict__ g2,
-              const T* __restrict__ y, const T* __restrict__ x,
-              T* __restrict__ dx, const float* __restrict__ mean, const float* __restrict__ k1,
+              const T* __restrict__ y, const T* __restrict__ x, T* __restrict__ dx,
+              const float* __restrict__ mean, const float* __restrict__ k1,
               const float* __restrict__ kx, const float* __restrict__ kb, int64_t rows, int c) {
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (col >= c) return;
@@ -314,7 +316,8 @@ __global__ void __launch_bounds__(kApplyThreads)
   load<float, V>(kx + col, ax);
   load<float, V>(kb + col, ab);
   const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+       r += step) {
     const int64_t at = r * c + col;
     float g[V], xv[V];
     load<T, V>(g_in + at, g);

@@ -15,7 +15,8 @@
 namespace dtrain::detail {
 namespace {
 
-constexpr size_t kWorkspaceBytes = 32u << 20;  // the most a kernel may ask for (cuBLAS's advice for Hopper)
+constexpr size_t kWorkspaceBytes =
+    32u << 20;  // the most a kernel may ask for (cuBLAS's advice for Hopper)
 
 void check(cublasStatus_t rc, const char* what) {
   if (rc != CUBLAS_STATUS_SUCCESS)
@@ -31,9 +32,7 @@ cublasLtHandle_t handle() {
   return h;
 }
 
-cudaDataType_t data_type(at::ScalarType t) {
-  return t == at::kHalf ? CUDA_R_16F : CUDA_R_16BF;
-}
+cudaDataType_t data_type(at::ScalarType t) { return t == at::kHalf ? CUDA_R_16F : CUDA_R_16BF; }
 
 // Destroys cuBLASLt descriptors when the call returns or throws.
 template <typename T, cublasStatus_t (*Destroy)(T)>
@@ -95,8 +94,7 @@ void gemm_gelu_aux_bias(const at::Tensor& x, const at::Tensor& w, const at::Tens
   check(cublasLtMatmul(handle(), op.value, &alpha, w.data_ptr(), a.value, x.data_ptr(), b.value,
                        &beta, h.data_ptr(), d.value, h.data_ptr(), d.value, &result.algo,
                        result.workspaceSize > 0 ? workspace.data_ptr() : nullptr,
-                       result.workspaceSize,
-                       c10::cuda::getCurrentCUDAStream(x.device().index())),
+                       result.workspaceSize, c10::cuda::getCurrentCUDAStream(x.device().index())),
         "matmul");
 }
 

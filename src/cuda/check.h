@@ -8,10 +8,10 @@
 
 #include "dtrain/error.h"
 
-#define DTRAIN_CUDA_CHECK(call)                                                            \
-  do {                                                                                     \
-    cudaError_t dtrain_cuda_rc_ = (call);                                                  \
-    if (dtrain_cuda_rc_ != cudaSuccess)                                                    \
-      throw ::dtrain::Error(std::string("CUDA call failed: ") + #call + ": " +             \
-                            cudaGetErrorString(dtrain_cuda_rc_));                          \
+#define DTRAIN_CUDA_CHECK(call)                                                \
+  do {                                                                         \
+    cudaError_t dtrain_cuda_rc_ = (call);                                      \
+    if (dtrain_cuda_rc_ != cudaSuccess)                                        \
+      throw ::dtrain::Error(std::string("CUDA call failed: ") + #call + ": " + \
+                            cudaGetErrorString(dtrain_cuda_rc_));              \
   } while (0)

@@ -34,7 +34,8 @@ __device__ bool block_partials(const float (&a)[V], const float (&b)[V], float* 
   for (int e = tid; e < 2 * tile; e += nthreads) {
     const int q = e / tile, j = e % tile;
     float s = 0.f;
-    for (int r = 0; r < static_cast<int>(blockDim.y); ++r) s += red[(q * blockDim.y + r) * tile + j];
+    for (int r = 0; r < static_cast<int>(blockDim.y); ++r)
+      s += red[(q * blockDim.y + r) * tile + j];
     if (col0 + j < c) part[(static_cast<int64_t>(blockIdx.y) * 2 + q) * c + col0 + j] = s;
   }
   __threadfence();
@@ -54,7 +55,7 @@ __device__ bool fold(const float* part, int c, unsigned* counters, double& sa, d
   const int tile = blockDim.x * V, col0 = blockIdx.x * tile;
   const int tid = threadIdx.y * blockDim.x + threadIdx.x;
   const int nthreads = blockDim.x * blockDim.y;
-  const int entries = 2 * tile;                 // <= 2 * kColumnMaxVectors * kColumnMaxVec = 128 <= nthreads
+  const int entries = 2 * tile;  // <= 2 * kColumnMaxVectors * kColumnMaxVec = 128 <= nthreads
   const int lanes = nthreads / entries;
   const int e = tid % entries, lane = tid / entries;
   const int q = e / tile, j = e % tile;

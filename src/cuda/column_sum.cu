@@ -25,7 +25,7 @@ constexpr int kTargetBlocks = 528;
 
 // kVec columns per thread: 16 / sizeof(T) with aligned 16-byte loads, or 1.
 template <typename T, int kVec>
-__global__ void __launch_bounds__(kLanes * kRows)
+__global__ void __launch_bounds__(kLanes* kRows)
     column_partials(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t rows_per_split,
                     float* __restrict__ part) {
   __shared__ float acc_s[kRows][kLanes * kVec];
@@ -65,14 +65,15 @@ __global__ void __launch_bounds__(kLanes * kRows)
   }
 }
 
-__global__ void __launch_bounds__(kLanes * kRows)
+__global__ void __launch_bounds__(kLanes* kRows)
     partial_sums(const float* __restrict__ part, int splits, int64_t width, int64_t split_at,
                  float* __restrict__ out0, float* __restrict__ out1) {
   __shared__ float acc_s[kRows][kLanes];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x;
   float s = 0.f;
   if (c < width)
-    for (int k = threadIdx.y; k < splits; k += kRows) s += part[static_cast<int64_t>(k) * width + c];
+    for (int k = threadIdx.y; k < splits; k += kRows)
+      s += part[static_cast<int64_t>(k) * width + c];
   acc_s[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y != 0 || c >= width) return;
@@ -92,7 +93,8 @@ cudaError_t run_column_sum(const T* x, int64_t rows, int64_t cols, float* part, 
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = cols % kVec == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int per_thread = vec ? kVec : 1;
-  const auto tiles = static_cast<unsigned>((cols + kLanes * per_thread - 1) / (kLanes * per_thread));
+  const auto tiles =
+      static_cast<unsigned>((cols + kLanes * per_thread - 1) / (kLanes * per_thread));
   const int64_t rows_per_split = (rows + splits - 1) / splits;
   const dim3 grid(tiles, static_cast<unsigned>(splits)), block(kLanes, kRows);
   if (vec) {
@@ -123,19 +125,23 @@ cudaError_t column_sum(int dtype, const void* x, int64_t rows, int64_t cols, flo
   if (cols <= 0) return cudaSuccess;
   if (rows <= 0) return cudaMemsetAsync(out, 0, static_cast<size_t>(cols) * sizeof(float), stream);
   switch (dtype) {
-    case 0: return run_column_sum(static_cast<const float*>(x), rows, cols, part, splits, out, stream);
-    case 1: return run_column_sum(static_cast<const __half*>(x), rows, cols, part, splits, out, stream);
+    case 0:
+      return run_column_sum(static_cast<const float*>(x), rows, cols, part, splits, out, stream);
+    case 1:
+      return run_column_sum(static_cast<const __half*>(x), rows, cols, part, splits, out, stream);
     case 2:
-      return run_column_sum(static_cast<const __nv_bfloat16*>(x), rows, cols, part, splits, out, stream);
+      return run_column_sum(static_cast<const __nv_bfloat16*>(x), rows, cols, part, splits, out,
+                            stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t sum_partials(const float* part, int splits, int64_t width, int64_t split_at, float* out0,
-                         float* out1, cudaStream_t stream) {
+cudaError_t sum_partials(const float* part, int splits, int64_t width, int64_t split_at,
+                         float* out0, float* out1, cudaStream_t stream) {
   if (width <= 0) return cudaSuccess;
   const auto blocks = static_cast<unsigned>((width + kLanes - 1) / kLanes);
-  partial_sums<<<blocks, dim3(kLanes, kRows), 0, stream>>>(part, splits, width, split_at, out0, out1);
+  partial_sums<<<blocks, dim3(kLanes, kRows), 0, stream>>>(part, splits, width, split_at, out0,
+                                                           out1);
   return cudaGetLastError();
 }
 

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "cuda/fused_loss.h"
 #include "cuda/check.h"
 #include "cuda/dtype_code.h"
+#include "cuda/fused_loss.h"
 
 namespace dtrain::cuda {
 cudaError_t cross_entropy_forward(int dtype, const void* x, const int64_t* targets, int64_t rows,
@@ -29,11 +29,10 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     const int64_t rows = x.size(0), vocab = x.size(1);
     auto f = x.options().dtype(at::kFloat);
     at::Tensor loss = at::empty({rows}, f), lse = at::empty({rows}, f);
-    DTRAIN_CUDA_CHECK(cuda::cross_entropy_forward(dtype_code(x.scalar_type()), x.data_ptr(),
-                                      t.data_ptr<int64_t>(), rows, vocab, static_cast<float>(smoothing),
-                                      loss.data_ptr<float>(),
-                                      lse.data_ptr<float>(),
-                                      c10::cuda::getCurrentCUDAStream(x.device().index())));
+    DTRAIN_CUDA_CHECK(cuda::cross_entropy_forward(
+        dtype_code(x.scalar_type()), x.data_ptr(), t.data_ptr<int64_t>(), rows, vocab,
+        static_cast<float>(smoothing), loss.data_ptr<float>(), lse.data_ptr<float>(),
+        c10::cuda::getCurrentCUDAStream(x.device().index())));
     ctx->save_for_backward({x, t, lse});
     ctx->saved_data["scale"] = mean && rows > 0 ? 1.0 / static_cast<double>(rows) : 1.0;
     ctx->saved_data["in_place"] = grad_in_logits;
@@ -50,13 +49,12 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     const at::Tensor g = grads[0].to(at::kFloat).contiguous();
     // In place: each element is read and then overwritten by the same thread.
     at::Tensor dx = ctx->saved_data["in_place"].toBool() ? x : at::empty_like(x);
-    DTRAIN_CUDA_CHECK(cuda::cross_entropy_backward(dtype_code(x.scalar_type()), x.data_ptr(),
-                                       t.data_ptr<int64_t>(), x.size(0), x.size(1),
-                                       lse.data_ptr<float>(), g.data_ptr<float>(),
-                                       static_cast<float>(ctx->saved_data["scale"].toDouble()),
-                                       static_cast<float>(ctx->saved_data["smoothing"].toDouble()),
-                                       dx.data_ptr(),
-                                       c10::cuda::getCurrentCUDAStream(x.device().index())));
+    DTRAIN_CUDA_CHECK(cuda::cross_entropy_backward(
+        dtype_code(x.scalar_type()), x.data_ptr(), t.data_ptr<int64_t>(), x.size(0), x.size(1),
+        lse.data_ptr<float>(), g.data_ptr<float>(),
+        static_cast<float>(ctx->saved_data["scale"].toDouble()),
+        static_cast<float>(ctx->saved_data["smoothing"].toDouble()), dx.data_ptr(),
+        c10::cuda::getCurrentCUDAStream(x.device().index())));
     return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

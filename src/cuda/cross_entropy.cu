@@ -235,9 +235,15 @@ cudaError_t cross_entropy_forward(int dtype, const void* x, const int64_t* targe
                                   int64_t vocab, float smoothing, float* loss, float* lse,
                                   cudaStream_t stream) {
   switch (dtype) {
-    case 0: launch<float>(x, targets, rows, vocab, smoothing, loss, lse, stream); break;
-    case 1: launch<__half>(x, targets, rows, vocab, smoothing, loss, lse, stream); break;
-    default: launch<__nv_bfloat16>(x, targets, rows, vocab, smoothing, loss, lse, stream); break;
+    case 0:
+      launch<float>(x, targets, rows, vocab, smoothing, loss, lse, stream);
+      break;
+    case 1:
+      launch<__half>(x, targets, rows, vocab, smoothing, loss, lse, stream);
+      break;
+    default:
+      launch<__nv_bfloat16>(x, targets, rows, vocab, smoothing, loss, lse, stream);
+      break;
   }
   return cudaGetLastError();
 }
@@ -270,8 +276,8 @@ void launch_loss_and_grad(int dtype, void* x, const int64_t* targets, int64_t ro
                                                                    vocab, scale, smoothing, loss);
       break;
     case 1:
-      ce_loss_and_grad<__half, kBlock><<<grid, kBlock, 0, stream>>>(static_cast<__half*>(x),
-                                                                    targets, vocab, scale, smoothing, loss);
+      ce_loss_and_grad<__half, kBlock><<<grid, kBlock, 0, stream>>>(
+          static_cast<__half*>(x), targets, vocab, scale, smoothing, loss);
       break;
     default:
       ce_loss_and_grad<__nv_bfloat16, kBlock><<<grid, kBlock, 0, stream>>>(
@@ -288,7 +294,8 @@ cudaError_t cross_entropy_loss_and_grad(int dtype, void* x, const int64_t* targe
     launch_loss_and_grad<256>(dtype, x, targets, rows, vocab, scale, smoothing, loss, stream);
   else if (threads == 512)
     launch_loss_and_grad<512>(dtype, x, targets, rows, vocab, scale, smoothing, loss, stream);
-  else launch_loss_and_grad<1024>(dtype, x, targets, rows, vocab, scale, smoothing, loss, stream);
+  else
+    launch_loss_and_grad<1024>(dtype, x, targets, rows, vocab, scale, smoothing, loss, stream);
   return cudaGetLastError();
 }
 

@@ -26,8 +26,9 @@
 // each reduction stops at this rank's per-channel values (the forward's count, mean and sum of
 // squared deviations; the backward's two sums), the exchange combines them over the ranks (NCCL,
 // captured with the step), and a small kernel finishes what the last block would have: the
-// statistics merged in rank order, in double (Chan's formula), or the coefficients of dx. model.fused_kernels=false keeps LibTorch's ops
-// for comparison; tests/gpu/test_batch_norm.cpp checks both against ATen in double.
+// statistics merged in rank order, in double (Chan's formula), or the coefficients of dx.
+// model.fused_kernels=false keeps LibTorch's ops for comparison; tests/gpu/test_batch_norm.cpp
+// checks both against ATen in double.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -53,9 +54,9 @@ class BatchNormExchange {
 
 // One BatchNorm2d's parameters, buffers and mode (as the module holds them).
 struct BatchNormState {
-  at::Tensor weight, bias;                              // fp32 (C,)
-  at::Tensor running_mean, running_var;                 // fp32 (C,), updated in training
-  at::Tensor num_batches_tracked;                       // int64 scalar, + 1 in training
+  at::Tensor weight, bias;               // fp32 (C,)
+  at::Tensor running_mean, running_var;  // fp32 (C,), updated in training
+  at::Tensor num_batches_tracked;        // int64 scalar, + 1 in training
   double eps = 1e-5;
   double momentum = 0.1;
   bool training = true;
@@ -79,8 +80,8 @@ bool fused_batch_norm_applies(const at::Tensor& x, const at::Tensor& residual,
 // rows with bn.exchange; the running statistics updated in place) and the running ones in eval;
 // y in x's dtype and layout.
 // Differentiable in x, residual, weight and bias.
-at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual, const BatchNormState& bn,
-                            bool relu);
+at::Tensor fused_batch_norm(const at::Tensor& x, const at::Tensor& residual,
+                            const BatchNormState& bn, bool relu);
 
 // fused_batch_norm's y twice, over one storage, for two uses (Note [fused BatchNorm]: a block's
 // output feeds the next block's convolution and its shortcut): the backward reads the two uses'

@@ -22,7 +22,8 @@ bool fused_layer_norm_applies(const at::Tensor& x, const at::Tensor& r, const at
 // (s, y): s = x + r (x itself when r is undefined), y = layer_norm(s) over the last dimension
 // with weight, bias and eps, in the autocast dtype when CUDA autocast is on (else fp32).
 // Differentiable in x, r, weight and bias.
-std::pair<at::Tensor, at::Tensor> fused_residual_layer_norm(const at::Tensor& x, const at::Tensor& r,
+std::pair<at::Tensor, at::Tensor> fused_residual_layer_norm(const at::Tensor& x,
+                                                            const at::Tensor& r,
                                                             const at::Tensor& weight,
                                                             const at::Tensor& bias, double eps);
 

@@ -66,8 +66,10 @@ struct HeadLoss : public torch::autograd::Function<HeadLoss> {
                                   : w.scalar_type();
     const int64_t v = w.size(0), c = w.size(1);
     if (y.size(-1) != c || y.numel() / c != targets.numel() || y.device() != w.device())
-      throw Error("the fused head needs y (..., " + std::to_string(c) + ") on the weight's device "
-                  "with one target per row", "model.fused_head");
+      throw Error("the fused head needs y (..., " + std::to_string(c) +
+                      ") on the weight's device "
+                      "with one target per row",
+                  "model.fused_head");
     const at::Tensor x = y.reshape({-1, c}).to(dt).contiguous();  // (rows, C)
     const at::Tensor wc = w.to(dt).contiguous();                  // (V, C)
     const at::Tensor t = targets.reshape({-1}).contiguous();
@@ -107,8 +109,10 @@ struct HeadLoss : public torch::autograd::Function<HeadLoss> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto& saved = ctx->saved_data;
     if (!saved.count("dy"))
-      throw Error("the fused head's backward ran twice; its gradients were computed once, in the "
-                  "forward (model.fused_head=false allows retain_graph)", "model.fused_head");
+      throw Error(
+          "the fused head's backward ran twice; its gradients were computed once, in the "
+          "forward (model.fused_head=false allows retain_graph)",
+          "model.fused_head");
     // Moved out of the context, so the gradients handed to autograd are the only references.
     at::Tensor dy = saved["dy"].toTensor(), dw = saved["dw"].toTensor();
     const auto y_shape = saved["y_shape"].toIntVector();

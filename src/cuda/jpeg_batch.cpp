@@ -24,7 +24,8 @@ namespace dtrain::detail {
 namespace {
 
 void check_nvjpeg(nvjpeg::Status s, const char* what) {
-  if (s != nvjpeg::kSuccess) throw Error(std::string("nvJPEG: ") + what + " failed: " + nvjpeg::status_name(s));
+  if (s != nvjpeg::kSuccess)
+    throw Error(std::string("nvJPEG: ") + what + " failed: " + nvjpeg::status_name(s));
 }
 
 }  // namespace
@@ -75,7 +76,8 @@ struct JpegBatchDecoder::Impl {
       const size_t want = std::max(host_bytes, kJpegChunkHostBytes);
       host = static_cast<uint8_t*>(nvjpeg::pinned_alloc(want));
       if (host == nullptr)
-        throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) + " MiB of pinned host memory");
+        throw Error("the GPU JPEG decoder cannot allocate " + std::to_string(want >> 20) +
+                    " MiB of pinned host memory");
       host_cap = want;
     }
   }
@@ -90,18 +92,21 @@ JpegBatchDecoder::JpegBatchDecoder(int device) : impl_(std::make_unique<Impl>())
   DTRAIN_CUDA_CHECK(cudaSetDevice(device));
   // The GPU's JPEG engines where it has them (A100, H100, H200: nvjpegCreateEx refuses the
   // hardware backend elsewhere), nvJPEG's CUDA decoder otherwise.
-  m.hardware = m.api->create_ex(nvjpeg::kBackendHardware, nvjpeg::counted_device_allocator(),
-                                nvjpeg::counted_pinned_allocator(), 0, &m.handle) == nvjpeg::kSuccess;
+  m.hardware =
+      m.api->create_ex(nvjpeg::kBackendHardware, nvjpeg::counted_device_allocator(),
+                       nvjpeg::counted_pinned_allocator(), 0, &m.handle) == nvjpeg::kSuccess;
   if (!m.hardware) {
     m.handle = nullptr;
-    const nvjpeg::Status rc = m.api->create_ex(nvjpeg::kBackendDefault, nvjpeg::counted_device_allocator(),
-                                               nvjpeg::counted_pinned_allocator(), 0, &m.handle);
+    const nvjpeg::Status rc =
+        m.api->create_ex(nvjpeg::kBackendDefault, nvjpeg::counted_device_allocator(),
+                         nvjpeg::counted_pinned_allocator(), 0, &m.handle);
     if (rc != nvjpeg::kSuccess) m.handle = nullptr;
     check_nvjpeg(rc, "nvjpegCreateEx");
   }
   check_nvjpeg(m.api->state_create(m.handle, &m.state), "nvjpegJpegStateCreate");
   check_nvjpeg(m.api->stream_create(m.handle, &m.parsed), "nvjpegJpegStreamCreate");
-  DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventBlockingSync | cudaEventDisableTiming));
+  DTRAIN_CUDA_CHECK(
+      cudaEventCreateWithFlags(&m.done, cudaEventBlockingSync | cudaEventDisableTiming));
 }
 
 JpegBatchDecoder::~JpegBatchDecoder() = default;
@@ -120,8 +125,9 @@ bool JpegBatchDecoder::supports(const uint8_t* data, size_t size) {
   return m.api->batched_supported(m.handle, m.parsed, &verdict) == nvjpeg::kSuccess && verdict == 0;
 }
 
-std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, const std::vector<int32_t>& taps,
-                                          int64_t size, uint8_t* out, void* stream_ptr) {
+std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images,
+                                          const std::vector<int32_t>& taps, int64_t size,
+                                          uint8_t* out, void* stream_ptr) {
   Impl& m = *impl_;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));
@@ -143,24 +149,30 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
     int max_rows = 1;
     for (size_t k = 0; k < n; ++k) {
       const GpuJpeg& g = images[i + k];
-      std::memcpy(tap_host + c.taps[k], taps.data() + g.taps, jpeg_taps_count(g, size) * sizeof(int32_t));
-      jobs[k] = cuda::resample_job(g, m.dev + c.image[k], m.dev + c.rows[k], out, tap_dev + c.taps[k], size);
+      std::memcpy(tap_host + c.taps[k], taps.data() + g.taps,
+                  jpeg_taps_count(g, size) * sizeof(int32_t));
+      jobs[k] = cuda::resample_job(g, m.dev + c.image[k], m.dev + c.rows[k], out,
+                                   tap_dev + c.taps[k], size);
       max_rows = std::max(max_rows, jobs[k].rows);
       m.data[k] = g.data, m.lengths[k] = g.size;
       nvjpeg::Image& d = m.dest[k];
       std::memset(&d, 0, sizeof d);
       for (int p = 0; p < jobs[k].planes; ++p)
-        d.channel[p] = const_cast<uint8_t*>(jobs[k].plane[p]), d.pitch[p] = static_cast<size_t>(jobs[k].pitch[p]);
+        d.channel[p] = const_cast<uint8_t*>(jobs[k].plane[p]),
+        d.pitch[p] = static_cast<size_t>(jobs[k].pitch[p]);
     }
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(m.dev, m.host, staged, cudaMemcpyHostToDevice, stream));
-    nvjpeg::Status rc = m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputYuv);
+    nvjpeg::Status rc =
+        m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputYuv);
     if (rc == nvjpeg::kSuccess)
-      rc = m.api->batched(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(), stream);
+      rc =
+          m.api->batched(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(), stream);
     if (rc != nvjpeg::kSuccess) {
       for (size_t k = i; k < e; ++k) refused.push_back(k);
     } else {
-      DTRAIN_CUDA_CHECK(cuda::resample_batch(reinterpret_cast<const cuda::ResampleJob*>(m.dev), static_cast<int>(n),
-                                             static_cast<int>(size), max_rows, stream));
+      DTRAIN_CUDA_CHECK(cuda::resample_batch(reinterpret_cast<const cuda::ResampleJob*>(m.dev),
+                                             static_cast<int>(n), static_cast<int>(size), max_rows,
+                                             stream));
     }
     DTRAIN_CUDA_CHECK(cudaEventRecord(m.done, stream));
     DTRAIN_CUDA_CHECK(cudaEventSynchronize(m.done));
@@ -169,8 +181,8 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images, co
   return refused;
 }
 
-void JpegBatchDecoder::upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out,
-                              void* stream_ptr) {
+void JpegBatchDecoder::upload(const std::vector<int64_t>& slots, const uint8_t* planes,
+                              int64_t size, uint8_t* out, void* stream_ptr) {
   Impl& m = *impl_;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   DTRAIN_CUDA_CHECK(cudaSetDevice(m.device));

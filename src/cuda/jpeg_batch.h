@@ -1,9 +1,9 @@
-// JPEG batches decoded by nvJPEG and resampled on the GPU (data.decode: gpu, src/data/images/gpu_decode.h).
-// Raw pointers and a cudaStream_t passed as void*: no LibTorch and no CUDA header here, so a CPU
-// build compiles the same declarations against src/cuda/stub/jpeg_batch.cpp, which answers that
-// there is no nvJPEG. In a CUDA build nvJPEG is loaded at run time (dlopen, Note [nvJPEG at run
-// time] in src/cuda/nvjpeg.h): a machine without libnvjpeg runs, and data.decode auto says why
-// it decodes on the CPU.
+// JPEG batches decoded by nvJPEG and resampled on the GPU (data.decode: gpu,
+// src/data/images/gpu_decode.h). Raw pointers and a cudaStream_t passed as void*: no LibTorch and
+// no CUDA header here, so a CPU build compiles the same declarations against
+// src/cuda/stub/jpeg_batch.cpp, which answers that there is no nvJPEG. In a CUDA build nvJPEG is
+// loaded at run time (dlopen, Note [nvJPEG at run time] in src/cuda/nvjpeg.h): a machine without
+// libnvjpeg runs, and data.decode auto says why it decodes on the CPU.
 #pragma once
 
 #include <cstddef>
@@ -78,12 +78,13 @@ class JpegBatchDecoder {
   // `stream` (a cudaStream_t), and returns once that work is done (the caller's buffers may be
   // reused and `out` read from any stream). The indices of the images nvJPEG refused (a chunk
   // whose batched decode failed: every image in it) are returned; their slots are not written.
-  std::vector<size_t> run(const std::vector<GpuJpeg>& images, const std::vector<int32_t>& taps, int64_t size,
-                          uint8_t* out, void* stream);
+  std::vector<size_t> run(const std::vector<GpuJpeg>& images, const std::vector<int32_t>& taps,
+                          int64_t size, uint8_t* out, void* stream);
   // Copies the 3 x size x size planes of the samples decoded on the host into their slots of
   // `out` (planes + slot * 3 * size * size, host memory) on `stream`, through the pinned staging
   // buffer, and returns once they are there.
-  void upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out, void* stream);
+  void upload(const std::vector<int64_t>& slots, const uint8_t* planes, int64_t size, uint8_t* out,
+              void* stream);
 
  private:
   struct Impl;

@@ -40,11 +40,13 @@ struct JpegChunk {
 
 // The chunk that starts at image `begin`: as many images as fit `host_cap` and `device_cap`
 // bytes, at least one (a single image that needs more makes the decoder grow its buffers).
-inline JpegChunk jpeg_chunk(const std::vector<GpuJpeg>& images, size_t begin, int64_t size, size_t host_cap,
-                            size_t device_cap) {
+inline JpegChunk jpeg_chunk(const std::vector<GpuJpeg>& images, size_t begin, int64_t size,
+                            size_t host_cap, size_t device_cap) {
   const auto s = static_cast<size_t>(size);
   // An image's decoded planes (cuda::jpeg_planes()): 1.5 bytes a pixel for 4:2:0, 3 for 4:4:4.
-  auto image_bytes = [&](const GpuJpeg& g) { return jpeg_aligned(static_cast<size_t>(cuda::jpeg_planes(g).bytes)); };
+  auto image_bytes = [&](const GpuJpeg& g) {
+    return jpeg_aligned(static_cast<size_t>(cuda::jpeg_planes(g).bytes));
+  };
   auto rows_bytes = [&](const GpuJpeg& g) {
     return jpeg_aligned(static_cast<size_t>(g.rows_end - g.rows_first) * s * 3);
   };
@@ -54,7 +56,8 @@ inline JpegChunk jpeg_chunk(const std::vector<GpuJpeg>& images, size_t begin, in
   while (c.end < images.size()) {
     const GpuJpeg& g = images[c.end];
     const size_t t = taps_bytes + jpeg_taps_count(g, size) * sizeof(int32_t);
-    const size_t host = jpeg_aligned((c.end - begin + 1) * sizeof(cuda::ResampleJob)) + jpeg_aligned(t);
+    const size_t host =
+        jpeg_aligned((c.end - begin + 1) * sizeof(cuda::ResampleJob)) + jpeg_aligned(t);
     const size_t device = host + pixels_bytes + image_bytes(g) + rows_bytes(g);
     if (c.end > begin && (host > host_cap || device > device_cap)) break;
     taps_bytes = t, pixels_bytes += image_bytes(g) + rows_bytes(g);

@@ -35,8 +35,9 @@ cudaStream_t stream_of(const at::Tensor& t) {
 
 // y's dtype: autocast's on CUDA while it is on (the next GEMM's input), else fp32.
 at::ScalarType output_dtype() {
-  return compat::autocast_enabled(c10::DeviceType::CUDA) ? compat::autocast_dtype(c10::DeviceType::CUDA)
-                                                         : at::kFloat;
+  return compat::autocast_enabled(c10::DeviceType::CUDA)
+             ? compat::autocast_dtype(c10::DeviceType::CUDA)
+             : at::kFloat;
 }
 
 // Runs the forward: s (allocated when r is defined, else x), y, mean, rstd.
@@ -135,14 +136,16 @@ bool fused_layer_norm_applies(const at::Tensor& x, const at::Tensor& r, const at
       !x.is_contiguous())
     return false;
   const int64_t c = x.size(-1);
-  if (c < 2 || c > kMaxWidth || !fp32_vector(weight, x, c) || !fp32_vector(bias, x, c)) return false;
+  if (c < 2 || c > kMaxWidth || !fp32_vector(weight, x, c) || !fp32_vector(bias, x, c))
+    return false;
   if (!r.defined()) return true;
   const auto rt = r.scalar_type();
   return r.device() == x.device() && r.sizes() == x.sizes() &&
          (rt == at::kFloat || rt == at::kHalf || rt == at::kBFloat16);
 }
 
-std::pair<at::Tensor, at::Tensor> fused_residual_layer_norm(const at::Tensor& x, const at::Tensor& r,
+std::pair<at::Tensor, at::Tensor> fused_residual_layer_norm(const at::Tensor& x,
+                                                            const at::Tensor& r,
                                                             const at::Tensor& weight,
                                                             const at::Tensor& bias, double eps) {
   if (!r.defined()) return {x, LayerNorm::apply(x, weight, bias, eps)};

@@ -52,7 +52,7 @@ __device__ __forceinline__ void block_partials(const float* shared, int warps, i
 }
 
 template <typename R, typename Y>
-__global__ void __launch_bounds__(kForwardWarps * kWarp)
+__global__ void __launch_bounds__(kForwardWarps* kWarp)
     ln_forward(const float* __restrict__ x, const R* __restrict__ r, float* __restrict__ s_out,
                Y* __restrict__ y, const float* __restrict__ w, const float* __restrict__ b,
                float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows, int c,
@@ -132,12 +132,19 @@ __global__ void ln_backward(const Y* __restrict__ dy, const float* __restrict__ 
 }
 
 // 4 consecutive elements of T as floats, and back (16 bytes of fp32, 8 of fp16/bf16).
-template <typename T> struct Vec4;
-template <> struct Vec4<float> {
-  __device__ __forceinline__ static float4 load(const float* p) { return *reinterpret_cast<const float4*>(p); }
-  __device__ __forceinline__ static void store(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+template <typename T>
+struct Vec4;
+template <>
+struct Vec4<float> {
+  __device__ __forceinline__ static float4 load(const float* p) {
+    return *reinterpret_cast<const float4*>(p);
+  }
+  __device__ __forceinline__ static void store(float* p, float4 v) {
+    *reinterpret_cast<float4*>(p) = v;
+  }
 };
-template <typename H> struct Vec4Half {
+template <typename H>
+struct Vec4Half {
   __device__ __forceinline__ static float4 load(const H* p) {
     const uint2 raw = *reinterpret_cast<const uint2*>(p);
     const H* h = reinterpret_cast<const H*>(&raw);
@@ -146,19 +153,22 @@ template <typename H> struct Vec4Half {
   __device__ __forceinline__ static void store(H* p, float4 v) {
     uint2 raw;
     H* h = reinterpret_cast<H*>(&raw);
-    h[0] = from_float<H>(v.x), h[1] = from_float<H>(v.y), h[2] = from_float<H>(v.z), h[3] = from_float<H>(v.w);
+    h[0] = from_float<H>(v.x), h[1] = from_float<H>(v.y), h[2] = from_float<H>(v.z),
+    h[3] = from_float<H>(v.w);
     *reinterpret_cast<uint2*>(p) = raw;
   }
 };
-template <> struct Vec4<__half> : Vec4Half<__half> {};
-template <> struct Vec4<__nv_bfloat16> : Vec4Half<__nv_bfloat16> {};
+template <>
+struct Vec4<__half> : Vec4Half<__half> {};
+template <>
+struct Vec4<__nv_bfloat16> : Vec4Half<__nv_bfloat16> {};
 
 __device__ __forceinline__ float& at4(float4& v, int j) { return (&v.x)[j]; }
 __device__ __forceinline__ float at4(const float4& v, int j) { return (&v.x)[j]; }
 
 // Lane `lane` holds the row's float4s lane, lane + 32, ..., lane + 32·(V-1).
 template <typename R, typename Y, int V>
-__global__ void __launch_bounds__(kForwardWarps * kWarp)
+__global__ void __launch_bounds__(kForwardWarps* kWarp)
     ln_forward_reg(const float* __restrict__ x, const R* __restrict__ r, float* __restrict__ s_out,
                    Y* __restrict__ y, const float* __restrict__ w, const float* __restrict__ b,
                    float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
@@ -281,11 +291,16 @@ __global__ void __launch_bounds__(8 * kWarp, 2)
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 int reg_vec(int c) {
   switch (c) {
-    case 256: return 2;
-    case 384: return 3;
-    case 512: return 4;
-    case 768: return 6;
-    case 1024: return 8;
+    case 256:
+      return 2;
+    case 384:
+      return 3;
+    case 512:
+      return 4;
+    case 768:
+      return 6;
+    case 1024:
+      return 8;
   }
   return 0;
 }
@@ -293,11 +308,16 @@ int reg_vec(int c) {
 template <typename F>
 cudaError_t with_vec(int v, F&& f) {
   switch (v) {
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 8: return f(std::integral_constant<int, 8>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
   }
   return cudaErrorInvalidValue;
 }
@@ -308,16 +328,22 @@ cudaError_t dispatch(int r_dtype, int y_dtype, Args&&... args) {
   auto with_y = [&](auto r_tag) -> cudaError_t {
     using R = decltype(r_tag);
     switch (y_dtype) {
-      case 0: return F<R, float>::run(args...);
-      case 1: return F<R, __half>::run(args...);
-      case 2: return F<R, __nv_bfloat16>::run(args...);
+      case 0:
+        return F<R, float>::run(args...);
+      case 1:
+        return F<R, __half>::run(args...);
+      case 2:
+        return F<R, __nv_bfloat16>::run(args...);
     }
     return cudaErrorInvalidValue;
   };
   switch (r_dtype) {
-    case 0: return with_y(float{});
-    case 1: return with_y(__half{});
-    case 2: return with_y(__nv_bfloat16{});
+    case 0:
+      return with_y(float{});
+    case 1:
+      return with_y(__half{});
+    case 2:
+      return with_y(__nv_bfloat16{});
   }
   return cudaErrorInvalidValue;
 }
@@ -330,7 +356,8 @@ struct Forward {
     if (rows == 0) return cudaSuccess;
     const auto blocks = static_cast<unsigned>((rows + kForwardWarps - 1) / kForwardWarps);
     const int v = reg_vec(c);
-    if (v && aligned16(x) && aligned16(r) && aligned16(s) && aligned16(y) && aligned16(w) && aligned16(b)) {
+    if (v && aligned16(x) && aligned16(r) && aligned16(s) && aligned16(y) && aligned16(w) &&
+        aligned16(b)) {
       return with_vec(v, [&](auto vc) {
         ln_forward_reg<R, Y, decltype(vc)::value><<<blocks, kForwardWarps * kWarp, 0, stream>>>(
             x, static_cast<const R*>(r), s, static_cast<Y*>(y), w, b, mean, rstd, rows, eps);
@@ -358,17 +385,20 @@ struct Backward {
           aligned16(dr)) {
         e = with_vec(v, [&](auto vc) {
           ln_backward_reg<R, Y, decltype(vc)::value><<<blocks, warps * kWarp, shared, stream>>>(
-              static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part, rows);
+              static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part,
+              rows);
           return cudaGetLastError();
         });
       } else {
         ln_backward<R, Y><<<blocks, warps * kWarp, shared, stream>>>(
-            static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part, rows, c);
+            static_cast<const Y*>(dy), ds_in, s, w, mean, rstd, dx, static_cast<R*>(dr), part, rows,
+            c);
         e = cudaGetLastError();
       }
       if (e != cudaSuccess) return e;
     }
-    return sum_partials(part, rows > 0 ? blocks : 0, 2 * static_cast<int64_t>(c), c, dw, db, stream);
+    return sum_partials(part, rows > 0 ? blocks : 0, 2 * static_cast<int64_t>(c), c, dw, db,
+                        stream);
   }
 };
 

@@ -4,8 +4,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "cuda/check.h"
-#include "cuda/dtype_code.h"
 #include "cuda/column_sum.h"
+#include "cuda/dtype_code.h"
 #include "cuda/fused_linear.h"
 #include "util/torch_compat.h"
 
@@ -39,7 +39,8 @@ struct Linear : public torch::autograd::Function<Linear> {
     const at::Tensor dy = grads[0].to(w.scalar_type()).reshape({-1, out}).contiguous();  // (N, out)
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0))
-      dx = at::mm(dy, w).view(x.sizes()).to(static_cast<at::ScalarType>(ctx->saved_data["x"].toInt()));
+      dx = at::mm(dy, w).view(x.sizes()).to(
+          static_cast<at::ScalarType>(ctx->saved_data["x"].toInt()));
     if (ctx->needs_input_grad(1)) {
       dw = weight_gradient(dy.t(), x.reshape({-1, in}),
                            static_cast<at::ScalarType>(ctx->saved_data["w"].toInt()));

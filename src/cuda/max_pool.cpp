@@ -41,11 +41,12 @@ cuda::MaxPoolArgs args(const at::Tensor& x, int kernel, int stride, int padding)
 struct MaxPool : public torch::autograd::Function<MaxPool> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t kernel,
                             int64_t stride, int64_t padding) {
-    const cuda::MaxPoolArgs a = args(x, static_cast<int>(kernel), static_cast<int>(stride),
-                                     static_cast<int>(padding));
+    const cuda::MaxPoolArgs a =
+        args(x, static_cast<int>(kernel), static_cast<int>(stride), static_cast<int>(padding));
     const auto cl = at::MemoryFormat::ChannelsLast;
     at::Tensor out = at::empty({a.n, a.c, a.out_h, a.out_w}, x.options().memory_format(cl));
-    at::Tensor where = at::empty({a.n, a.c, a.out_h, a.out_w}, x.options().dtype(at::kByte).memory_format(cl));
+    at::Tensor where =
+        at::empty({a.n, a.c, a.out_h, a.out_w}, x.options().dtype(at::kByte).memory_format(cl));
     DTRAIN_CUDA_CHECK(cuda::max_pool_forward(a, x.data_ptr(), out.data_ptr(),
                                              where.data_ptr<uint8_t>(), stream_of(x)));
     ctx->save_for_backward({where});

@@ -155,9 +155,12 @@ cudaError_t dispatch(const MaxPoolArgs& a, bool aligned, F&& f) {
                 : f(tag, std::integral_constant<int, 1>{}, int64_t{});
   };
   switch (a.dtype) {
-    case 0: return by_type(float{});
-    case 1: return by_type(__half{});
-    default: return by_type(__nv_bfloat16{});
+    case 0:
+      return by_type(float{});
+    case 1:
+      return by_type(__half{});
+    default:
+      return by_type(__nv_bfloat16{});
   }
 }
 

@@ -13,8 +13,8 @@ namespace dtrain::cuda {
 struct MaxPoolArgs {
   int dtype = 0;
   int64_t n = 0;
-  int c = 0, h = 0, w = 0;          // input
-  int out_h = 0, out_w = 0;         // output
+  int c = 0, h = 0, w = 0;   // input
+  int out_h = 0, out_w = 0;  // output
   int kernel = 3, stride = 2, padding = 1;
 };
 

@@ -28,7 +28,8 @@ void empty_cache(const at::Device& device) {
 }
 
 void set_memory_fraction(const at::Device& device, double fraction) {
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+  if (device.is_cuda())
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
 }
 
 }  // namespace dtrain::detail

@@ -26,7 +26,7 @@ struct Mlp : public torch::autograd::Function<Mlp> {
     const at::Tensor fw = fc_w.to(dt).contiguous(), pw = proj_w.to(dt).contiguous();
     const at::Tensor fb = fc_b.to(dt).contiguous();
     at::Tensor h = at::empty({xc.size(0), hidden}, xc.options());  // gelu(pre)
-    at::Tensor pre = at::empty_like(h);                             // xc · fwᵀ + fb
+    at::Tensor pre = at::empty_like(h);                            // xc · fwᵀ + fb
     gemm_gelu_aux_bias(xc, fw, fb, h, pre);
     at::Tensor y = at::linear(h, pw, proj_b.to(dt));  // (N, C)
     ctx->save_for_backward({xc, fw, pw, pre, h});

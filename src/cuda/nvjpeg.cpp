@@ -36,7 +36,8 @@ std::vector<std::string> candidates(int major) {
   const std::string name = "libnvjpeg.so." + std::to_string(major);
   std::vector<std::string> c = {name, "libnvjpeg.so"};
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &info) != 0 && info.dli_fname != nullptr) {
+  if (::dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &info) != 0 &&
+      info.dli_fname != nullptr) {
     std::string dir = info.dli_fname;
     dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
     if (!dir.empty()) {
@@ -88,7 +89,8 @@ Loaded load() {
   a.get_property(kMinorVersion, &minor);
   a.get_property(kPatchLevel, &patch);
   l.ok = true;
-  l.text = "nvJPEG " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  l.text =
+      "nvJPEG " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   return l;
 }
 
@@ -166,10 +168,17 @@ void pinned_free(void* p) {
 }
 
 std::string status_name(Status s) {
-  static const char* const names[] = {"success",           "not initialized",     "invalid parameter",
-                                      "bad JPEG",          "JPEG not supported",  "allocator failure",
-                                      "execution failed",  "architecture mismatch", "internal error",
-                                      "implementation not supported", "incomplete bitstream"};
+  static const char* const names[] = {"success",
+                                      "not initialized",
+                                      "invalid parameter",
+                                      "bad JPEG",
+                                      "JPEG not supported",
+                                      "allocator failure",
+                                      "execution failed",
+                                      "architecture mismatch",
+                                      "internal error",
+                                      "implementation not supported",
+                                      "incomplete bitstream"};
   if (s >= 0 && s < static_cast<Status>(sizeof names / sizeof names[0]))
     return std::string(names[s]) + " (" + std::to_string(s) + ")";
   return "status " + std::to_string(s);
@@ -179,7 +188,8 @@ std::string status_name(Status s) {
 
 NvjpegStatus nvjpeg_status() {
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return {false, "no CUDA device is visible"};
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    return {false, "no CUDA device is visible"};
   return {nvjpeg::api() != nullptr, nvjpeg::api_text()};
 }
 

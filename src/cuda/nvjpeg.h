@@ -50,13 +50,15 @@ using Stream = void*;  // nvjpegJpegStream_t
 
 struct Api {
   Status (*get_property)(int type, int* value);
-  Status (*create_ex)(int backend, DevAllocator* dev, PinnedAllocator* pinned, unsigned flags, Handle* handle);
+  Status (*create_ex)(int backend, DevAllocator* dev, PinnedAllocator* pinned, unsigned flags,
+                      Handle* handle);
   Status (*destroy)(Handle handle);
   Status (*state_create)(Handle handle, State* state);
   Status (*state_destroy)(State state);
-  Status (*batched_initialize)(Handle handle, State state, int batch_size, int max_cpu_threads, int output_format);
-  Status (*batched)(Handle handle, State state, const unsigned char* const* data, const size_t* lengths,
-                    Image* destinations, cudaStream_t stream);
+  Status (*batched_initialize)(Handle handle, State state, int batch_size, int max_cpu_threads,
+                               int output_format);
+  Status (*batched)(Handle handle, State state, const unsigned char* const* data,
+                    const size_t* lengths, Image* destinations, cudaStream_t stream);
   Status (*stream_create)(Handle handle, Stream* stream);
   Status (*stream_destroy)(Stream stream);
   Status (*stream_parse)(Handle handle, const unsigned char* data, size_t length, int save_metadata,
@@ -65,7 +67,8 @@ struct Api {
   // nvjpegJpegStreamParseHeader: the markers up to the first scan only, what
   // nvjpegDecodeBatchedSupported needs (NVIDIA's hardware-decode sample and DALI parse so);
   // null where the library lacks it (then stream_parse).
-  Status (*stream_parse_header)(Handle handle, const unsigned char* data, size_t length, Stream stream);
+  Status (*stream_parse_header)(Handle handle, const unsigned char* data, size_t length,
+                                Stream stream);
 };
 
 // The loaded library (null when absent) and, either way, what nvjpeg_status() reports.

@@ -25,12 +25,15 @@ __global__ void vertical(const ResampleJob* jobs, int size) {
 
 }  // namespace
 
-cudaError_t resample_batch(const ResampleJob* jobs, int n, int size, int max_rows, cudaStream_t stream) {
+cudaError_t resample_batch(const ResampleJob* jobs, int n, int size, int max_rows,
+                           cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const unsigned cols = static_cast<unsigned>((size + kThreads - 1) / kThreads);
-  const unsigned rows = static_cast<unsigned>(max_rows < 1 ? 1 : (max_rows > 65535 ? 65535 : max_rows));
+  const unsigned rows =
+      static_cast<unsigned>(max_rows < 1 ? 1 : (max_rows > 65535 ? 65535 : max_rows));
   horizontal<<<dim3(cols, rows, static_cast<unsigned>(n)), kThreads, 0, stream>>>(jobs, size);
-  vertical<<<dim3(cols, static_cast<unsigned>(size), static_cast<unsigned>(n)), kThreads, 0, stream>>>(jobs, size);
+  vertical<<<dim3(cols, static_cast<unsigned>(size), static_cast<unsigned>(n)), kThreads, 0,
+             stream>>>(jobs, size);
   return cudaGetLastError();
 }
 

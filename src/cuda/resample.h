@@ -15,6 +15,7 @@ namespace dtrain::cuda {
 
 // Both passes for `n` jobs (ResampleJob, in device memory) on `stream`; `max_rows` is the largest
 // jobs[i].rows.
-cudaError_t resample_batch(const ResampleJob* jobs, int n, int size, int max_rows, cudaStream_t stream);
+cudaError_t resample_batch(const ResampleJob* jobs, int n, int size, int max_rows,
+                           cudaStream_t stream);
 
 }  // namespace dtrain::cuda

@@ -59,8 +59,8 @@ inline JpegPlanes jpeg_planes(const detail::GpuJpeg& g) {
 // The job of `g` (src/cuda/jpeg_batch.h), whose whole image, decoded as jpeg_planes() lays it
 // out, is at `image`, whose taps are at `taps` (g.taps counted already), and whose output batch is
 // `batch`.
-inline ResampleJob resample_job(const detail::GpuJpeg& g, uint8_t* image, uint8_t* mid, uint8_t* batch,
-                                const int32_t* taps, int64_t size) {
+inline ResampleJob resample_job(const detail::GpuJpeg& g, uint8_t* image, uint8_t* mid,
+                                uint8_t* batch, const int32_t* taps, int64_t size) {
   const JpegPlanes p = jpeg_planes(g);
   ResampleJob j{};
   j.planes = g.planes == 1 ? 1 : 3;
@@ -79,13 +79,16 @@ inline ResampleJob resample_job(const detail::GpuJpeg& g, uint8_t* image, uint8_
 // JFIF's YCbCr to RGB as libjpeg-turbo converts (jdcolor.c: 16-bit fixed point, rounded, the
 // green term's half added once, clamped to 0..255), so the GPU path's colors are the CPU path's
 // for the same Y, Cb and Cr.
-DTRAIN_HOST_DEVICE uint8_t clamp255(int32_t v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
-DTRAIN_HOST_DEVICE void ycc_to_rgb(int32_t y, int32_t cb, int32_t cr, int32_t& r, int32_t& g, int32_t& b) {
+DTRAIN_HOST_DEVICE uint8_t clamp255(int32_t v) {
+  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+DTRAIN_HOST_DEVICE void ycc_to_rgb(int32_t y, int32_t cb, int32_t cr, int32_t& r, int32_t& g,
+                                   int32_t& b) {
   constexpr int32_t kHalf = 1 << 15;
   cb -= 128, cr -= 128;
-  r = clamp255(y + ((91881 * cr + kHalf) >> 16));                  // FIX(1.40200)
-  g = clamp255(y + ((-22554 * cb + kHalf - 46802 * cr) >> 16));    // FIX(0.34414), FIX(0.71414)
-  b = clamp255(y + ((116130 * cb + kHalf) >> 16));                 // FIX(1.77200)
+  r = clamp255(y + ((91881 * cr + kHalf) >> 16));                // FIX(1.40200)
+  g = clamp255(y + ((-22554 * cb + kHalf - 46802 * cr) >> 16));  // FIX(0.34414), FIX(0.71414)
+  b = clamp255(y + ((116130 * cb + kHalf) >> 16));               // FIX(1.77200)
 }
 
 constexpr int kPrecisionBits = 22;  // PIL's PRECISION_BITS for 8-bit images

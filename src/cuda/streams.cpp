@@ -29,7 +29,8 @@ void* loader_stream(const at::Device& device) {
   return thread_stream(device).stream();
 }
 
-at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, const at::Device& device) {
+at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype,
+                                  const at::Device& device) {
   c10::cuda::CUDAGuard device_guard(device.index());
   c10::cuda::CUDAStreamGuard stream_guard(thread_stream(device));
   return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
@@ -105,7 +106,8 @@ double DataWaitClock::settle(bool wait_for_gpu) {
       w.next_start->synchronize();
     else if (!w.next_start->query())
       break;
-    const double gap = std::max(0.0, static_cast<double>(w.step_end->elapsed_time(*w.next_start)) / 1e3);
+    const double gap =
+        std::max(0.0, static_cast<double>(w.step_end->elapsed_time(*w.next_start)) / 1e3);
     m.data += std::min(w.seconds, gap);
     m.waits.pop_front();
   }

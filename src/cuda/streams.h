@@ -15,10 +15,12 @@ at::Tensor copy_to_device_async(const at::Tensor& host, const at::Device& device
                                 std::shared_ptr<void>& ready);
 // The calling thread's side stream on `device`, the one copy_to_device_async copies on, as a
 // cudaStream_t (null in a CPU build), and an uninitialized tensor allocated for it (the caching
-// allocator ties the block to that stream): what the GPU JPEG decoder (src/data/images/gpu_decode.h)
-// works on and writes into, so that a loader thread's decodes and copies share one stream.
+// allocator ties the block to that stream): what the GPU JPEG decoder
+// (src/data/images/gpu_decode.h) works on and writes into, so that a loader thread's decodes and
+// copies share one stream.
 void* loader_stream(const at::Device& device);
-at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype, const at::Device& device);
+at::Tensor empty_on_loader_stream(at::IntArrayRef sizes, at::ScalarType dtype,
+                                  const at::Device& device);
 // `work` run with the calling thread's side stream current on `device` (a loader thread's device
 // operations on its decoded batch), that stream then waited for: its results are complete when
 // this returns, as the decoder's are. A CPU build runs `work` alone.

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "config/data_formats.h"
 #include "data/formats/registry.h"
@@ -48,9 +48,9 @@ at::Tensor TensorDataset::index_of(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   for (const int64_t i : indices) {
     if (i < 0 || i >= n) {
-      throw Error("sample index " + std::to_string(i) + " is out of range [0, " +
-                      std::to_string(n) + ")",
-                  description_);
+      throw Error(
+          "sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(n) + ")",
+          description_);
     }
   }
   at::Tensor index = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
@@ -88,15 +88,16 @@ Splits make_datasets(const DataConfig& cfg, int64_t seed, const at::Device& devi
   const config::FormatRules* rules = config::find_format(cfg.format.name());
   const bool holds_out = rules != nullptr && std::find(rules->reads.begin(), rules->reads.end(),
                                                        "data.val_fraction") != rules->reads.end();
-  if (cfg.val_fraction > 0 && holds_out && !splits.val) detail::hold_out(splits, cfg.val_fraction, seed);
+  if (cfg.val_fraction > 0 && holds_out && !splits.val)
+    detail::hold_out(splits, cfg.val_fraction, seed);
   splits.plain.reset();
   return splits;
 }
 
 namespace detail {
 
-std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
-                                                  const at::Device& device) {
+std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded,
+                                                  int64_t seed, const at::Device& device) {
   const FormatRegistration format = registered_format(cfg.format);
   if (format.recorded_test_split) return format.recorded_test_split(cfg, recorded, seed);
   return format.make_splits(cfg, seed, device).test;

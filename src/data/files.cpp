@@ -21,7 +21,8 @@ namespace dtrain::detail {
 namespace {
 
 void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& seen,
-          std::vector<std::pair<std::string, std::vector<std::string>>>& out, const std::string& key) {
+          std::vector<std::pair<std::string, std::vector<std::string>>>& out,
+          const std::string& key) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
   std::vector<std::string> files, folders;
@@ -97,7 +98,8 @@ std::vector<std::string> expand_files(const DataConfig& cfg, const std::string& 
 }
 
 std::string files_text(const std::vector<std::string>& files) {
-  return files.size() == 1 ? files[0] : files[0] + " and " + std::to_string(files.size() - 1) + " more";
+  return files.size() == 1 ? files[0]
+                           : files[0] + " and " + std::to_string(files.size() - 1) + " more";
 }
 
 size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
@@ -118,8 +120,8 @@ size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
     if (n <= 0) {
       const int err = errno;
       ::close(fd);
-      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
-                  (n == 0 ? "the file ended" : std::strerror(err)));
+      throw Error(path + ": cannot read byte " + std::to_string(got) + " of " +
+                  std::to_string(size) + ": " + (n == 0 ? "the file ended" : std::strerror(err)));
     }
     got += static_cast<size_t>(n);
   }
@@ -128,7 +130,8 @@ size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes) {
   return size;
 }
 
-std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir, const std::string& key) {
+std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir,
+                                                         const std::string& key) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) throw Error("cannot read the folder " + dir + ": " + std::strerror(errno), key);
   std::vector<std::pair<std::string, bool>> out;

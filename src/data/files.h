@@ -38,7 +38,8 @@ size_t read_file_into(const std::string& path, std::vector<uint8_t>& bytes);
 
 // The entries of `dir` (symbolic links followed) as (name, is a folder), sorted by name; an Error
 // naming `key` when it cannot be read.
-std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir, const std::string& key);
+std::vector<std::pair<std::string, bool>> folder_entries(const std::string& dir,
+                                                         const std::string& key);
 
 // os.walk(dir, followlinks=True): every folder under `dir` (itself first, then each subfolder's
 // walk in name order) with its file names, sorted; a folder reached twice through links is

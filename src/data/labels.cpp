@@ -26,18 +26,23 @@ std::string label_error(int64_t label, const std::string& sample, int64_t count,
 }
 
 std::vector<std::string> class_names(const DataConfig& cfg, const LabelSpace& space,
-                                     const std::vector<std::string>& shipped, const std::string& shipped_file) {
-  const auto count = [](const std::vector<std::string>& v) { return static_cast<int64_t>(v.size()); };
+                                     const std::vector<std::string>& shipped,
+                                     const std::string& shipped_file) {
+  const auto count = [](const std::vector<std::string>& v) {
+    return static_cast<int64_t>(v.size());
+  };
   if (!cfg.class_names.empty()) {
     if (count(cfg.class_names) != space.classes)
       throw Error("gives " + std::to_string(cfg.class_names.size()) + " names for the model's " +
-                      std::to_string(space.classes) + " classes (" + space.rule + "): name each class once, class 0 first",
+                      std::to_string(space.classes) + " classes (" + space.rule +
+                      "): name each class once, class 0 first",
                   "data.class_names");
     return cfg.class_names;
   }
   if (shipped.empty() || count(shipped) == space.classes) return shipped;
   log::warn(shipped_file + " names " + std::to_string(shipped.size()) + " classes, the model has " +
-            std::to_string(space.classes) + " (" + space.rule + "): its names are not used; set data.class_names");
+            std::to_string(space.classes) + " (" + space.rule +
+            "): its names are not used; set data.class_names");
   return {};
 }
 

@@ -26,7 +26,10 @@ namespace dtrain {
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> plan,
                LoaderOptions options, std::vector<int64_t> epochs)
-    : dataset_(std::move(dataset)), plan_(std::move(plan)), epochs_(std::move(epochs)), options_(options) {
+    : dataset_(std::move(dataset)),
+      plan_(std::move(plan)),
+      epochs_(std::move(epochs)),
+      options_(options) {
   if (!dataset_) throw Error("the loader needs a dataset, got none");
   if (!epochs_.empty() && epochs_.size() != plan_.size())
     throw Error("the loader got " + std::to_string(epochs_.size()) + " epochs for a plan of " +
@@ -114,11 +117,13 @@ void Loader::worker_loop() {
 Loader::Loaded Loader::load(int64_t i, bool copy_to_device) const {
   Loaded l;
   const auto& indices = plan_[static_cast<size_t>(i)];
-  l.batch = dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pinned());
+  l.batch =
+      dataset_->fetch(indices, epochs_.empty() ? 0 : epochs_[static_cast<size_t>(i)], pinned());
   // Inputs the dataset made on the device (an image folder with data.decode gpu, Note [GPU
   // decoding]) get the event too, whatever the copies do: next() then ties them to the run's
   // stream (wait_ready), so that their memory is not reused while a step still reads it.
-  const bool on_device = options_.device.is_cuda() && l.batch.inputs.defined() && l.batch.inputs.is_cuda();
+  const bool on_device =
+      options_.device.is_cuda() && l.batch.inputs.defined() && l.batch.inputs.is_cuda();
   if (on_device || (pinned() && copy_to_device)) start_copies(l);
   return l;
 }
@@ -139,8 +144,10 @@ void Loader::start_copies(Loaded& l) const {
   const bool on_device = b.inputs.defined() && b.inputs.is_cuda();
   std::shared_ptr<void> ready;  // one event after both copies: the consumer waits once
   try {
-    if (b.inputs.defined()) b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
-    if (b.targets.defined()) b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
+    if (b.inputs.defined())
+      b.inputs = detail::copy_to_device_async(b.inputs, options_.device, ready);
+    if (b.targets.defined())
+      b.targets = detail::copy_to_device_async(b.targets, options_.device, ready);
   } catch (const c10::OutOfMemoryError&) {
     // The device is full right now (a step that ran out of memory still holds it, and will let
     // go to retry with a smaller micro-batch): what is still on the host stays in pinned host
@@ -160,7 +167,8 @@ Batch Loader::to_device(Loaded l) const {
   }
   // What is still on the host is copied on the current stream.
   const auto opts = at::TensorOptions().device(options_.device);
-  if (b.inputs.defined() && b.inputs.device() != options_.device) b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
+  if (b.inputs.defined() && b.inputs.device() != options_.device)
+    b.inputs = b.inputs.to(opts, /*non_blocking=*/true);
   if (b.targets.defined() && b.targets.device() != options_.device)
     b.targets = b.targets.to(opts, /*non_blocking=*/true);
   return b;

@@ -27,7 +27,8 @@ std::pair<std::vector<double>, std::vector<double>> pixel_statistics(const at::T
   const double count = static_cast<double>(n * plane);
   for (size_t c = 0; c < hist.size(); ++c) {
     double sum = 0, sq = 0;
-    for (int v = 0; v < 256; ++v) sum += static_cast<double>(hist[c][static_cast<size_t>(v)]) * (v / 255.0);
+    for (int v = 0; v < 256; ++v)
+      sum += static_cast<double>(hist[c][static_cast<size_t>(v)]) * (v / 255.0);
     mean[c] = sum / count;
     for (int v = 0; v < 256; ++v) {
       const double d = v / 255.0 - mean[c];
@@ -52,7 +53,8 @@ PixelNormalizer::PixelNormalizer(const DataSpec& spec, const at::Device& device)
   for (int64_t i = 0; i < c; ++i) {
     const double s = std[static_cast<size_t>(i)];
     if (!(s > 0) || !std::isfinite(mean[static_cast<size_t>(i)]))
-      throw Error("pixel statistics of channel " + std::to_string(i) + ": std must be > 0 and the mean finite");
+      throw Error("pixel statistics of channel " + std::to_string(i) +
+                  ": std must be > 0 and the mean finite");
     scale[i] = 1.0 / (255.0 * s);
     shift[i] = -mean[static_cast<size_t>(i)] / s;
   }
@@ -66,7 +68,8 @@ namespace {
 at::Tensor per_channel(const at::Tensor& v, const at::Tensor& inputs) {
   if (inputs.dim() < 2 || inputs.size(1) != v.size(0))
     throw Error("uint8 inputs of shape " + shape_str(inputs.sizes().vec()) + " do not have the " +
-                std::to_string(v.size(0)) + " channels (dimension 1) their pixel statistics describe");
+                std::to_string(v.size(0)) +
+                " channels (dimension 1) their pixel statistics describe");
   std::vector<int64_t> view(static_cast<size_t>(inputs.dim()), 1);
   view[1] = v.size(0);
   return v.view(view);

@@ -28,7 +28,8 @@ class PixelNormalizer {
   at::Tensor operator()(const at::Tensor& inputs) const;
   // The same written in one pass into `dtype` (float, bf16 or fp16: the float values rounded
   // once) and `layout`.
-  at::Tensor operator()(const at::Tensor& inputs, at::ScalarType dtype, at::MemoryFormat layout) const;
+  at::Tensor operator()(const at::Tensor& inputs, at::ScalarType dtype,
+                        at::MemoryFormat layout) const;
 
  private:
   at::Tensor scale_, shift_;  // (C,) float on the device

@@ -34,7 +34,8 @@ Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
   const InputRecipe& r = spec.recipe;
   if (!r.class_names.empty()) j["class_names"] = r.class_names;
   if (!r.feature_names.empty()) {
-    j["features"] = {{"names", r.feature_names}, {"mean", numbers_or_null(r.mean)},
+    j["features"] = {{"names", r.feature_names},
+                     {"mean", numbers_or_null(r.mean)},
                      {"std", numbers_or_null(r.std)}};
     j["targets"] = r.target_names;
   }
@@ -47,9 +48,8 @@ Json recipe_json(const DataSpec& spec, const DataConfig& cfg) {
                    {"std", r.std.empty() ? std::vector<double>{1.0} : r.std}};
   }
   if (format.eval_transform && spec.input_shape.size() == 3)
-    j["eval_transform"] = {{"resize", r.resize},
-                           {"center_crop", spec.input_shape[2]},
-                           {"interpolation", "bilinear"}};
+    j["eval_transform"] = {
+        {"resize", r.resize}, {"center_crop", spec.input_shape[2]}, {"interpolation", "bilinear"}};
   if (spec.input_dtype == at::kLong && !spec.input_shape.empty())
     j["tokens"] = {{"vocab_size", spec.num_classes}, {"seq_len", spec.input_shape[0]}};
   return j;
@@ -68,14 +68,16 @@ std::string keys_of(const std::string& field, const DataConfig& cfg) {
       {"/targets", "data.target_columns"},
       {"/class_names", "data.class_names"},
       {"/features/names", "data.feature_columns"},
-      {"/features", "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)"},
+      {"/features",
+       "data.normalize, data.train_files, data.test_fraction (the train rows' statistics)"},
       {"/eval_transform/resize", "data.resize"},
       {"/eval_transform", "data.image_size"},
       {"/tokens/vocab_size", "data.num_classes, model.vocab_size"},
       {"/tokens", "data.seq_len"}};
   // `field` is `pointer` or lies under it.
   auto within = [&](const std::string& pointer) {
-    return field.rfind(pointer, 0) == 0 && (field.size() == pointer.size() || field[pointer.size()] == '/');
+    return field.rfind(pointer, 0) == 0 &&
+           (field.size() == pointer.size() || field[pointer.size()] == '/');
   };
   const FormatRegistration format = registered_format(cfg.format);
   for (const auto* keys : {&format.preprocess_keys, &shared})
@@ -91,7 +93,8 @@ std::string shown(const Json& v) { return v.is_null() ? "absent" : v.dump(); }
 constexpr double kSameRelative = 1e-6;
 bool same_value(const Json& a, const Json& b) {
   if (a == b) return true;
-  if (!a.is_number() || !b.is_number() || !(a.is_number_float() || b.is_number_float())) return false;
+  if (!a.is_number() || !b.is_number() || !(a.is_number_float() || b.is_number_float()))
+    return false;
   const double x = a.get<double>(), y = b.get<double>();
   return std::fabs(x - y) <= kSameRelative * std::max(std::fabs(x), std::fabs(y));
 }
@@ -105,15 +108,16 @@ Json parse_recipe(const std::string& text, const std::string& path) {
     throw Error(std::string("not a preprocess.json (not JSON: ") + e.what() + ")", path);
   }
   if (!file.is_object() || !file.contains("format"))
-    throw Error("not a preprocess.json (a JSON object with \"format\" and the run's preprocessing)", path);
+    throw Error("not a preprocess.json (a JSON object with \"format\" and the run's preprocessing)",
+                path);
   return file;
 }
 
 // Field `pointer` of `j` as T (a list of numbers or names, a number, a name); `optional` and
 // absent (or null): `fallback`. Anything else is an Error naming the field and `path`.
 template <typename T>
-T field_of(const Json& j, const std::string& pointer, const std::string& path, bool optional = false,
-           T fallback = T()) {
+T field_of(const Json& j, const std::string& pointer, const std::string& path,
+           bool optional = false, T fallback = T()) {
   const Json::json_pointer ptr(pointer);
   if (!j.contains(ptr) || j.at(ptr).is_null()) {
     if (optional) return fallback;
@@ -145,16 +149,19 @@ void check_recipe(const DataSpec& spec, const std::string& path) {
   const InputRecipe& r = spec.recipe;
   if (!r.class_names.empty() && static_cast<int64_t>(r.class_names.size()) > spec.num_classes)
     bad("class_names has more names than num_classes");
-  if (!r.feature_names.empty() && static_cast<int64_t>(r.feature_names.size()) != spec.input_shape[0])
+  if (!r.feature_names.empty() &&
+      static_cast<int64_t>(r.feature_names.size()) != spec.input_shape[0])
     bad("features.names does not name input_shape's features");
   if (r.mean.size() != r.std.size() || spec.pixel_mean.size() != spec.pixel_std.size())
     bad("mean and std differ in length");
-  if (!spec.pixel_mean.empty() && static_cast<int64_t>(spec.pixel_mean.size()) != spec.input_shape[0])
+  if (!spec.pixel_mean.empty() &&
+      static_cast<int64_t>(spec.pixel_mean.size()) != spec.input_shape[0])
     bad("pixels.mean does not give one value per channel of input_shape");
   for (const auto* v : {&r.std, &spec.pixel_std})
     for (double x : *v)
       if (!(x > 0)) bad("std holds " + std::to_string(x) + ", not > 0");
-  if (r.resize < 0 || r.resize > (int64_t{1} << 20)) bad("eval_transform.resize is " + std::to_string(r.resize));
+  if (r.resize < 0 || r.resize > (int64_t{1} << 20))
+    bad("eval_transform.resize is " + std::to_string(r.resize));
 }
 
 }  // namespace
@@ -180,13 +187,14 @@ std::string preprocess_difference(const std::string& text, const std::string& pa
     if (same_value(a, b)) continue;
     // An array's element names the whole array: both sides' values are shown whole.
     Json::json_pointer ptr(f);
-    if (!ptr.empty() && !ptr.back().empty() && ptr.back().find_first_not_of("0123456789") == std::string::npos)
+    if (!ptr.empty() && !ptr.back().empty() &&
+        ptr.back().find_first_not_of("0123456789") == std::string::npos)
       ptr = ptr.parent_pointer();
     const std::string field = ptr.to_string();
     const Json wv = file.contains(ptr) ? file.at(ptr) : Json(nullptr);
     const Json nv = fresh.contains(ptr) ? fresh.at(ptr) : Json(nullptr);
-    return keys_of(field, cfg) + ": the model was trained with " + field.substr(1) + " " + shown(wv) +
-           " (" + path + "), this config gives " + shown(nv);
+    return keys_of(field, cfg) + ": the model was trained with " + field.substr(1) + " " +
+           shown(wv) + " (" + path + "), this config gives " + shown(nv);
   }
   return "";
 }
@@ -197,7 +205,8 @@ RunRecipe read_preprocess(const std::string& text, const std::string& path) {
   const auto format = field_of<std::string>(j, "/format", path);
   const config::FormatRules* known = config::find_format(format);
   if (known == nullptr)
-    throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain", path);
+    throw Error("preprocess.json's format '" + format + "' is not a data.format of this dtrain",
+                path);
   out.format = DataFormat(known->name);
   DataSpec& spec = out.spec;
   spec.input_shape = field_of<std::vector<int64_t>>(j, "/input_shape", path);

@@ -31,7 +31,8 @@ std::string preprocess_json(const DataSpec& spec, const DataConfig& cfg);
 // Compares a preprocess.json's text (read from `path`) with what `spec` and `cfg` give now:
 // "" when they agree (fractions within 1e-6 of each other, relative, count as equal: statistics
 // recomputed from the same data), else one line naming the first field that differs, both values
-// and the config key(s) that set it. Text that is not such a JSON object is a dtrain::Error naming `path`.
+// and the config key(s) that set it. Text that is not such a JSON object is a dtrain::Error naming
+// `path`.
 std::string preprocess_difference(const std::string& text, const std::string& path,
                                   const DataSpec& spec, const DataConfig& cfg);
 

@@ -18,8 +18,7 @@ void check_world(int64_t size, int world, int rank) {
   if (size < 0) throw Error("dataset size must be >= 0, got " + std::to_string(size));
   if (world < 1) throw Error("world size must be >= 1, got " + std::to_string(world));
   if (rank < 0 || rank >= world) {
-    throw Error("rank " + std::to_string(rank) + " is outside [0, " + std::to_string(world) +
-                ")");
+    throw Error("rank " + std::to_string(rank) + " is outside [0, " + std::to_string(world) + ")");
   }
 }
 
@@ -27,7 +26,11 @@ void check_world(int64_t size, int world, int rank) {
 
 DistributedSampler::DistributedSampler(int64_t size, int world, int rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : size_(size), world_(world), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : size_(size),
+      world_(world),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   check_world(size, world, rank);
   if (drop_last_ && size_ % world_ != 0) {

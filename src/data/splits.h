@@ -38,7 +38,8 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
 // (the train files unread; dtrain eval compares its columns with preprocess.json's); without
 // data.test_files, the rows data.test_fraction holds out of the train files (make_csv_splits
 // with `recorded`).
-std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed);
+std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded,
+                                             int64_t seed);
 // data.format image_folder: JPEG and PNG files in one folder per class, decoded and transformed
 // in the loader's threads (Note [image transforms]) or on `device`'s GPU (data.decode, Note [GPU
 // decoding]); random crops drawn from `seed`.
@@ -54,7 +55,8 @@ ImageDecodeCounts image_decode_counts(const Dataset& dataset);
 // first of a Fisher-Yates permutation of 0..n-1 drawn from `seed`'s own stream: (the training
 // indices, the held-out ones), each ascending. Fewer than one in either is an Error naming
 // data.val_fraction.
-std::pair<std::vector<int64_t>, std::vector<int64_t>> held_out_indices(int64_t n, double fraction, int64_t seed);
+std::pair<std::vector<int64_t>, std::vector<int64_t>> held_out_indices(int64_t n, double fraction,
+                                                                       int64_t seed);
 // `splits.train` becomes the samples kept, `splits.val` the held-out ones of `splits.plain` (the
 // same samples unaugmented; `splits.train` itself when null).
 void hold_out(Splits& splits, double fraction, int64_t seed);
@@ -65,7 +67,7 @@ void hold_out(Splits& splits, double fraction, int64_t seed);
 // statistics; csv takes the recorded statistics and classes and reads data.test_files alone (the
 // train files only for held-out rows, data.test_fraction). Image folders, synthetic, token and
 // text data compute nothing from their training split, and are built as for training.
-std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed,
-                                                  const at::Device& device);
+std::shared_ptr<Dataset> make_recorded_test_split(const DataConfig& cfg, const DataSpec& recorded,
+                                                  int64_t seed, const at::Device& device);
 
 }  // namespace dtrain::detail

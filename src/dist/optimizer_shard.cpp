@@ -122,8 +122,8 @@ bool shards_optimizer(const Config& cfg, int world) {
   return cfg.dist.shard_optimizer != ShardOptimizer::kOff && world > 1;
 }
 
-OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector<std::string>& names,
-                               Communicator& comm)
+OptimizerShard::OptimizerShard(std::vector<at::Tensor> params,
+                               const std::vector<std::string>& names, Communicator& comm)
     : params_(std::move(params)), comm_(comm), rank_(comm.rank()) {
   const int world = comm.world();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -143,15 +143,17 @@ OptimizerShard::OptimizerShard(std::vector<at::Tensor> params, const std::vector
   }
   plan_ = plan_shards(numels_of(params_), world);
   if (plan_.total < world)
-    throw Error("cannot shard the optimizer state over " + std::to_string(world) + " ranks: the model has " +
-                    std::to_string(plan_.total) + " trainable values, so a rank would hold none (use at most " +
+    throw Error("cannot shard the optimizer state over " + std::to_string(world) +
+                    " ranks: the model has " + std::to_string(plan_.total) +
+                    " trainable values, so a rank would hold none (use at most " +
                     std::to_string(plan_.total) + " ranks, or dist.shard_optimizer=false)",
                 kKey);
   at::NoGradGuard no_grad;
   views_.resize(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r)
     for (const ShardPiece& p : plan_.pieces[static_cast<size_t>(r)])
-      views_[static_cast<size_t>(r)].push_back(flat_values(params_[p.param]).narrow(0, p.offset, p.length));
+      views_[static_cast<size_t>(r)].push_back(
+          flat_values(params_[p.param]).narrow(0, p.offset, p.length));
   buffer_ = at::zeros({plan_.largest()}, params_[0].options());
 }
 
@@ -184,8 +186,9 @@ void OptimizerShard::attach_gradients() {
 void OptimizerShard::attach_gradients(const at::Tensor& shard_gradients) {
   at::NoGradGuard no_grad;
   if (shard_gradients.numel() < plan_.elements(rank_))
-    throw Error("the gradient shard has " + std::to_string(shard_gradients.numel()) + " values, rank " +
-                std::to_string(rank_) + "'s shard " + std::to_string(plan_.elements(rank_)) + " (internal error)");
+    throw Error("the gradient shard has " + std::to_string(shard_gradients.numel()) +
+                " values, rank " + std::to_string(rank_) + "'s shard " +
+                std::to_string(plan_.elements(rank_)) + " (internal error)");
   std::vector<at::Tensor>& mine = views_[static_cast<size_t>(rank_)];
   int64_t at = 0;  // the pieces follow one another in the shard
   for (size_t k = 0; k < mine.size(); ++k) {
@@ -212,8 +215,8 @@ void OptimizerShard::gather_through(const at::Tensor& buffer) {
   if (!buffer.defined()) return;
   if (buffer.dim() != 1 || !buffer.is_contiguous() || buffer.numel() < plan_.largest() ||
       buffer.scalar_type() != buffer_.scalar_type() || buffer.device() != buffer_.device())
-    throw Error("OptimizerShard: a gather buffer of " + std::to_string(buffer.numel()) + " values for shards of " +
-                std::to_string(plan_.largest()) + " (internal error)");
+    throw Error("OptimizerShard: a gather buffer of " + std::to_string(buffer.numel()) +
+                " values for shards of " + std::to_string(plan_.largest()) + " (internal error)");
   buffer_ = buffer;
 }
 
@@ -236,7 +239,8 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
   // Each rank's entries as their bytes, one after another (their own dtypes: exact), to rank 0
   // alone.
   int64_t total = 0;
-  for (const auto& kv : mine) total += kv.second.numel() * static_cast<int64_t>(kv.second.element_size());
+  for (const auto& kv : mine)
+    total += kv.second.numel() * static_cast<int64_t>(kv.second.element_size());
   at::Tensor packed = at::empty({total}, at::TensorOptions().dtype(at::kByte));
   int64_t end = 0;
   for (const auto& kv : mine) {
@@ -258,8 +262,10 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
       at::Tensor t = at::empty(e.sizes, at::TensorOptions().dtype(e.dtype));
       const int64_t n = e.numel * static_cast<int64_t>(t.element_size());
       if (offset + n > from.numel())
-        throw Error("rank " + std::to_string(r) + "'s optimizer state is shorter than its entries say (internal error)");
-      std::memcpy(t.data_ptr(), static_cast<const uint8_t*>(from.data_ptr()) + offset, static_cast<size_t>(n));
+        throw Error("rank " + std::to_string(r) +
+                    "'s optimizer state is shorter than its entries say (internal error)");
+      std::memcpy(t.data_ptr(), static_cast<const uint8_t*>(from.data_ptr()) + offset,
+                  static_cast<size_t>(n));
       pieces[e.name] = std::move(t);
       offset += n;
     }
@@ -274,8 +280,8 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
   auto assemble = [&](const std::string& kind, size_t i) {
     const std::string first = kind + "." + std::to_string(of_param[i].front());
     if (kind == "step") return pieces.at(first);  // alike in every piece of a parameter
-    at::Tensor out = at::empty_strided(params[i].sizes(), params[i].strides(),
-                                       pieces.at(first).options());
+    at::Tensor out =
+        at::empty_strided(params[i].sizes(), params[i].strides(), pieces.at(first).options());
     const at::Tensor flat = flat_values(out);
     for (size_t n : of_param[i]) {
       const ShardPiece& p = all_pieces[n].piece;
@@ -285,7 +291,8 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
   };
   auto add_all = [&](const std::vector<std::string>& kinds) {
     for (size_t i = 0; i < params.size(); ++i)
-      for (const auto& kind : kinds) whole.emplace_back(kind + "." + std::to_string(i), assemble(kind, i));
+      for (const auto& kind : kinds)
+        whole.emplace_back(kind + "." + std::to_string(i), assemble(kind, i));
   };
   if (has("momentum")) add_all({"momentum"});
   if (has("exp_avg")) {
@@ -304,7 +311,8 @@ OptimizerState state_of_shard(const OptimizerState& whole, const std::vector<at:
   for (const auto& [name, t] : whole) {
     const int64_t i = number_of(name);
     const std::string kind = kind_of(name);
-    const bool known = kind == "momentum" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "step";
+    const bool known =
+        kind == "momentum" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "step";
     if (!known || i < 0 || i >= static_cast<int64_t>(params.size())) {
       out.emplace_back(name, t);  // load_state() refuses it by name
       continue;

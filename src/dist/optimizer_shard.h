@@ -25,19 +25,19 @@
 // the wire per step, where all-reducing the gradients (two volumes) and broadcasting made three.
 // The broadcasts share one buffer of a shard's size (1/N of the parameters), where one
 // all_gather would hold N shards at once, all the parameters again; with dist.shard_optimizer=true
-// that buffer is the gradient buckets' memory (Note [gradient shard in the buckets]). The reduced values come
-// from another collective than an unsharded run's all-reduce, so they may differ in the last bit
-// where more than two ranks' values are summed (a sum's order); on two ranks they are the same.
-// The parameters are not sharded: only the state and the averaged gradients are. The buckets
+// that buffer is the gradient buckets' memory (Note [gradient shard in the buckets]). The reduced
+// values come from another collective than an unsharded run's all-reduce, so they may differ in the
+// last bit where more than two ranks' values are summed (a sum's order); on two ranks they are the
+// same. The parameters are not sharded: only the state and the averaged gradients are. The buckets
 // hold the whole local gradient with dist.shard_optimizer=true; with =gradients (ZeRO-2) a
 // bucket's buffer is made when its gradients are ready and released once it is sent, and the
 // parameters' gradients go as they enter it (ReducerOptions::release_buckets), so past backward
-// a rank keeps no gradient beyond its shard. A skipped step updates nothing on any rank and gathers nothing. Checkpoints hold the
-// whole state, as one optimizer over all the parameters writes it: gather_optimizer_state() puts
-// the pieces' entries together on rank 0 (the plan is a pure function of the parameters, so it
-// needs no more than the model), and a sharded checkpoint resumes on any number of ranks,
-// sharded or not; on resume each rank cuts its pieces' entries out of the whole state
-// (state_of_shard()).
+// a rank keeps no gradient beyond its shard. A skipped step updates nothing on any rank and gathers
+// nothing. Checkpoints hold the whole state, as one optimizer over all the parameters writes it:
+// gather_optimizer_state() puts the pieces' entries together on rank 0 (the plan is a pure function
+// of the parameters, so it needs no more than the model), and a sharded checkpoint resumes on any
+// number of ranks, sharded or not; on resume each rank cuts its pieces' entries out of the whole
+// state (state_of_shard()).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -32,8 +32,8 @@ struct Reducer::Hook : torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
-Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
-                 Communicator& comm, Communicator& control, ReducerOptions options)
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, Communicator& comm,
+                 Communicator& control, ReducerOptions options)
     : params_(std::move(params)),
       names_(std::move(names)),
       comm_(comm),
@@ -43,7 +43,8 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   if (params_.size() != names_.size()) throw Error("Reducer: one name per parameter");
   state_->reducer = this;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].requires_grad()) throw Error("Reducer: parameter '" + names_[i] + "' needs no gradient");
+    if (!params_[i].requires_grad())
+      throw Error("Reducer: parameter '" + names_[i] + "' needs no gradient");
     if (!params_[i].is_leaf()) throw Error("Reducer: parameter '" + names_[i] + "' is not a leaf");
   }
   // Until the first step shows the real order, expect gradients in reverse registration order
@@ -53,7 +54,8 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   if (options_.shard_values > 0) {
     options_.rebuild_after_first_step = false;
     const at::Tensor& p = params_.front();
-    const at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? p.scalar_type() : options_.comm_dtype;
+    const at::ScalarType dt =
+        options_.comm_dtype == at::ScalarType::Undefined ? p.scalar_type() : options_.comm_dtype;
     const int64_t S = options_.shard_values;
     if (!releases_buckets() && dt == p.scalar_type()) {
       // Note [gradient shard in the buckets]
@@ -90,7 +92,9 @@ void Reducer::build(const std::vector<size_t>& order) {
     for (auto& bucket : buckets_) {
       std::sort(bucket.begin(), bucket.end());
       for (size_t k = 1; k < bucket.size(); ++k)
-        if (bucket[k] != bucket[k - 1] + 1) throw Error("Reducer: a sharded bucket of parameters that are not consecutive (internal error)");
+        if (bucket[k] != bucket[k - 1] + 1)
+          throw Error(
+              "Reducer: a sharded bucket of parameters that are not consecutive (internal error)");
       flat_start_.push_back(start[bucket.front()]);
     }
   }
@@ -108,25 +112,28 @@ void Reducer::build(const std::vector<size_t>& order) {
     }
     const at::Tensor& first = params_[buckets_[b].front()];
     at::ScalarType dt = options_.comm_dtype == at::ScalarType::Undefined ? first.scalar_type()
-                                                                           : options_.comm_dtype;
+                                                                         : options_.comm_dtype;
     layout_.push_back(at::empty({0}, first.options().dtype(dt)));
     numel_.push_back(numel);
     if (all_buckets_.defined())
       flat_.push_back(all_buckets_.narrow(0, flat_start_[b], numel));
     else
-      flat_.push_back(releases_buckets() ? at::Tensor() : at::empty({numel}, first.options().dtype(dt)));
+      flat_.push_back(releases_buckets() ? at::Tensor()
+                                         : at::empty({numel}, first.options().dtype(dt)));
   }
 }
 
 at::Tensor Reducer::spare(int64_t n) const {
   const int64_t S = options_.shard_values;
-  if (!all_buckets_.defined() || n > S || comm_.world() < 2) return at::Tensor();  // one rank: no other place
+  if (!all_buckets_.defined() || n > S || comm_.world() < 2)
+    return at::Tensor();                                        // one rank: no other place
   return all_buckets_.narrow(0, comm_.rank() == 0 ? S : 0, n);  // another rank's shard's place
 }
 
 int64_t Reducer::bytes_per_step() const {
   int64_t bytes = 0;
-  for (size_t b = 0; b < numel_.size(); ++b) bytes += numel_[b] * static_cast<int64_t>(layout_[b].element_size());
+  for (size_t b = 0; b < numel_.size(); ++b)
+    bytes += numel_[b] * static_cast<int64_t>(layout_[b].element_size());
   return bytes;
 }
 
@@ -140,8 +147,8 @@ int64_t Reducer::bucket_bytes() const {
 }
 
 void Reducer::attach_hooks() {
-  // For Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when it
-  // was made, and the reducer keeps the nodes alive. Made here, at the first backward, they take
+  // For Note [reducer in the graph]: an AccumulateGrad node keeps the stream that was current when
+  // it was made, and the reducer keeps the nodes alive. Made here, at the first backward, they take
   // the run's stream; made at construction (before a CUDA-graph run switches to its side stream)
   // they would tie every backward to the legacy default stream, which a capture refuses.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -158,7 +165,8 @@ void Reducer::prepare(bool sync) {
   sync_ = sync;
   if (!sync) return;
   pending_.assign(buckets_.size(), 0);
-  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int64_t>(buckets_[b].size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    pending_[b] = static_cast<int64_t>(buckets_[b].size());
   ready_.assign(params_.size(), 0);
   works_.clear();
   works_.resize(buckets_.size());
@@ -181,7 +189,8 @@ void Reducer::on_ready(size_t i) {
   const size_t b = bucket_of_[i];
   if (--pending_[b] == 0) {
     fill(b);
-    timeline_[b].ready = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    timeline_[b].ready =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     if (options_.overlap) launch_ready_buckets();
   }
 }
@@ -239,8 +248,10 @@ void Reducer::fill_buffer(size_t b) {
   for (size_t i : buckets_[b]) {
     const at::Tensor& g = params_[i].grad();
     at::Tensor s = slot(i);
-    if (!g.defined()) s.zero_();
-    else if (!(g.is_alias_of(flat_[b]) && g.data_ptr() == s.data_ptr() && g.strides() == s.strides()))
+    if (!g.defined())
+      s.zero_();
+    else if (!(g.is_alias_of(flat_[b]) && g.data_ptr() == s.data_ptr() &&
+               g.strides() == s.strides()))
       s.copy_(g);
   }
 }
@@ -251,7 +262,8 @@ void Reducer::launch_ready_buckets() {
 }
 
 void Reducer::launch(size_t b) {
-  timeline_[b].launched = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  timeline_[b].launched =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   if (options_.shard_values == 0) {
     works_[b] = comm_.all_reduce_async(flat_[b], ReduceOp::kAvg);
     return;
@@ -261,11 +273,13 @@ void Reducer::launch(size_t b) {
   const int64_t S = options_.shard_values, lo = flat_start_[b], hi = lo + flat_[b].numel();
   std::vector<int64_t> counts(static_cast<size_t>(comm_.world()));
   for (int r = 0; r < comm_.world(); ++r)
-    counts[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(hi, (r + 1) * S) - std::max(lo, r * S));
+    counts[static_cast<size_t>(r)] =
+        std::max<int64_t>(0, std::min(hi, (r + 1) * S) - std::max(lo, r * S));
   const int me = comm_.rank();
   at::Tensor mine;
   if (counts[static_cast<size_t>(me)] > 0)
-    mine = shard_received_.narrow(0, std::max(lo, me * S) - me * S, counts[static_cast<size_t>(me)]);
+    mine =
+        shard_received_.narrow(0, std::max(lo, me * S) - me * S, counts[static_cast<size_t>(me)]);
   works_[b] = comm_.reduce_scatter_async(flat_[b], counts, mine, ReduceOp::kAvg);
   // Sent: the collective holds what it reads (NCCL: the buffer is tied to its stream; MPI: its
   // thread keeps the tensor), so the buffer may go.
@@ -283,7 +297,8 @@ void Reducer::finish(bool abandon) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (!sync_) throw Error("Reducer::finish() after a backward that was not synchronized");
-  backward_end_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  backward_end_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   // Parameters whose hooks never fired got no gradient in this step.
   std::vector<size_t> missing;
   for (size_t i = 0; i < params_.size(); ++i)
@@ -291,7 +306,8 @@ void Reducer::finish(bool abandon) {
   if (!missing.empty()) {
     if (!options_.find_unused_parameters && !abandon) {
       std::string names;
-      for (size_t k = 0; k < missing.size() && k < 5; ++k) names += (k ? ", " : "") + names_[missing[k]];
+      for (size_t k = 0; k < missing.size() && k < 5; ++k)
+        names += (k ? ", " : "") + names_[missing[k]];
       if (missing.size() > 5) names += ", ... (" + std::to_string(missing.size()) + " in all)";
       throw Error("parameter(s) received no gradient in this step: " + names +
                       "; if the model leaves parameters unused on purpose, set "
@@ -310,10 +326,12 @@ void Reducer::finish(bool abandon) {
     }
   }
   launch_ready_buckets();
-  if (next_bucket_ != buckets_.size()) throw Error("Reducer: buckets left unlaunched (internal error)");
+  if (next_bucket_ != buckets_.size())
+    throw Error("Reducer: buckets left unlaunched (internal error)");
   for (size_t b = 0; b < buckets_.size(); ++b) {
     works_[b]->wait();
-    timeline_[b].done = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    timeline_[b].done =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     if (options_.shard_values > 0) {
       // The averaged values are in this rank's shard alone; the local gradients go (their values
       // are in the bucket).
@@ -328,14 +346,16 @@ void Reducer::finish(bool abandon) {
       if (s.scalar_type() == params_[i].scalar_type()) {
         g = s;
       } else {
-        if (!g.defined() || g.scalar_type() != params_[i].scalar_type()) g = at::empty_like(params_[i]);
+        if (!g.defined() || g.scalar_type() != params_[i].scalar_type())
+          g = at::empty_like(params_[i]);
         g.copy_(s);
       }
     }
   }
   works_.clear();
   sync_ = false;
-  if (shard_grad_.defined() && !shard_grad_.is_same(shard_received_)) shard_grad_.copy_(shard_received_);
+  if (shard_grad_.defined() && !shard_grad_.is_same(shard_received_))
+    shard_grad_.copy_(shard_received_);
 
   if (abandon) return;  // this step is thrown away; plan again after a real one
   if (first_step_ && options_.rebuild_after_first_step) {

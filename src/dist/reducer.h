@@ -30,7 +30,7 @@ namespace dtrain {
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;
   int64_t first_bucket_cap_bytes = 1024 * 1024;
-  bool overlap = true;               // false: everything is launched after backward
+  bool overlap = true;  // false: everything is launched after backward
   at::ScalarType comm_dtype = at::ScalarType::Undefined;  // Undefined: the gradient's dtype
   bool find_unused_parameters = false;
   bool rebuild_after_first_step = true;  // re-plan buckets in the order gradients arrived
@@ -107,11 +107,11 @@ class Reducer {
   struct State;
   void attach_hooks();  // at the first prepare()
   void on_ready(size_t param);
-  void fill(size_t b);               // mu_ held: the bucket's gradients into its buffer
-  void fill_buffer(size_t b);        // the copy itself
+  void fill(size_t b);                  // mu_ held: the bucket's gradients into its buffer
+  void fill_buffer(size_t b);           // the copy itself
   at::Tensor slot(size_t param) const;  // the parameter's span of its bucket, shaped like it
-  void launch_ready_buckets();  // mu_ held
-  void launch(size_t b);        // mu_ held
+  void launch_ready_buckets();          // mu_ held
+  void launch(size_t b);                // mu_ held
   void build(const std::vector<size_t>& order);
 
   std::vector<at::Tensor> params_;
@@ -130,16 +130,16 @@ class Reducer {
   // optimizers need): at once, so that autograd's gradients go while backward still runs instead
   // of being kept beside their copies (a model's gradients less at the peak), and after the
   // all-reduce the averaged gradients are there, in place of a copy back (DDP's
-  // gradient_as_bucket_view). With a sharded optimizer they go at the step's end. The next step's clear_gradients() lets autograd make
-  // fresh gradients; a loop that does not clear them accumulates into the views, and a gradient
-  // that already is its span is not copied again.
-  std::vector<at::Tensor> flat_;              // one buffer per bucket (with release_buckets:
-                                              // defined from its fill to its launch)
-  std::vector<at::Tensor> layout_;            // per bucket, an empty tensor of its buffer's
-                                              // dtype and device, and its values' count
+  // gradient_as_bucket_view). With a sharded optimizer they go at the step's end. The next step's
+  // clear_gradients() lets autograd make fresh gradients; a loop that does not clear them
+  // accumulates into the views, and a gradient that already is its span is not copied again.
+  std::vector<at::Tensor> flat_;    // one buffer per bucket (with release_buckets:
+                                    // defined from its fill to its launch)
+  std::vector<at::Tensor> layout_;  // per bucket, an empty tensor of its buffer's
+                                    // dtype and device, and its values' count
   std::vector<int64_t> numel_;
-  std::vector<int64_t> flat_start_;           // with shard_values: each bucket's first value in
-                                              // the parameters' flat sequence
+  std::vector<int64_t> flat_start_;  // with shard_values: each bucket's first value in
+                                     // the parameters' flat sequence
   // Note [gradient shard in the buckets]: with dist.shard_optimizer=true and buckets of the
   // parameters' dtype, every bucket is a view of one buffer of world x shard_values values laid
   // out in the flat order (its tail zeros past the last value), and this rank's gradient shard is
@@ -153,14 +153,14 @@ class Reducer {
   // the state freed at 2 ranks (docs/PERFORMANCE.md). Not for ZeRO-2 (the buckets come and go)
   // nor for buckets of another dtype (dist.grad_dtype).
   at::Tensor all_buckets_;
-  at::Tensor shard_received_;                 // with shard_values: the segments this rank
-                                              // receives, in the buckets' dtype
-  at::Tensor shard_grad_;                     // gradient_shard(): shard_received_, or its copy
-                                              // in the parameters' dtype
+  at::Tensor shard_received_;                  // with shard_values: the segments this rank
+                                               // receives, in the buckets' dtype
+  at::Tensor shard_grad_;                      // gradient_shard(): shard_received_, or its copy
+                                               // in the parameters' dtype
   std::vector<size_t> bucket_of_, offset_of_;  // per parameter
-  std::vector<int64_t> pending_;              // per bucket: gradients not yet ready
-  std::vector<char> ready_;                   // per parameter
-  std::vector<std::unique_ptr<Work>> works_;  // per bucket, this step
+  std::vector<int64_t> pending_;               // per bucket: gradients not yet ready
+  std::vector<char> ready_;                    // per parameter
+  std::vector<std::unique_ptr<Work>> works_;   // per bucket, this step
   size_t next_bucket_ = 0;
   bool sync_ = false;
   bool first_step_ = true;

@@ -12,7 +12,8 @@ namespace dtrain::detail {
 namespace {
 
 // One line per parameter: "name [shape] dtype".
-std::string signature(const std::vector<std::string>& names, const std::vector<at::Tensor>& params) {
+std::string signature(const std::vector<std::string>& names,
+                      const std::vector<at::Tensor>& params) {
   std::string sig;
   for (size_t i = 0; i < params.size(); ++i)
     sig += names[i] + " " + shape_str(params[i].sizes().vec()) + " " +
@@ -46,7 +47,8 @@ void verify_replicas(Communicator& control, uint64_t config_hash,
       std::string la, lb;
       int idx = 0;
       while (true) {
-        bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+        bool ga = static_cast<bool>(std::getline(a, la)),
+             gb = static_cast<bool>(std::getline(b, lb));
         if (!ga) la = "(none)";
         if (!gb) lb = "(none)";
         if (la != lb || (!ga && !gb)) break;

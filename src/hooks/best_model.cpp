@@ -52,7 +52,9 @@ class BestModel : public Hook {
 
   std::string state() const override {
     if (!active_) return "";
-    nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"best", nullptr}, {"best_step", best_step_},
+    nlohmann::ordered_json j{{"metric", to_string(metric_)},
+                             {"best", nullptr},
+                             {"best_step", best_step_},
                              {"since_best", since_best_}};
     if (best_) j["best"] = *best_;
     return j.dump();
@@ -64,8 +66,8 @@ class BestModel : public Hook {
     const std::string fresh = "; its count of evaluations without a better one starts at 0";
     if (!j.is_object() || !j.contains("since_best")) {
       log::info("the checkpoint holds no train.monitor state (written by an older dtrain): " +
-                (best_ ? format("the best %s is best/best.json's, %.6g at step %lld", to_string(metric_), *best_,
-                                static_cast<long long>(best_step_))
+                (best_ ? format("the best %s is best/best.json's, %.6g at step %lld",
+                                to_string(metric_), *best_, static_cast<long long>(best_step_))
                        : std::string("no best value yet")) +
                 fresh);
       return;
@@ -73,8 +75,8 @@ class BestModel : public Hook {
     const std::string then = j.value("metric", "");
     if (then != to_string(metric_)) {
       best_.reset(), best_step_ = 0, since_best_ = 0;
-      log::info("train.monitor was " + then + " when the checkpoint was written, " + to_string(metric_) +
-                " now: no best value yet" + fresh);
+      log::info("train.monitor was " + then + " when the checkpoint was written, " +
+                to_string(metric_) + " now: no best value yet" + fresh);
       return;
     }
     best_.reset();
@@ -82,23 +84,37 @@ class BestModel : public Hook {
     best_step_ = j.value("best_step", int64_t{0});
     since_best_ = j.value("since_best", int64_t{0});
     if (best_)
-      log::detail(format("train.monitor from the checkpoint: best %s %.6g at step %lld, %lld evaluation(s) since "
-                         "without a better one",
-                         to_string(metric_), *best_, static_cast<long long>(best_step_),
-                         static_cast<long long>(since_best_)));
+      log::detail(format(
+          "train.monitor from the checkpoint: best %s %.6g at step %lld, %lld evaluation(s) since "
+          "without a better one",
+          to_string(metric_), *best_, static_cast<long long>(best_step_),
+          static_cast<long long>(since_best_)));
   }
 
   void on_eval(const EvalRecord& r, LoopControl& control) override {
     if (!active_) return;
     std::optional<double> value;
     switch (metric_) {
-      case Monitor::kTestLoss: value = r.result.loss; break;
-      case Monitor::kTestAccuracy: value = r.result.accuracy; break;
-      case Monitor::kTestTop5: value = r.result.top5; break;
-      case Monitor::kValLoss: value = r.val ? std::optional<double>(r.val->loss) : std::nullopt; break;
-      case Monitor::kValAccuracy: value = r.val ? std::optional<double>(r.val->accuracy) : std::nullopt; break;
-      case Monitor::kValTop5: value = r.val ? r.val->top5 : std::nullopt; break;
-      case Monitor::kOff: return;
+      case Monitor::kTestLoss:
+        value = r.result.loss;
+        break;
+      case Monitor::kTestAccuracy:
+        value = r.result.accuracy;
+        break;
+      case Monitor::kTestTop5:
+        value = r.result.top5;
+        break;
+      case Monitor::kValLoss:
+        value = r.val ? std::optional<double>(r.val->loss) : std::nullopt;
+        break;
+      case Monitor::kValAccuracy:
+        value = r.val ? std::optional<double>(r.val->accuracy) : std::nullopt;
+        break;
+      case Monitor::kValTop5:
+        value = r.val ? r.val->top5 : std::nullopt;
+        break;
+      case Monitor::kOff:
+        return;
     }
     if (!value) return;  // no top-5 with 5 classes or fewer
     const bool lower = metric_ == Monitor::kTestLoss || metric_ == Monitor::kValLoss;
@@ -109,9 +125,10 @@ class BestModel : public Hook {
     }
     ++since_best_;
     if (patience_ > 0 && since_best_ >= patience_)
-      control.request_stop(format("early stop: %s has not improved for %lld evaluation(s) (best %.6g at step %lld)",
-                                  to_string(metric_), static_cast<long long>(since_best_), *best_,
-                                  static_cast<long long>(best_step_)));
+      control.request_stop(
+          format("early stop: %s has not improved for %lld evaluation(s) (best %.6g at step %lld)",
+                 to_string(metric_), static_cast<long long>(since_best_), *best_,
+                 static_cast<long long>(best_step_)));
   }
 
  private:
@@ -119,11 +136,13 @@ class BestModel : public Hook {
     make_dirs(dir_);
     save_weights(model_, join_path(dir_, "model.pt"));
     write_file_atomic(join_path(dir_, "preprocess.json"), preprocess_);
-    nlohmann::ordered_json j{{"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
+    nlohmann::ordered_json j{
+        {"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
     nlohmann::ordered_json e{{"step", r.step}};
     put_evaluation(e, r.result, classify_);
     j["evaluation"] = e;
-    if (r.other) j["weights_of"] = r.weights;  // train.ema_decay: the weight average's, or the model's
+    if (r.other)
+      j["weights_of"] = r.weights;  // train.ema_decay: the weight average's, or the model's
     write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
     log::detail(format("best %s so far: %.6g at step %lld: %s", to_string(metric_), *best_,
                        static_cast<long long>(r.step), join_path(dir_, "model.pt").c_str()));

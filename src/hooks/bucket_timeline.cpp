@@ -20,8 +20,10 @@ class BucketTimeline : public Hook {
   void on_end(TrainSummary& s) override {
     if (s.buckets.empty()) return;
     auto ms = [](double seconds) { return format("%.2f", seconds * 1e3); };
-    std::string tl = "gradient buckets of the last step (ms from the last backward's start; "
-                     "backward ended at " + ms(s.backward_end) + "):";
+    std::string tl =
+        "gradient buckets of the last step (ms from the last backward's start; "
+        "backward ended at " +
+        ms(s.backward_end) + "):";
     for (const auto& b : s.buckets)
       tl += "\n  bucket " + std::to_string(b.bucket) + ": " + std::to_string(b.bytes / 1024) +
             " KiB, ready " + ms(b.ready) + ", launched " + ms(b.launched) + ", done " + ms(b.done) +

@@ -119,7 +119,8 @@ class CheckpointWriter : public Hook {
         mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
       written.push_back(write_checkpoint_file(dir, rank_file_name(s.rank), encode(mine)));
       if (s.rank == 0) {
-        written.push_back(write_checkpoint_file(dir, "state.pt", encode(shared(s, optimizer_state))));
+        written.push_back(
+            write_checkpoint_file(dir, "state.pt", encode(shared(s, optimizer_state))));
         // for Python: torch.load, and how the raw data became the inputs (json.load)
         written.push_back(write_checkpoint_file(dir, "model.pt", weights_bytes(*s.model)));
         written.push_back(write_checkpoint_file(dir, "preprocess.json", preprocess_));
@@ -131,8 +132,8 @@ class CheckpointWriter : public Hook {
       if (s.rank != 0) return;
       std::vector<MarkedFile> files;
       for (int r = 0; r < s.world; ++r) {
-        const std::string where = join_path(dir, rank_file_name(r)) + " (rank " +
-                                  std::to_string(r) + "'s entries)";
+        const std::string where =
+            join_path(dir, rank_file_name(r)) + " (rank " + std::to_string(r) + "'s entries)";
         for (auto& f : parse_marker_entries(entries[static_cast<size_t>(r)], where))
           files.push_back(std::move(f));
       }
@@ -141,9 +142,10 @@ class CheckpointWriter : public Hook {
                             [](const MarkedFile& f) { return f.name.rfind("rank-", 0) != 0; });
       for (const auto& f : files) {
         if (!path_exists(join_path(dir, f.name)))
-          throw Error("checkpoint file missing on rank 0 (is checkpoint.dir on a file system "
-                      "every rank shares?)",
-                      join_path(dir, f.name));
+          throw Error(
+              "checkpoint file missing on rank 0 (is checkpoint.dir on a file system "
+              "every rank shares?)",
+              join_path(dir, f.name));
         bytes += f.bytes;
       }
       write_marker(dir, step, s.world, files);

@@ -23,7 +23,8 @@ inline std::optional<double> tokens_per_s(const RunInfo& run, double samples_per
 // Model FLOPs utilization of each GPU at `samples_per_s` (global): the samples one rank trains
 // per second, times `flops_per_sample`, over the device's dense peak FLOP/s. Empty when the
 // model's FLOPs or the device's peak are unknown (0), as on CPUs.
-inline std::optional<double> mfu(const RunInfo& run, double samples_per_s, double flops_per_sample) {
+inline std::optional<double> mfu(const RunInfo& run, double samples_per_s,
+                                 double flops_per_sample) {
   if (flops_per_sample <= 0 || run.peak_flops <= 0 || run.world <= 0) return std::nullopt;
   return samples_per_s / run.world * flops_per_sample / run.peak_flops;
 }
@@ -45,7 +46,8 @@ inline PhaseTimes phase_shares(const PhaseTimes& window) {
 // top-5 99.10% (loss 0.3312, 10000 samples)", or without classes "test loss: 0.012345 (1024
 // samples)".
 inline std::string eval_text(const EvalResult& r, bool classify) {
-  if (!classify) return format("test loss: %.6f (%lld samples)", r.loss, static_cast<long long>(r.count));
+  if (!classify)
+    return format("test loss: %.6f (%lld samples)", r.loss, static_cast<long long>(r.count));
   return format("test accuracy: %.2f%%", 100.0 * r.accuracy) +
          (r.top5 ? format(", top-5 %.2f%%", 100.0 * *r.top5) : "") +
          format(" (loss %.4f, %lld samples)", r.loss, static_cast<long long>(r.count));

@@ -14,7 +14,8 @@ namespace {
 
 // The start of the Error for a hook that threw (built only then: each() runs every step).
 std::string failed(const Hook& hook, const char* event, int64_t step) {
-  return "hook '" + hook.name() + "' failed in " + event + " at step " + std::to_string(step) + ": ";
+  return "hook '" + hook.name() + "' failed in " + event + " at step " + std::to_string(step) +
+         ": ";
 }
 
 }  // namespace
@@ -78,7 +79,8 @@ void HookList::on_eval(const EvalRecord& record, LoopControl& control) {
 
 bool HookList::on_save(const TrainState& state) {
   bool saved = false;
-  each("hooks: on_save", state.position.step, nullptr, [&](Hook& h) { saved = h.on_save(state) || saved; });
+  each("hooks: on_save", state.position.step, nullptr,
+       [&](Hook& h) { saved = h.on_save(state) || saved; });
   return saved;
 }
 

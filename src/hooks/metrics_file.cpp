@@ -19,8 +19,8 @@
 //            and mfu over them (start-up included), steady_samples_per_s, steady_tokens_per_s,
 //            steady_mfu and steady_from_step (after the warm-up, when the run had one),
 //            last_loss, the phase seconds, the last evaluation (test_* and eval_step, the step it
-//            is of: the run's last only when eval_step equals steps), the GPU's mean utilization and
-//            peak memory, weight_bytes and gradient_bytes (rank 0's trainable parameters and
+//            is of: the run's last only when eval_step equals steps), the GPU's mean utilization
+//            and peak memory, weight_bytes and gradient_bytes (rank 0's trainable parameters and
 //            their gradients), optimizer_state_bytes and optimizer_shards (rank 0's optimizer
 //            state, its shard's with dist.shard_optimizer; the ranks sharing the state), stopped,
 //            checkpoint.
@@ -68,7 +68,8 @@ void put_gpu(nlohmann::json& j, const GpuStats& g) {
 }
 
 constexpr const char* kCsvColumns =
-    "type,step,epoch,time,train_loss,lr,samples_per_s,test_loss,test_accuracy,test_top5_accuracy,test_count";
+    "type,step,epoch,time,train_loss,lr,samples_per_s,test_loss,test_accuracy,test_top5_accuracy,"
+    "test_count";
 
 // A CSV cell: the number as JSON writes it (the shortest text that reads back the same double);
 // empty when absent.
@@ -81,8 +82,8 @@ std::string cell(const nlohmann::json& record, const char* key) {
 std::string csv_row(const nlohmann::json& r) {
   const bool train = r.at("type") == "train";
   std::string row = r.at("type").get<std::string>();
-  for (const char* key : {"step", "epoch", "time", train ? "loss" : "", "lr", "samples_per_s", "test_loss",
-                          "test_accuracy", "test_top5_accuracy", "test_count"})
+  for (const char* key : {"step", "epoch", "time", train ? "loss" : "", "lr", "samples_per_s",
+                          "test_loss", "test_accuracy", "test_top5_accuracy", "test_count"})
     row += "," + cell(r, key);
   return row + "\n";
 }
@@ -104,15 +105,23 @@ class MetricsFile : public Hook {
     csv_ = std::make_unique<OutputFile>(csv, !run.resumed_from.empty());
     if (header) csv_->write(std::string(kCsvColumns) + "\n");
     if (!run.resumed_from.empty())
-      write({{"type", "resume"}, {"time", unix_now()}, {"step", run.resumed_step},
-             {"checkpoint", run.resumed_from}, {"world", run.world}});
+      write({{"type", "resume"},
+             {"time", unix_now()},
+             {"step", run.resumed_step},
+             {"checkpoint", run.resumed_from},
+             {"world", run.world}});
   }
 
   void on_step(const StepRecord& r, LoopControl&) override {
     if (!out_ || !r.loss) return;
-    nlohmann::json j = {{"type", "train"},        {"time", r.wall_time}, {"step", r.step},
-                        {"epoch", r.epoch},       {"loss", *r.loss},     {"lr", r.lr},
-                        {"samples_per_s", r.samples_per_s}, {"micro_batch", r.micro_batch}};
+    nlohmann::json j = {{"type", "train"},
+                        {"time", r.wall_time},
+                        {"step", r.step},
+                        {"epoch", r.epoch},
+                        {"loss", *r.loss},
+                        {"lr", r.lr},
+                        {"samples_per_s", r.samples_per_s},
+                        {"micro_batch", r.micro_batch}};
     put_phases(j, "", r.phases);
     j["elapsed_s"] = r.elapsed;
     j["window_steps"] = r.window_steps;
@@ -138,10 +147,14 @@ class MetricsFile : public Hook {
 
   void on_eval(const EvalRecord& r, LoopControl&) override {
     if (!out_) return;
-    nlohmann::json j = {{"type", "eval"},          {"time", unix_now()},
-                        {"step", r.step},          {"epoch", r.epoch},
-                        {"test_loss", r.result.loss}, {"test_accuracy", r.result.accuracy},
-                        {"test_count", r.result.count}, {"train_loss", r.train_loss},
+    nlohmann::json j = {{"type", "eval"},
+                        {"time", unix_now()},
+                        {"step", r.step},
+                        {"epoch", r.epoch},
+                        {"test_loss", r.result.loss},
+                        {"test_accuracy", r.result.accuracy},
+                        {"test_count", r.result.count},
+                        {"train_loss", r.train_loss},
                         {"epoch_s", r.epoch_seconds}};
     put(j, "test_top5_accuracy", r.result.top5);
     if (r.val) {  // data.val_fraction
@@ -165,14 +178,21 @@ class MetricsFile : public Hook {
     // Rates over this process's own samples (a resumed run's summary counts the earlier ones
     // too): the overall one, start-up included, and the steady one after the warm-up.
     const double rate = s.seconds > 0 ? static_cast<double>(s.run_samples) / s.seconds : 0.0;
-    nlohmann::json j = {{"type", "summary"},  {"time", s.wall_end > 0 ? s.wall_end : unix_now()},
-                        {"step", s.steps},    {"steps", s.steps},
-                        {"samples", s.samples}, {"seconds", s.seconds},
-                        {"run_samples", s.run_samples}, {"samples_per_s", rate},
+    nlohmann::json j = {{"type", "summary"},
+                        {"time", s.wall_end > 0 ? s.wall_end : unix_now()},
+                        {"step", s.steps},
+                        {"steps", s.steps},
+                        {"samples", s.samples},
+                        {"seconds", s.seconds},
+                        {"run_samples", s.run_samples},
+                        {"samples_per_s", rate},
                         {"last_loss", s.last_loss},
-                        {"micro_batch", s.micro_batch}, {"oom_retries", s.oom_retries},
-                        {"skipped_steps", s.skipped_steps}, {"stopped", s.stopped},
-                        {"checkpoint", s.checkpoint}, {"checkpoint_step", s.checkpoint_step}};
+                        {"micro_batch", s.micro_batch},
+                        {"oom_retries", s.oom_retries},
+                        {"skipped_steps", s.skipped_steps},
+                        {"stopped", s.stopped},
+                        {"checkpoint", s.checkpoint},
+                        {"checkpoint_step", s.checkpoint_step}};
     put_phases(j, "", s.phases);
     j["eval_s"] = s.phases.eval;
     if (s.stop_signal != 0) j["stop_signal"] = s.stop_signal;

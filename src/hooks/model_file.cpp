@@ -50,9 +50,11 @@ class ModelFile : public Hook {
     write_file_atomic(join_path(run_.run_dir, "preprocess.json"), preprocess_);
     write_file_atomic(record, model_record(s, run_));
     s.model_file = path, s.model_step = s.steps;
-    log::info("weights for Python: " + path + " (step " + std::to_string(s.steps) + " of " +
-              std::to_string(s.total_steps) + ", " + (s.stopped ? "an early stop" : "the end of training") +
-              "; beside it preprocess.json, its preprocessing, and model.json, its step and evaluation)");
+    log::info(
+        "weights for Python: " + path + " (step " + std::to_string(s.steps) + " of " +
+        std::to_string(s.total_steps) + ", " +
+        (s.stopped ? "an early stop" : "the end of training") +
+        "; beside it preprocess.json, its preprocessing, and model.json, its step and evaluation)");
   }
 
  private:

@@ -24,7 +24,8 @@ std::string model_record(const TrainSummary& s, const RunInfo& run) {
                            {"ended", s.stopped ? "early stop" : "completed"}};
   if (s.stopped) j["stop_reason"] = s.stop_reason, j["stopped_by_rank"] = s.stopped_by;
   // train.ema_decay: whose weights model.pt holds (train.ema_output).
-  if (run.config && run.config->train.ema_decay > 0) j["weights_of"] = run.config->train.ema_output ? "ema" : "model";
+  if (run.config && run.config->train.ema_decay > 0)
+    j["weights_of"] = run.config->train.ema_output ? "ema" : "model";
   j["evaluation"] = nullptr;
   if (s.eval.count > 0 && s.eval_step == s.steps) {
     nlohmann::ordered_json e{{"step", s.eval_step}};

@@ -8,16 +8,16 @@
 #include "dtrain/log.h"
 #include "hooks/standard.h"
 #include "telemetry/profiler.h"
-#include "util/fs.h"
 #include "util/format.h"
+#include "util/fs.h"
 
 namespace dtrain::detail {
 namespace {
 
-
 class ProfilerWindow : public Hook {
  public:
-  explicit ProfilerWindow(const RunConfig& run) : start_(run.profile_start), steps_(run.profile_steps) {}
+  explicit ProfilerWindow(const RunConfig& run)
+      : start_(run.profile_start), steps_(run.profile_steps) {}
   std::string name() const override { return "profiler"; }
 
   void on_start(const RunInfo& run, LoopControl&) override {
@@ -25,9 +25,8 @@ class ProfilerWindow : public Hook {
     make_dirs(dir);
     device_ = run.device;
     rank_ = run.rank;
-    profiler_ = std::make_unique<StepProfiler>(start_, steps_,
-                                               dir + "/trace.rank" + std::to_string(rank_) + ".json",
-                                               device_.is_cuda());
+    profiler_ = std::make_unique<StepProfiler>(
+        start_, steps_, dir + "/trace.rank" + std::to_string(rank_) + ".json", device_.is_cuda());
   }
   void on_step_begin(int64_t step) override { profiler_->begin_step(step); }
   void on_step(const StepRecord& record, LoopControl&) override { finish(false, record.step - 1); }

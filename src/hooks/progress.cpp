@@ -10,8 +10,8 @@
 //          line first), else lines; under mpirun stdout is a pseudo-terminal but stderr a pipe;
 //   off    no progress (the plan and the evaluations still print).
 // run.quiet hides all of it; other ranks print nothing.
-#include <unistd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ctime>
 #include <deque>
@@ -24,19 +24,20 @@
 #include "dtrain/log.h"
 #include "hooks/figures.h"
 #include "hooks/standard.h"
-#include "util/live_line.h"
 #include "util/format.h"
+#include "util/live_line.h"
 
 namespace dtrain::detail {
 namespace {
 
-constexpr double kRedrawS = 0.2;      // the live line's redraws between loss reads
-constexpr double kRateWindowS = 30;   // the ETA's rate: steps over about the last 30 s,
-constexpr double kSampleS = 0.1;      // from a (time, step) pair every 0.1 s
+constexpr double kRedrawS = 0.2;     // the live line's redraws between loss reads
+constexpr double kRateWindowS = 30;  // the ETA's rate: steps over about the last 30 s,
+constexpr double kSampleS = 0.1;     // from a (time, step) pair every 0.1 s
 
 // stdout is a terminal and stderr is that same terminal.
 bool one_terminal() {
-  struct stat out {}, err {};
+  struct stat out {
+  }, err{};
   if (!::isatty(STDOUT_FILENO) || !::isatty(STDERR_FILENO)) return false;
   if (::fstat(STDOUT_FILENO, &out) != 0 || ::fstat(STDERR_FILENO, &err) != 0) return false;
   return out.st_rdev == err.st_rdev;
@@ -70,7 +71,8 @@ class Progress : public Hook {
     run_ = run;
     classify_ = run.data.num_classes > 0;
     const ProgressMode m = run.config->run.progress;
-    mode_ = m == ProgressMode::kAuto ? (one_terminal() ? ProgressMode::kLive : ProgressMode::kLines) : m;
+    mode_ = m == ProgressMode::kAuto ? (one_terminal() ? ProgressMode::kLive : ProgressMode::kLines)
+                                     : m;
     shows_ = run.rank == 0 && !run.config->run.quiet && mode_ != ProgressMode::kOff;
     const int64_t rank_batch = run.config->resolved.rank_batch;
     log::detail("training: " + std::to_string(run.world) + " rank(s), global batch " +
@@ -123,8 +125,8 @@ class Progress : public Hook {
     }
     line += "  (" + format("%.1f", r.epoch_seconds) + " s)";
     if (mode_ == ProgressMode::kLines) line = timestamp() + " " + line;
-    log::detail(line);   // ends the live line first
-    recent_.clear();     // the ETA's rate counts training, not the evaluation
+    log::detail(line);  // ends the live line first
+    recent_.clear();    // the ETA's rate counts training, not the evaluation
   }
 
   void on_end(TrainSummary&) override {
@@ -134,8 +136,8 @@ class Progress : public Hook {
  private:
   // epoch 1/3 step 120/1407  loss 0.5123  lr 0.002  2345 samples/s  ...  elapsed 12s  ETA 2m03s
   std::string fields(const StepRecord& r) const {
-    std::string s = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs) +
-                    " step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps);
+    std::string s = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs) + " step " +
+                    std::to_string(r.step) + "/" + std::to_string(r.total_steps);
     if (loss_) s += "  loss " + format("%.4f", *loss_) + "  lr " + format("%.3g", r.lr);
     if (samples_per_s_ > 0) {
       s += "  " + format("%.0f", samples_per_s_) + " samples/s";
@@ -150,7 +152,8 @@ class Progress : public Hook {
     if (r.step >= r.total_steps) {
       s += "  ETA 0s";
     } else if (dt > 0 && ds > 0) {
-      s += "  ETA " + duration(static_cast<double>(r.total_steps - r.step) * dt / static_cast<double>(ds));
+      s += "  ETA " +
+           duration(static_cast<double>(r.total_steps - r.step) * dt / static_cast<double>(ds));
     } else {
       s += "  ETA --";
     }

@@ -7,8 +7,8 @@
 // (telemetry/report_html.h: the charts of the records that read the loss, the findings, the
 // run's facts). A resumed run's charts start with the earlier processes' records from
 // metrics.jsonl (telemetry/report_history.h); its counts and rates are this process's: the
-// steady rate (after the warm-up) and the overall one, each named. Every rank takes part in one gather of the host names at the start, so that the
-// slowest rank is named with its host.
+// steady rate (after the warm-up) and the overall one, each named. Every rank takes part in one
+// gather of the host names at the start, so that the slowest rank is named with its host.
 #include <algorithm>
 #include <ctime>
 #include <memory>
@@ -37,7 +37,8 @@ std::string utc_time(double unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   char buf[40];
-  if (gmtime_r(&t, &tm) == nullptr || std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+  if (gmtime_r(&t, &tm) == nullptr ||
+      std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
     return format("%.0f (Unix time)", unix_seconds);
   return buf;
 }
@@ -114,28 +115,35 @@ class Report : public Hook {
       done += format(" (%lld in this process, resumed at step %lld)",
                      static_cast<long long>(s.steps - run_.resumed_step),
                      static_cast<long long>(run_.resumed_step));
-    out.push_back(done + format(", %lld samples in %.1f s: ", static_cast<long long>(s.run_samples),
-                                s.seconds) +
-                  rates(s));
-    out.push_back(format("rank 0 time: data %.1f%%, compute %.1f%%, communication %.1f%%, "
-                         "optimizer %.1f%%",
-                         100 * p.data / total, 100 * p.compute / total, 100 * p.comm / total,
-                         100 * p.optimizer / total));
+    out.push_back(
+        done +
+        format(", %lld samples in %.1f s: ", static_cast<long long>(s.run_samples), s.seconds) +
+        rates(s));
+    out.push_back(
+        format("rank 0 time: data %.1f%%, compute %.1f%%, communication %.1f%%, "
+               "optimizer %.1f%%",
+               100 * p.data / total, 100 * p.compute / total, 100 * p.comm / total,
+               100 * p.optimizer / total));
     if (run_.device.is_cuda())
       out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0" +
-                    (s.memory.decode > 0 ? ", and " + gib(s.memory.decode) + " held by the GPU JPEG decoders" : ""));
+                    (s.memory.decode > 0
+                         ? ", and " + gib(s.memory.decode) + " held by the GPU JPEG decoders"
+                         : ""));
     if (s.optimizer_shards > 1) out.push_back("optimizer state " + sharded_state(s) + " on rank 0");
     if (s.oom_retries > 0)
-      out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) + "; micro-batch now " +
-                    std::to_string(s.micro_batch));
+      out.push_back("out-of-memory recoveries: " + std::to_string(s.oom_retries) +
+                    "; micro-batch now " + std::to_string(s.micro_batch));
     if (s.skipped_steps > 0)
-      out.push_back("steps skipped for non-finite gradients (fp16 loss scaling, train.skip_nonfinite): " +
-                    std::to_string(s.skipped_steps));
+      out.push_back(
+          "steps skipped for non-finite gradients (fp16 loss scaling, train.skip_nonfinite): " +
+          std::to_string(s.skipped_steps));
     if (s.stopped && s.stop_signal == 0)  // a signal's stop: the run's last line (exit_code)
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
-                    std::to_string(run_.total_steps) + ": a hook on rank " + std::to_string(s.stopped_by) +
-                    " asked to stop" + (s.stop_reason.empty() ? "" : " (" + s.stop_reason + ")"));
-    if (s.eval.count > 0) out.push_back(last_evaluation(s) + eval_text(s.eval, run_.data.num_classes > 0));
+                    std::to_string(run_.total_steps) + ": a hook on rank " +
+                    std::to_string(s.stopped_by) + " asked to stop" +
+                    (s.stop_reason.empty() ? "" : " (" + s.stop_reason + ")"));
+    if (s.eval.count > 0)
+      out.push_back(last_evaluation(s) + eval_text(s.eval, run_.data.num_classes > 0));
     return out;
   }
 
@@ -145,9 +153,11 @@ class Report : public Hook {
   static std::string last_evaluation(const TrainSummary& s) {
     if (s.eval_step == s.steps && s.stop_signal == 0) return "final ";
     if (s.eval_step == s.steps)
-      return "last evaluation, of step " + std::to_string(s.steps) + "'s model (in the checkpoint; the run has not ended): ";
-    return "last evaluation, of step " + std::to_string(s.eval_step) + "'s model (not the last step's, " +
-           std::to_string(s.steps) + ", which none evaluated): ";
+      return "last evaluation, of step " + std::to_string(s.steps) +
+             "'s model (in the checkpoint; the run has not ended): ";
+    return "last evaluation, of step " + std::to_string(s.eval_step) +
+           "'s model (not the last step's, " + std::to_string(s.steps) +
+           ", which none evaluated): ";
   }
 
   // This process's rates, each named: the steady one (after the warm-up and the capture) and
@@ -156,9 +166,10 @@ class Report : public Hook {
     const double overall = s.seconds > 0 ? static_cast<double>(s.run_samples) / s.seconds : 0.0;
     if (s.steady_from_step < 0)
       return format("%.0f samples/s overall (too few steps for a steady rate)", overall);
-    return format("%.0f samples/s steady (from step %lld), %.0f samples/s overall (start-up and "
-                  "warm-up included)",
-                  s.steady_samples_per_s, static_cast<long long>(s.steady_from_step), overall);
+    return format(
+        "%.0f samples/s steady (from step %lld), %.0f samples/s overall (start-up and "
+        "warm-up included)",
+        s.steady_samples_per_s, static_cast<long long>(s.steady_from_step), overall);
   }
 
   DiagnosisInput diagnosis_input(const TrainSummary& s) const {
@@ -187,7 +198,8 @@ class Report : public Hook {
     in.parameters = run_.parameters;
     in.first_micro_batch = run_.micro_batch, in.micro_batch = s.micro_batch;
     in.rank_batch = c.resolved.rank_batch;
-    if (in.on_cuda) in.memory_peak = s.memory.peak, in.memory_total = memory_stats(run_.device).total;
+    if (in.on_cuda)
+      in.memory_peak = s.memory.peak, in.memory_total = memory_stats(run_.device).total;
     in.weight_bytes = s.weight_bytes, in.gradient_bytes = s.gradient_bytes;
     in.optimizer_state_bytes = s.optimizer_state_bytes, in.optimizer_shards = s.optimizer_shards;
     in.oom_retries = s.oom_retries, in.skipped_steps = s.skipped_steps;
@@ -206,31 +218,38 @@ class Report : public Hook {
     f.push_back({"world", std::to_string(run_.world) + " rank(s) on " + on});
     f.push_back({"device", run_.device_name.empty() ? run_.device.str() : run_.device_name});
     f.push_back({"model", c.model.name + ", " + std::to_string(run_.parameters) + " parameters"});
-    f.push_back({"data", std::to_string(run_.train_samples) + " training samples" +
-                             (run_.test_samples > 0 ? ", " + std::to_string(run_.test_samples) + " test" : "")});
+    f.push_back(
+        {"data",
+         std::to_string(run_.train_samples) + " training samples" +
+             (run_.test_samples > 0 ? ", " + std::to_string(run_.test_samples) + " test" : "")});
     f.push_back({"global batch", std::to_string(c.train.global_batch) + " (" +
-                                     std::to_string(c.resolved.rank_batch) + " per rank, micro-batch " +
-                                     std::to_string(s.micro_batch) + ")"});
+                                     std::to_string(c.resolved.rank_batch) +
+                                     " per rank, micro-batch " + std::to_string(s.micro_batch) +
+                                     ")"});
     f.push_back({"precision", to_string(c.train.precision)});
     f.push_back({"steps", std::to_string(s.steps) + " of " + std::to_string(run_.total_steps) +
-                              (run_.resumed_step > 0 ? " (resumed at " + std::to_string(run_.resumed_step) + ")" : "")});
-    f.push_back({"training time", format("%.1f s for %lld samples in this process",
-                                         s.seconds, static_cast<long long>(s.run_samples))});
+                              (run_.resumed_step > 0
+                                   ? " (resumed at " + std::to_string(run_.resumed_step) + ")"
+                                   : "")});
+    f.push_back({"training time", format("%.1f s for %lld samples in this process", s.seconds,
+                                         static_cast<long long>(s.run_samples))});
     f.push_back({"throughput", rates(s)});
     const PhaseTimes& p = s.phases;
     const double total = std::max(1e-9, p.total());
-    f.push_back({"time split (rank 0)", format("data %.1f%%, compute %.1f%%, comm %.1f%%, optimizer %.1f%%",
-                                               100 * p.data / total, 100 * p.compute / total,
-                                               100 * p.comm / total, 100 * p.optimizer / total)});
+    f.push_back(
+        {"time split (rank 0)",
+         format("data %.1f%%, compute %.1f%%, comm %.1f%%, optimizer %.1f%%", 100 * p.data / total,
+                100 * p.compute / total, 100 * p.comm / total, 100 * p.optimizer / total)});
     f.push_back({"step mode", s.step_mode.empty() ? std::string("eager") : s.step_mode});
     if (run_.device.is_cuda()) f.push_back({"peak GPU memory", gib(s.memory.peak) + " on rank 0"});
     if (s.optimizer_shards > 1) f.push_back({"optimizer state", sharded_state(s) + " on rank 0"});
     if (s.eval.count > 0)
-      f.push_back({s.eval_step == s.steps && s.stop_signal == 0 ? std::string("final test")
-                                                                : "test (step " + std::to_string(s.eval_step) + ")",
+      f.push_back({s.eval_step == s.steps && s.stop_signal == 0
+                       ? std::string("final test")
+                       : "test (step " + std::to_string(s.eval_step) + ")",
                    run_.data.num_classes > 0
-                                     ? format("accuracy %.2f%%, loss %.4f", 100.0 * s.eval.accuracy, s.eval.loss)
-                                     : format("loss %.6f", s.eval.loss)});
+                       ? format("accuracy %.2f%%, loss %.4f", 100.0 * s.eval.accuracy, s.eval.loss)
+                       : format("loss %.6f", s.eval.loss)});
     return f;
   }
 

@@ -7,8 +7,8 @@
 //   progress         rank 0: the plan, a live line on a terminal or a timestamped line every
 //                    run.log_every steps (run.progress), and a line after each evaluation
 //   bucket timeline  rank 0, at the end: the gradient engine's last step, bucket by bucket
-//   timeline         run.timeline: every rank's steps and buckets as a Chrome trace, merged on rank 0
-//   report           rank 0, at the end: rates, where the time went, memory, the final result,
+//   timeline         run.timeline: every rank's steps and buckets as a Chrome trace, merged on rank
+//   0 report           rank 0, at the end: rates, where the time went, memory, the final result,
 //                    the diagnosis; report.txt and report.html with a run directory
 //   model file       rank 0 with a run directory, at the end: model.pt, the weights for Python,
 //                    with preprocess.json and model.json (its step and evaluation) beside it

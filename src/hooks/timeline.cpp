@@ -50,8 +50,13 @@ struct StepSpans {
 };
 
 json span(const std::string& name, int pid, int tid, double ts, double dur, json args) {
-  return {{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", ts},
-          {"dur", std::max(0.0, dur)}, {"args", std::move(args)}};
+  return {{"name", name},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", ts},
+          {"dur", std::max(0.0, dur)},
+          {"args", std::move(args)}};
 }
 
 json meta(const std::string& what, int pid, int tid, json args) {
@@ -66,11 +71,14 @@ class Timeline : public Hook {
     run_ = run;
     if (run.run_dir.empty()) {
       if (run.rank == 0)
-        log::warn("run.timeline is on but the run writes no files (run.dir is empty): no timeline is written");
+        log::warn(
+            "run.timeline is on but the run writes no files (run.dir is empty): no timeline is "
+            "written");
       return;
     }
     if (run.world > 1 && !run.control)
-      throw Error("the timeline needs the control communicator to merge the ranks' files", "run.timeline");
+      throw Error("the timeline needs the control communicator to merge the ranks' files",
+                  "run.timeline");
     active_ = true;
     // The common origin: every rank leaves the barrier at about the same moment.
     if (run.world > 1) run.control->barrier();
@@ -119,7 +127,8 @@ class Timeline : public Hook {
     if (!active_) return;
     if (eval_end_ >= 0) add_eval(summary.phases.eval - last_.eval);
     const json mine = trace();
-    const std::string path = join_path(run_.run_dir, "timeline.rank" + std::to_string(run_.rank) + ".json");
+    const std::string path =
+        join_path(run_.run_dir, "timeline.rank" + std::to_string(run_.rank) + ".json");
     std::string failure;
     try {
       make_dirs(run_.run_dir);  // other nodes' ranks may not have it yet
@@ -127,8 +136,10 @@ class Timeline : public Hook {
     } catch (const std::exception& e) {
       failure = first_line(e.what());
     }
-    if (run_.world > 1) agree_no_failure(*run_.control, failure, "writing the timeline");
-    else if (!failure.empty()) throw Error(failure);
+    if (run_.world > 1)
+      agree_no_failure(*run_.control, failure, "writing the timeline");
+    else if (!failure.empty())
+      throw Error(failure);
     std::vector<std::string> all = {mine.dump(-1, ' ', false, json::error_handler_t::replace)};
     if (run_.world > 1) all = gather_strings(*run_.control, all.front());
     if (run_.rank != 0) return;
@@ -141,7 +152,8 @@ class Timeline : public Hook {
     }
     merged["otherData"] = {{"world", run_.world}, {"ranks", ranks}};
     const std::string merged_path = join_path(run_.run_dir, "timeline.json");
-    write_file_atomic(merged_path, merged.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+    write_file_atomic(merged_path,
+                      merged.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     log::detail("timeline: " + merged_path + " (" + std::to_string(steps_.size()) +
                 " steps per rank; open it in https://ui.perfetto.dev)");
   }
@@ -150,7 +162,9 @@ class Timeline : public Hook {
   static double seconds_of(Clock::time_point t) {
     return std::chrono::duration<double>(t.time_since_epoch()).count();
   }
-  double now_us() const { return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count(); }
+  double now_us() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
+  }
 
   void add_eval(double seconds) {
     if (evals_.size() < kStepCap) evals_.push_back({eval_end_ - seconds * 1e6, seconds * 1e6});
@@ -160,20 +174,24 @@ class Timeline : public Hook {
   json trace() const {
     const int pid = run_.rank;
     json ev = json::array();
-    ev.push_back(meta("process_name", pid, 0, {{"name", "rank " + std::to_string(pid) + " (" + process_host() + ")"}}));
+    ev.push_back(meta("process_name", pid, 0,
+                      {{"name", "rank " + std::to_string(pid) + " (" + process_host() + ")"}}));
     ev.push_back(meta("process_sort_index", pid, 0, {{"sort_index", pid}}));
     ev.push_back(meta("thread_name", pid, 0, {{"name", "steps"}}));
     size_t buckets = 0;
     for (const StepSpans& s : steps_) buckets = std::max(buckets, s.buckets.size());
     for (size_t b = 0; b < buckets; ++b)
-      ev.push_back(meta("thread_name", pid, kBucketTid + static_cast<int>(b), {{"name", "bucket " + std::to_string(b)}}));
+      ev.push_back(meta("thread_name", pid, kBucketTid + static_cast<int>(b),
+                        {{"name", "bucket " + std::to_string(b)}}));
     for (const StepSpans& s : steps_) {
       const json args = {{"step", s.step}, {"epoch", s.epoch}};
       const double start = s.begin - s.phases.data * 1e6;
       ev.push_back(span("step", pid, 0, start, s.end - start, args));
       double t = start;
-      const std::pair<const char*, double> phases[] = {{"data", s.phases.data}, {"compute", s.phases.compute},
-                                                       {"comm", s.phases.comm}, {"optimizer", s.phases.optimizer}};
+      const std::pair<const char*, double> phases[] = {{"data", s.phases.data},
+                                                       {"compute", s.phases.compute},
+                                                       {"comm", s.phases.comm},
+                                                       {"optimizer", s.phases.optimizer}};
       for (const auto& [phase, seconds] : phases) {
         if (seconds <= 0) continue;
         const double dur = std::min(seconds * 1e6, s.end - t);
@@ -182,26 +200,36 @@ class Timeline : public Hook {
       }
       for (const BucketTiming& b : s.buckets) {
         const int tid = kBucketTid + b.bucket;
-        const double ready = s.buckets_start + b.ready * 1e6, launched = s.buckets_start + b.launched * 1e6;
+        const double ready = s.buckets_start + b.ready * 1e6,
+                     launched = s.buckets_start + b.launched * 1e6;
         const double done = s.buckets_start + b.done * 1e6;
-        json bargs = {{"step", s.step}, {"bucket", b.bucket}, {"bytes", b.bytes}, {"ready_ms", b.ready * 1e3},
-                      {"launched_ms", b.launched * 1e3}, {"done_ms", b.done * 1e3}};
+        json bargs = {{"step", s.step},
+                      {"bucket", b.bucket},
+                      {"bytes", b.bytes},
+                      {"ready_ms", b.ready * 1e3},
+                      {"launched_ms", b.launched * 1e3},
+                      {"done_ms", b.done * 1e3}};
         ev.push_back(span("bucket", pid, tid, ready, done - ready, bargs));
         ev.push_back(span("all-reduce", pid, tid, launched, done - launched, std::move(bargs)));
       }
     }
-    for (const auto& [ts, dur] : evals_) ev.push_back(span("eval", pid, 0, ts, dur, json::object()));
-    json other = {{"rank", run_.rank},
-                  {"host", process_host()},
-                  {"world", run_.world},
-                  {"origin_unix_time", origin_unix_},
-                  {"clock", "microseconds since every rank left one barrier at the start (host steady clock)"},
-                  {"steps_recorded", steps_.size()},
-                  {"steps_not_recorded", dropped_},
-                  {"step_cap", kStepCap},
-                  {"phases", "this rank's measured seconds of each phase, laid out back to back in the "
-                             "order they run from the step's start (the data wait ends as the step begins)"}};
-    return {{"traceEvents", std::move(ev)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
+    for (const auto& [ts, dur] : evals_)
+      ev.push_back(span("eval", pid, 0, ts, dur, json::object()));
+    json other = {
+        {"rank", run_.rank},
+        {"host", process_host()},
+        {"world", run_.world},
+        {"origin_unix_time", origin_unix_},
+        {"clock",
+         "microseconds since every rank left one barrier at the start (host steady clock)"},
+        {"steps_recorded", steps_.size()},
+        {"steps_not_recorded", dropped_},
+        {"step_cap", kStepCap},
+        {"phases",
+         "this rank's measured seconds of each phase, laid out back to back in the "
+         "order they run from the step's start (the data wait ends as the step begins)"}};
+    return {
+        {"traceEvents", std::move(ev)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
   }
 
   RunInfo run_;

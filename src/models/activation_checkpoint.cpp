@@ -139,10 +139,11 @@ struct CheckpointNode : torch::autograd::Function<CheckpointNode> {
                                at::TensorList inputs) {
     if (r->options.random) {
       if (capturing(r->device)) {
-        throw Error("a block recomputed in backward draws random numbers (dropout), and a CUDA "
-                    "graph capture cannot replay them; set model.dropout=0 or "
-                    "train.cuda_graph=off",
-                    "train.activation_checkpointing");
+        throw Error(
+            "a block recomputed in backward draws random numbers (dropout), and a CUDA "
+            "graph capture cannot replay them; set model.dropout=0 or "
+            "train.cuda_graph=off",
+            "train.activation_checkpointing");
       }
       r->generators = generator_states(r->device);
     }
@@ -155,8 +156,8 @@ struct CheckpointNode : torch::autograd::Function<CheckpointNode> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto r = c10::static_intrusive_pointer_cast<Recompute>(
-        ctx->saved_data["recompute"].toCapsule());
+    const auto r =
+        c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["recompute"].toCapsule());
     variable_list inputs;
     for (const auto& t : ctx->get_saved_variables()) {
       at::Tensor d = t.detach();

@@ -36,7 +36,7 @@ namespace dtrain::detail {
 using CheckpointFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& inputs)>;
 
 struct CheckpointOptions {
-  bool random = false;          // fn draws random numbers (dropout): replay the generators
+  bool random = false;           // fn draws random numbers (dropout): replay the generators
   std::vector<at::Tensor> keep;  // updated in place by fn: the recompute leaves them as they were
 };
 

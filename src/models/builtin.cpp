@@ -46,7 +46,8 @@ class MlpModel : public Model {
       : Model("dtrain.mlp"), dropout_(dropout) {
     int64_t width = in;
     for (size_t i = 0; i < hidden.size(); ++i) {
-      layers_.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(width, hidden[i])));
+      layers_.push_back(
+          register_module("fc" + std::to_string(i), torch::nn::Linear(width, hidden[i])));
       width = hidden[i];
     }
     head_ = register_module("head", torch::nn::Linear(width, out));
@@ -55,8 +56,9 @@ class MlpModel : public Model {
     at::Tensor x = inputs.flatten(1);  // (N, F)
     for (auto& l : layers_) {
       x = torch::relu(l->forward(x));
-      if (dropout_ > 0) x = torch::nn::functional::dropout(
-          x, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
+      if (dropout_ > 0)
+        x = torch::nn::functional::dropout(
+            x, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
     }
     return head_->forward(x);
   }
@@ -83,11 +85,13 @@ class Cnn : public Model {
     for (size_t i = 0; i < channels.size(); ++i) {
       convs_.push_back(register_module(
           "conv" + std::to_string(i),
-          torch::nn::Conv2d(torch::nn::Conv2dOptions(c, channels[i], 5).padding(2).bias(!batch_norm))));
+          torch::nn::Conv2d(
+              torch::nn::Conv2dOptions(c, channels[i], 5).padding(2).bias(!batch_norm))));
       if (batch_norm)
-        norms_.push_back(register_module(
-            "bn" + std::to_string(i),
-            torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(channels[i]).eps(1e-5).momentum(0.1))));
+        norms_.push_back(
+            register_module("bn" + std::to_string(i),
+                            torch::nn::BatchNorm2d(
+                                torch::nn::BatchNormOptions(channels[i]).eps(1e-5).momentum(0.1))));
       c = channels[i];
       h /= 2;
       w /= 2;
@@ -103,13 +107,15 @@ class Cnn : public Model {
     at::Tensor x = inputs;  // (N, C, H, W)
     for (size_t i = 0; i < convs_.size(); ++i) {
       x = convs_[i]->forward(x);
-      x = norms_.empty() ? torch::relu(x)
-                         : detail::norm(norms_[i], x, at::Tensor(), /*relu=*/true, {false, sync_.get()});
+      x = norms_.empty()
+              ? torch::relu(x)
+              : detail::norm(norms_[i], x, at::Tensor(), /*relu=*/true, {false, sync_.get()});
       x = torch::max_pool2d(x, 2);
     }
     x = torch::relu(fc_->forward(x.flatten(1)));  // (N, fc)
-    if (dropout_ > 0) x = torch::nn::functional::dropout(
-        x, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
+    if (dropout_ > 0)
+      x = torch::nn::functional::dropout(
+          x, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
     return head_->forward(x);
   }
   bool set_batch_norm_sync(Communicator* comm) override {
@@ -129,26 +135,37 @@ class Cnn : public Model {
 }  // namespace
 
 namespace detail {
-void register_gpt_models();     // models/gpt.cpp
-void register_resnet_models();  // models/resnet.cpp
+void register_gpt_models();         // models/gpt.cpp
+void register_resnet_models();      // models/resnet.cpp
 void register_torchscript_model();  // models/torchscript.cpp
 
 void register_builtin_models() {
   register_gpt_models();
   register_resnet_models();
   register_torchscript_model();
-  register_model("linear", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
-  }, "one linear layer on flattened inputs", std::vector<std::string>{});
-  register_model("mlp", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<MlpModel>(flat_size(d.input_shape), c.hidden, output_size(d), c.dropout);
-  }, "fully connected ReLU layers (model.hidden)", std::vector<std::string>{"model.hidden", "model.dropout"});
-  register_model("cnn", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout,
-                                 c.batch_norm);
-  }, "5x5 conv [+ BatchNorm] + max-pool blocks (model.channels), then model.fc, for images",
-     std::vector<std::string>{"model.channels", "model.fc", "model.dropout", "model.batch_norm",
-                              "model.sync_batch_norm"});
+  register_model(
+      "linear",
+      [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
+        return std::make_shared<LinearModel>(flat_size(d.input_shape), output_size(d));
+      },
+      "one linear layer on flattened inputs", std::vector<std::string>{});
+  register_model(
+      "mlp",
+      [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
+        return std::make_shared<MlpModel>(flat_size(d.input_shape), c.hidden, output_size(d),
+                                          c.dropout);
+      },
+      "fully connected ReLU layers (model.hidden)",
+      std::vector<std::string>{"model.hidden", "model.dropout"});
+  register_model(
+      "cnn",
+      [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
+        return std::make_shared<Cnn>(d.input_shape, c.channels, c.fc, output_size(d), c.dropout,
+                                     c.batch_norm);
+      },
+      "5x5 conv [+ BatchNorm] + max-pool blocks (model.channels), then model.fc, for images",
+      std::vector<std::string>{"model.channels", "model.fc", "model.dropout", "model.batch_norm",
+                               "model.sync_batch_norm"});
 }
 }  // namespace detail
 

@@ -24,11 +24,11 @@
 #include "cuda/fused_mlp.h"
 #include "cuda/fused_norm.h"
 #include "dtrain/config.h"
-#include "util/torch_compat.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/models.h"
 #include "models/activation_checkpoint.h"
+#include "util/torch_compat.h"
 
 namespace dtrain {
 namespace detail {
@@ -74,7 +74,7 @@ class CausalSelfAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, bool fused) {  // (B, T, C)
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
     const int64_t d = c / n_head_;
-    const auto qkv = linear(c_attn_, x, fused).split(n_embd_, 2);  // 3 x (B, T, C)
+    const auto qkv = linear(c_attn_, x, fused).split(n_embd_, 2);          // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
     const at::Tensor k = qkv[1].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
     const at::Tensor v = qkv[2].view({b, t, n_head_, d}).transpose(1, 2);  // (B, H, T, D)
@@ -165,9 +165,15 @@ std::pair<at::Tensor, at::Tensor> add_norm(const at::Tensor& x, const at::Tensor
 class Gpt : public Model {
  public:
   Gpt(const ModelConfig& c, int64_t tokens)
-      : Model("dtrain.gpt"), seq_len_(c.seq_len), dropout_(c.dropout), layers_(c.n_layer),
-        width_(c.n_embd), tokens_(tokens), fused_(c.fused_kernels),
-        fused_mlp_(c.fused_mlp), fused_head_(c.fused_head) {
+      : Model("dtrain.gpt"),
+        seq_len_(c.seq_len),
+        dropout_(c.dropout),
+        layers_(c.n_layer),
+        width_(c.n_embd),
+        tokens_(tokens),
+        fused_(c.fused_kernels),
+        fused_mlp_(c.fused_mlp),
+        fused_head_(c.fused_head) {
     // GPT-2's init: N(0, 0.02) for weights and embeddings, zero biases, and the two projections
     // into the residual stream scaled by 1/sqrt(2 * n_layer).
     const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -177,7 +183,8 @@ class Gpt : public Model {
     torch::nn::init::normal_(wpe_->weight, 0.0, kInitStd);
     torch::nn::ModuleList h;
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      blocks_.push_back(std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, proj_std));
+      blocks_.push_back(
+          std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, proj_std));
       h->push_back(blocks_.back());
     }
     register_module("h", h);
@@ -185,7 +192,7 @@ class Gpt : public Model {
   }
 
   at::Tensor forward(const at::Tensor& idx) override {  // (B, T) token ids
-    return at::linear(trunk(idx), wte_->weight);  // (B, T, V), head tied to wte
+    return at::linear(trunk(idx), wte_->weight);        // (B, T, V), head tied to wte
   }
 
   // On CUDA with model.fused_head: the head and the loss in chunks (Note [fused head and loss]).
@@ -219,8 +226,8 @@ class Gpt : public Model {
   // Everything but the head: (B, T) token ids -> (B, T, C), the final LayerNorm's output.
   at::Tensor trunk(const at::Tensor& idx) {
     if (idx.dim() != 2 || at::isFloatingType(idx.scalar_type())) {
-      throw Error("gpt needs (B, T) integer token ids; got a " + std::to_string(idx.dim()) +
-                      "-d " + std::string(at::toString(idx.scalar_type())) + " tensor",
+      throw Error("gpt needs (B, T) integer token ids; got a " + std::to_string(idx.dim()) + "-d " +
+                      std::string(at::toString(idx.scalar_type())) + " tensor",
                   "model.name");
     }
     const int64_t t = idx.size(1);
@@ -230,11 +237,12 @@ class Gpt : public Model {
                   "model.seq_len");
     }
     const at::Tensor pos = at::arange(t, idx.options().dtype(at::kLong));  // (T,)
-    at::Tensor x = wte_->forward(idx) + wpe_->forward(pos);                 // (B, T, C)
+    at::Tensor x = wte_->forward(idx) + wpe_->forward(pos);                // (B, T, C)
     if (dropout_ > 0) x = at::dropout(x, dropout_, is_training());
     // y: the normalized input of the next sub-layer; x: the residual stream.
     at::Tensor y;
-    std::tie(x, y) = add_norm(x, at::Tensor(), blocks_.empty() ? ln_f_ : blocks_[0]->ln_1(), fused_);
+    std::tie(x, y) =
+        add_norm(x, at::Tensor(), blocks_.empty() ? ln_f_ : blocks_[0]->ln_1(), fused_);
     for (size_t i = 0; i < blocks_.size(); ++i) {
       if (!checkpoint_) {
         std::tie(x, y) = block_forward(i, x, y);
@@ -275,9 +283,9 @@ class Gpt : public Model {
   int64_t seq_len_;
   double dropout_;
   int64_t layers_, width_, tokens_;
-  bool fused_;      // model.fused_kernels
-  bool fused_mlp_;  // model.fused_mlp
-  bool fused_head_;  // model.fused_head
+  bool fused_;               // model.fused_kernels
+  bool fused_mlp_;           // model.fused_mlp
+  bool fused_head_;          // model.fused_head
   bool checkpoint_ = false;  // train.activation_checkpointing: blocks
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
@@ -291,11 +299,12 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
                 "model.n_head");
   }
   if (data.input_dtype != at::kLong || data.input_shape.size() != 1) {
-    throw Error("gpt needs token sequences (int64 samples of shape [T], e.g. data.synthetic_task "
-                "tokens); this dataset gives " +
-                    std::string(at::toString(data.input_dtype)) + " samples of " +
-                    std::to_string(data.input_shape.size()) + " dims",
-                "model.name");
+    throw Error(
+        "gpt needs token sequences (int64 samples of shape [T], e.g. data.synthetic_task "
+        "tokens); this dataset gives " +
+            std::string(at::toString(data.input_dtype)) + " samples of " +
+            std::to_string(data.input_shape.size()) + " dims",
+        "model.name");
   }
   if (data.num_classes != c.vocab_size) {
     throw Error("is " + std::to_string(c.vocab_size) + " but the dataset's vocabulary has " +
@@ -307,14 +316,16 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
                     std::to_string(data.input_shape[0]) + " tokens",
                 "model.seq_len");
   }
-  const compat::SdpBackend sdp = c.attention == Attention::kFlash       ? compat::SdpBackend::kFlash
-                                 : c.attention == Attention::kCudnn     ? compat::SdpBackend::kCudnn
-                                 : c.attention == Attention::kEfficient ? compat::SdpBackend::kEfficient
-                                 : c.attention == Attention::kMath      ? compat::SdpBackend::kMath
-                                                                        : compat::SdpBackend::kAll;
+  const compat::SdpBackend sdp = c.attention == Attention::kFlash   ? compat::SdpBackend::kFlash
+                                 : c.attention == Attention::kCudnn ? compat::SdpBackend::kCudnn
+                                 : c.attention == Attention::kEfficient
+                                     ? compat::SdpBackend::kEfficient
+                                 : c.attention == Attention::kMath ? compat::SdpBackend::kMath
+                                                                   : compat::SdpBackend::kAll;
   if (!compat::set_sdp_backend(sdp))
-    log::warn(std::string("model.attention ") + to_string(c.attention) + " needs LibTorch 2.4 or later (this is " +
-              compat::libtorch_version() + "): LibTorch chooses the attention kernel");
+    log::warn(std::string("model.attention ") + to_string(c.attention) +
+              " needs LibTorch 2.4 or later (this is " + compat::libtorch_version() +
+              "): LibTorch chooses the attention kernel");
   return std::make_shared<Gpt>(c, data.input_shape[0]);
 }
 
@@ -322,13 +333,13 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& c, const DataSpec& data) {
 
 namespace detail {
 void register_gpt_models() {
-  register_model("gpt", &make_gpt,
-                 "GPT-2 decoder (model.n_layer, n_head, n_embd, vocab_size, seq_len), for "
-                 "token sequences",
-                 std::vector<std::string>{"model.n_layer", "model.n_head", "model.n_embd",
-                                          "model.vocab_size", "model.seq_len", "model.dropout",
-                                          "model.attention", "model.fused_kernels", "model.fused_mlp",
-                                          "model.fused_head"});
+  register_model(
+      "gpt", &make_gpt,
+      "GPT-2 decoder (model.n_layer, n_head, n_embd, vocab_size, seq_len), for "
+      "token sequences",
+      std::vector<std::string>{"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size",
+                               "model.seq_len", "model.dropout", "model.attention",
+                               "model.fused_kernels", "model.fused_mlp", "model.fused_head"});
 }
 }  // namespace detail
 

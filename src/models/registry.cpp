@@ -64,9 +64,11 @@ namespace {
 Error unknown_model(const std::string& name) {
   std::string names;
   std::vector<std::string> all;
-  for (const auto& kv : registry()) names += (names.empty() ? "" : ", ") + kv.first, all.push_back(kv.first);
+  for (const auto& kv : registry())
+    names += (names.empty() ? "" : ", ") + kv.first, all.push_back(kv.first);
   const std::string near = detail::closest(name, all, 3);
-  return Error("unknown model '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+  return Error("unknown model '" + name + "'" +
+                   (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                    "; registered models: " + names,
                "model.name");
 }

@@ -19,10 +19,10 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include "cuda/max_pool.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
-#include "cuda/max_pool.h"
 #include "models/activation_checkpoint.h"
 #include "models/batch_norm.h"
 #include "models/weight_casts.h"
@@ -112,8 +112,8 @@ torch::nn::Conv2d downsample_conv(const torch::nn::Sequential& d) {
 }
 
 // The shortcut's output: x itself, or the downsample's BN(conv(x)).
-at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x, const detail::NormMode& mode,
-                    const detail::WeightCasts& casts) {
+at::Tensor shortcut(const torch::nn::Sequential& d, const at::Tensor& x,
+                    const detail::NormMode& mode, const detail::WeightCasts& casts) {
   if (!d) return x;
   const at::Tensor c = convolve(downsample_conv(d), x, casts);
   const auto b = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(d->ptr(1));
@@ -134,7 +134,8 @@ class BasicBlock : public Block {
   }
   Activation forward(const Activation& x, bool fork, const detail::WeightCasts& casts,
                      const detail::NormMode& mode) override {
-    const at::Tensor out = detail::norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, mode);
+    const at::Tensor out =
+        detail::norm(bn1_, convolve(conv1_, x.main, casts), at::Tensor(), true, mode);
     return norm_forked(bn2_, convolve(conv2_, out, casts),
                        shortcut(downsample_, x.shortcut, mode, casts), true, mode, fork);
   }
@@ -219,15 +220,15 @@ class ResNet : public Model {
 
   at::Tensor forward(const at::Tensor& inputs) override {
     if (inputs.dim() != 4) {
-      throw Error("resnet needs image batches (N, C, H, W); got a " +
-                      std::to_string(inputs.dim()) + "-d tensor",
+      throw Error("resnet needs image batches (N, C, H, W); got a " + std::to_string(inputs.dim()) +
+                      "-d tensor",
                   "model.name");
     }
     at::Tensor x = channels_last_ ? inputs.contiguous(at::MemoryFormat::ChannelsLast) : inputs;
     // With the fused kernels, every convolution's (and fc's) weight cast to autocast's dtype at
     // once, when autocast is on (Note [weight casts]).
-    const detail::WeightCasts casts = fused_ ? detail::WeightCasts(cast_weights(), inputs.device())
-                                             : detail::WeightCasts();
+    const detail::WeightCasts casts =
+        fused_ ? detail::WeightCasts(cast_weights(), inputs.device()) : detail::WeightCasts();
     const detail::NormMode mode{fused_, sync_.get()};
     x = detail::norm(bn1_, convolve(conv1_, x, casts), at::Tensor(), true, mode);
     x = fused_ && detail::max_pool_applies(x, 3, 2, 1) ? detail::max_pool(x, 3, 2, 1)
@@ -244,14 +245,15 @@ class ResNet : public Model {
       // autocast's casts (the recomputation has no `casts`, Note [weight casts]).
       const at::Tensor y = detail::checkpointed(
           [b, mode](const std::vector<at::Tensor>& in) {
-            return std::vector<at::Tensor>{b->forward({in[0], in[0]}, false, detail::WeightCasts(), mode).main};
+            return std::vector<at::Tensor>{
+                b->forward({in[0], in[0]}, false, detail::WeightCasts(), mode).main};
           },
           {a.main}, {/*random=*/false, b->buffers()})[0];
       a = {y, y};
     }
     // The mean over H and W keeps nothing for backward (adaptive_avg_pool2d kept its whole
     // input: 25 MB a step for ResNet-50 at batch 128, the last block's output, kept for nothing).
-    x = a.main.mean({2, 3});  // (N, features)
+    x = a.main.mean({2, 3});                                     // (N, features)
     return at::linear(x, casts(fc_->weight), casts(fc_->bias));  // (N, classes)
   }
 
@@ -274,7 +276,10 @@ class ResNet : public Model {
  private:
   // image: the samples' (C, H, W).
   ResNet(const std::string& name, const std::vector<int64_t>& image, bool channels_last, bool fused)
-      : Model("dtrain." + name), channels_last_(channels_last), fused_(fused), height_(image[1]),
+      : Model("dtrain." + name),
+        channels_last_(channels_last),
+        fused_(fused),
+        height_(image[1]),
         width_(image[2]) {
     conv1_ = register_module("conv1", conv(image[0], 64, 7, 2));
     bn1_ = register_module("bn1", bn(64));
@@ -324,8 +329,8 @@ class ResNet : public Model {
   }
 
   bool channels_last_;
-  bool fused_;               // model.fused_kernels
-  bool checkpoint_ = false;  // train.activation_checkpointing: blocks
+  bool fused_;                                   // model.fused_kernels
+  bool checkpoint_ = false;                      // train.activation_checkpointing: blocks
   std::unique_ptr<detail::BatchNormSync> sync_;  // model.sync_batch_norm on several ranks
   int64_t height_, width_;
   torch::nn::Conv2d conv1_{nullptr};
@@ -354,12 +359,22 @@ std::shared_ptr<Model> make_resnet(const char* name, const std::vector<int64_t>&
 
 namespace detail {
 void register_resnet_models() {
-  register_model("resnet18", [](const ModelConfig& c, const DataSpec& d) {
-    return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
-  }, "torchvision's ResNet-18 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels", "model.sync_batch_norm"});
-  register_model("resnet50", [](const ModelConfig& c, const DataSpec& d) {
-    return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
-  }, "torchvision's ResNet-50 v1.5 (model.channels_last), for images", std::vector<std::string>{"model.channels_last", "model.fused_kernels", "model.sync_batch_norm"});
+  register_model(
+      "resnet18",
+      [](const ModelConfig& c, const DataSpec& d) {
+        return make_resnet<BasicBlock>("resnet18", {2, 2, 2, 2}, c, d);
+      },
+      "torchvision's ResNet-18 (model.channels_last), for images",
+      std::vector<std::string>{"model.channels_last", "model.fused_kernels",
+                               "model.sync_batch_norm"});
+  register_model(
+      "resnet50",
+      [](const ModelConfig& c, const DataSpec& d) {
+        return make_resnet<Bottleneck>("resnet50", {3, 4, 6, 3}, c, d);
+      },
+      "torchvision's ResNet-50 v1.5 (model.channels_last), for images",
+      std::vector<std::string>{"model.channels_last", "model.fused_kernels",
+                               "model.sync_batch_norm"});
 }
 }  // namespace detail
 

@@ -40,19 +40,22 @@ std::string where_of(const std::string& path) { return "model.path=" + path; }
 // archive is an Error naming model.path.
 torch::jit::Module load_archive(const std::string& path) {
   if (path.empty())
-    throw Error("model.name is torchscript but model.path is empty: set it to the file written in "
-                "Python by torch.jit.script(model).save(path)",
-                "model.path");
+    throw Error(
+        "model.name is torchscript but model.path is empty: set it to the file written in "
+        "Python by torch.jit.script(model).save(path)",
+        "model.path");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error("file not found", where_of(path));
   if (!S_ISREG(st.st_mode)) throw Error("not a regular file", where_of(path));
   try {
     return torch::jit::load(path, at::Device(at::kCPU));
   } catch (const c10::Error& e) {
-    throw Error("not a TorchScript archive (Python writes one with "
-                "torch.jit.script(model).save(path); torch.save(model) and torch.save(state_dict) "
-                "do not): " + detail::first_line(e.what_without_backtrace()),
-                where_of(path));
+    throw Error(
+        "not a TorchScript archive (Python writes one with "
+        "torch.jit.script(model).save(path); torch.save(model) and torch.save(state_dict) "
+        "do not): " +
+            detail::first_line(e.what_without_backtrace()),
+        where_of(path));
   } catch (const std::exception& e) {
     throw Error("not a TorchScript archive: " + detail::first_line(e.what()), where_of(path));
   }
@@ -63,8 +66,9 @@ void check_forward(const torch::jit::Module& m, const std::string& path) {
   const auto forward = m.find_method("forward");
   if (!forward) throw Error("the scripted module has no forward method", where_of(path));
   const c10::FunctionSchema& schema = forward->function().getSchema();
-  const std::string want = "; dtrain calls forward(x: Tensor) -> Tensor, x a batch (N, ...), and "
-                           "trains on the logits it returns";
+  const std::string want =
+      "; dtrain calls forward(x: Tensor) -> Tensor, x a batch (N, ...), and "
+      "trains on the logits it returns";
   const auto& args = schema.arguments();  // args[0] is self
   std::vector<std::string> required;
   for (size_t i = 1; i < args.size(); ++i)
@@ -77,15 +81,17 @@ void check_forward(const torch::jit::Module& m, const std::string& path) {
                 where_of(path));
   }
   if (args[1].type()->kind() != c10::TypeKind::TensorType)
-    throw Error("forward's argument " + args[1].name() + " is " + args[1].type()->annotation_str() + want,
-                where_of(path));
+    throw Error(
+        "forward's argument " + args[1].name() + " is " + args[1].type()->annotation_str() + want,
+        where_of(path));
   if (schema.returns().size() != 1 ||
       schema.returns()[0].type()->kind() != c10::TypeKind::TensorType)
-    throw Error(std::string("forward returns ") +
-                    (schema.returns().size() == 1 ? schema.returns()[0].type()->annotation_str()
-                                                  : std::to_string(schema.returns().size()) + " values") +
-                    want,
-                where_of(path));
+    throw Error(
+        std::string("forward returns ") +
+            (schema.returns().size() == 1 ? schema.returns()[0].type()->annotation_str()
+                                          : std::to_string(schema.returns().size()) + " values") +
+            want,
+        where_of(path));
 }
 
 class TorchScriptModel : public Model {
@@ -133,8 +139,8 @@ class TorchScriptModel : public Model {
       } catch (const std::exception& e) {
         train(true);
         throw Error("forward failed on a batch of shape " + detail::shape_str(shape) + " " +
-                        at::toString(data.input_dtype) + " (the data's samples): " +
-                        detail::first_line(e.what()),
+                        at::toString(data.input_dtype) +
+                        " (the data's samples): " + detail::first_line(e.what()),
                     where_of(path_));
       }
       train(true);
@@ -145,12 +151,13 @@ class TorchScriptModel : public Model {
     const bool ok = out.size(0) == 2 && out.size(-1) == outputs &&
                     (out.dim() == 2 || (sequence && out.dim() == 3 && out.size(1) == shape[1]));
     if (!ok)
-      throw Error("forward maps a batch " + detail::shape_str(shape) + " to " +
-                      detail::shape_str(out.sizes().vec()) + "; the data needs (N, " +
-                      std::to_string(outputs) + ")" +
-                      (sequence ? " or (N, T, " + std::to_string(outputs) + ")" : std::string()) +
-                      (data.num_classes > 0 ? " logits, one per class" : " outputs, one per target"),
-                  where_of(path_));
+      throw Error(
+          "forward maps a batch " + detail::shape_str(shape) + " to " +
+              detail::shape_str(out.sizes().vec()) + "; the data needs (N, " +
+              std::to_string(outputs) + ")" +
+              (sequence ? " or (N, T, " + std::to_string(outputs) + ")" : std::string()) +
+              (data.num_classes > 0 ? " logits, one per class" : " outputs, one per target"),
+          where_of(path_));
   }
 
  private:
@@ -177,14 +184,17 @@ class TorchScriptModel : public Model {
 
 namespace detail {
 void register_torchscript_model() {
-  register_model("torchscript", [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
-    torch::jit::Module scripted = load_archive(c.path);
-    check_forward(scripted, c.path);
-    auto model = std::make_shared<TorchScriptModel>(std::move(scripted), c.path);
-    model->check_output(d);
-    return model;
-  }, "a module scripted and saved in Python: torch.jit.script(m).save(model.path)",
-     std::vector<std::string>{"model.path"});
+  register_model(
+      "torchscript",
+      [](const ModelConfig& c, const DataSpec& d) -> std::shared_ptr<Model> {
+        torch::jit::Module scripted = load_archive(c.path);
+        check_forward(scripted, c.path);
+        auto model = std::make_shared<TorchScriptModel>(std::move(scripted), c.path);
+        model->check_output(d);
+        return model;
+      },
+      "a module scripted and saved in Python: torch.jit.script(m).save(model.path)",
+      std::vector<std::string>{"model.path"});
 }
 }  // namespace detail
 

@@ -18,15 +18,16 @@ bool autocast_supported(const at::Device& device, Precision precision) {
 }
 
 std::string autocast_slowdown(const at::Device& device, Precision precision) {
-  if (device.is_cuda() || precision != Precision::kBf16 || !autocast_supported(device, precision)) return "";
+  if (device.is_cuda() || precision != Precision::kBf16 || !autocast_supported(device, precision))
+    return "";
   if (__builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16")) return "";
-  return "train.precision bf16 on this CPU, which has no bf16 instructions (AVX512-BF16, AMX-BF16): "
+  return "train.precision bf16 on this CPU, which has no bf16 instructions (AVX512-BF16, "
+         "AMX-BF16): "
          "every bf16 operation is converted in software, about 6x slower than fp32 for a ResNet; "
          "train.precision=fp32 is faster here";
 }
 
-AutocastGuard::AutocastGuard(const at::Device& device, Precision precision)
-    : type_(device.type()) {
+AutocastGuard::AutocastGuard(const at::Device& device, Precision precision) : type_(device.type()) {
   if (!autocast_supported(device, precision)) return;
   active_ = true;
   prev_enabled_ = compat::autocast_enabled(type_);
@@ -104,12 +105,15 @@ std::vector<std::pair<std::string, at::Tensor>> GradScaler::state() const {
 void GradScaler::load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) {
   at::Tensor scale, tracker;
   for (const auto& [name, t] : state) {
-    if (name == "scale") scale = t;
-    else if (name == "growth_tracker") tracker = t;
-    else throw Error("loss scaler state: unexpected entry '" + name + "'");
+    if (name == "scale")
+      scale = t;
+    else if (name == "growth_tracker")
+      tracker = t;
+    else
+      throw Error("loss scaler state: unexpected entry '" + name + "'");
   }
-  for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"scale", scale},
-                                {"growth_tracker", tracker}})
+  for (const auto& [name, t] :
+       {std::pair<const char*, at::Tensor>{"scale", scale}, {"growth_tracker", tracker}})
     if (!t.defined() || t.numel() != 1)
       throw Error(std::string("loss scaler state: '") + name + "' is missing or not one value");
   scale_.fill_(scale.item<double>());

@@ -34,7 +34,8 @@ void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, Comm
     total = gradient_norm(params, across);  // every rank takes part, with gradients or none
   }
   if (grads.empty()) return;
-  const at::Tensor coef = at::clamp_max(at::full({}, max_norm, total.options()) / (total + 1e-6), 1.0);
+  const at::Tensor coef =
+      at::clamp_max(at::full({}, max_norm, total.options()) / (total + 1e-6), 1.0);
   compat::foreach_mul_(grads, coef);
 }
 

@@ -14,7 +14,8 @@ namespace dtrain::detail {
 // graph. Parameters without a gradient are skipped. With `across` (a sharded step: each rank
 // holds its shard of the gradients), the norm is over every rank's gradients: the squares are
 // summed over its ranks (a collective), and every rank scales by the same factor.
-void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, Communicator* across = nullptr);
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm,
+                    Communicator* across = nullptr);
 
 // The 2-norm of the gradients (over `across`'s ranks, as above), on the gradients' device; zero
 // when there are none.

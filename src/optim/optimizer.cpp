@@ -31,7 +31,9 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
                      std::vector<size_t> numbers, std::vector<bool> decays)
-    : options_(std::move(options)), params_(std::move(params)), numbers_(std::move(numbers)),
+    : options_(std::move(options)),
+      params_(std::move(params)),
+      numbers_(std::move(numbers)),
       decays_(std::move(decays)) {
   const OptimizerOptions& o = options_;
   kind_ = o.kind;
@@ -43,9 +45,12 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
   Config::check_value("train.beta2", o.beta2);
   Config::check_value("train.eps", o.eps);
   if (kind_ == OptimizerKind::kSgd && o.nesterov && (o.momentum == 0 || o.dampening != 0))
-    throw Error("Nesterov momentum needs train.momentum > 0 and train.dampening 0 (as torch.optim.SGD), got "
-                "momentum " + fmt_double(o.momentum) + " and dampening " + fmt_double(o.dampening),
-                "train.nesterov");
+    throw Error(
+        "Nesterov momentum needs train.momentum > 0 and train.dampening 0 (as torch.optim.SGD), "
+        "got "
+        "momentum " +
+            fmt_double(o.momentum) + " and dampening " + fmt_double(o.dampening),
+        "train.nesterov");
   if (params_.empty()) throw Error("the optimizer got no parameters", "train.optimizer");
   if (numbers_.empty()) {
     for (size_t i = 0; i < params_.size(); ++i) numbers_.push_back(i);
@@ -66,7 +71,7 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
   // and be fp32 (the state and the tensor learning rate live there too).
   const bool kernel_exists = kind_ == OptimizerKind::kSgd    ? compat::kHasFusedSgd
                              : kind_ == OptimizerKind::kAdam ? compat::kHasFusedAdam
-                                                    : compat::kHasFusedAdamW;
+                                                             : compat::kHasFusedAdamW;
   const at::Device device = params_[0].device();
   bool one_cuda_device = true, all_fp32 = true;
   for (const auto& p : params_) {
@@ -77,9 +82,9 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
     if (!kernel_exists) {
       not_fused_reason_ = "LibTorch " + compat::libtorch_version() + " has no fused kernel for it";
     } else if (!one_cuda_device) {
-      not_fused_reason_ = device.is_cuda() ? "the parameters are not all on " + device.str()
-                                           : "the parameters are on " + device.str() +
-                                                 ", fused kernels need CUDA";
+      not_fused_reason_ =
+          device.is_cuda() ? "the parameters are not all on " + device.str()
+                           : "the parameters are on " + device.str() + ", fused kernels need CUDA";
     } else if (!all_fp32) {
       not_fused_reason_ = "the parameters are not all fp32";
     } else {
@@ -87,7 +92,7 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, OptimizerOptions options,
     }
   }
   capturable_ = fused_ && (kind_ == OptimizerKind::kSgd ? compat::kFusedSgdTakesTensorLr
-                                                : compat::kFusedAdamTakesTensorLr);
+                                                        : compat::kFusedAdamTakesTensorLr);
 
   // The no-decay rule (train.no_decay_norm_bias): parameters of fewer than 2 dimensions, unless
   // the caller said it per parameter.
@@ -165,8 +170,9 @@ void Optimizer::step_fused(const std::vector<size_t>& group, double weight_decay
     a.weight_decay = weight_decay;
     a.nesterov = o.nesterov;
     if (host_steps_.empty()) {
-      const std::vector<at::Tensor> bufs =
-          momentum_.empty() ? std::vector<at::Tensor>{} : pick(momentum_, group);  // none at momentum 0
+      const std::vector<at::Tensor> bufs = momentum_.empty()
+                                               ? std::vector<at::Tensor>{}
+                                               : pick(momentum_, group);  // none at momentum 0
       compat::fused_sgd(pick(params_, group), grads, bufs, lr_device_, lr_, a);
       return;
     }
@@ -179,15 +185,20 @@ void Optimizer::step_fused(const std::vector<size_t>& group, double weight_decay
       (is_first ? first : later).push_back(i);
       (is_first ? first_grads : later_grads).push_back(grads[k]);
     }
-    if (!later.empty()) compat::fused_sgd(pick(params_, later), later_grads, pick(momentum_, later), lr_device_, lr_, a);
+    if (!later.empty())
+      compat::fused_sgd(pick(params_, later), later_grads, pick(momentum_, later), lr_device_, lr_,
+                        a);
     a.first_step = true;
-    if (!first.empty()) compat::fused_sgd(pick(params_, first), first_grads, pick(momentum_, first), lr_device_, lr_, a);
+    if (!first.empty())
+      compat::fused_sgd(pick(params_, first), first_grads, pick(momentum_, first), lr_device_, lr_,
+                        a);
     return;
   }
   const auto steps = pick(steps_, group);
   at::_foreach_add_(steps, 1);  // every step counter in one launch, before the kernel reads them
-  compat::fused_adam(kind_ == OptimizerKind::kAdamW, pick(params_, group), grads, pick(exp_avg_, group),
-                     pick(exp_avg_sq_, group), steps, lr_device_, lr_, o.beta1, o.beta2, weight_decay, o.eps);
+  compat::fused_adam(kind_ == OptimizerKind::kAdamW, pick(params_, group), grads,
+                     pick(exp_avg_, group), pick(exp_avg_sq_, group), steps, lr_device_, lr_,
+                     o.beta1, o.beta2, weight_decay, o.eps);
 }
 
 // torch.optim.SGD's foreach form: d = g + wd * p; with momentum, buf = g on a parameter's first
@@ -200,7 +211,8 @@ void Optimizer::sgd_foreach(const std::vector<size_t>& group, double lr, double 
   std::vector<at::Tensor> grads;
   grads.reserve(group.size());
   for (size_t i : group) grads.push_back(params_[i].grad());
-  std::vector<at::Tensor> d = weight_decay != 0 ? at::_foreach_add(grads, params, weight_decay) : grads;
+  std::vector<at::Tensor> d =
+      weight_decay != 0 ? at::_foreach_add(grads, params, weight_decay) : grads;
   if (o.momentum != 0) {
     auto bufs = pick(momentum_, group);
     std::vector<at::Tensor> first, first_d, later, later_d;
@@ -259,7 +271,7 @@ void Optimizer::step_foreach(const std::vector<size_t>& group, double lr, double
 std::string Optimizer::describe() const {
   std::string s = kind_ == OptimizerKind::kSgd    ? "SGD"
                   : kind_ == OptimizerKind::kAdam ? "Adam"
-                                         : "AdamW";
+                                                  : "AdamW";
   const OptimizerOptions& o = options_;
   if (kind_ == OptimizerKind::kSgd && o.momentum != 0) {
     s += " (" + std::string(o.nesterov ? "Nesterov " : "") + "momentum " + fmt_double(o.momentum) +
@@ -268,8 +280,8 @@ std::string Optimizer::describe() const {
   if (o.weight_decay != 0 && o.no_decay_norm_bias) {
     size_t undecayed = 0;
     for (bool d : decays_) undecayed += d ? 0 : 1;
-    s += ", no weight decay on " + std::to_string(undecayed) + " of " + std::to_string(params_.size()) +
-         " parameters (fewer than 2 dimensions)";
+    s += ", no weight decay on " + std::to_string(undecayed) + " of " +
+         std::to_string(params_.size()) + " parameters (fewer than 2 dimensions)";
   }
   if (fused_) {
     s += ", fused CUDA kernel";
@@ -287,17 +299,19 @@ std::string Optimizer::describe() const {
 std::vector<std::pair<std::string, at::Tensor>> Optimizer::state() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   auto num = [&](size_t i) { return std::to_string(numbers_[i]); };
-  for (size_t i = 0; i < momentum_.size(); ++i) out.emplace_back("momentum." + num(i), momentum_[i]);
+  for (size_t i = 0; i < momentum_.size(); ++i)
+    out.emplace_back("momentum." + num(i), momentum_[i]);
   if (kind_ == OptimizerKind::kSgd) {  // step counts only with dampening
     for (size_t i = 0; i < host_steps_.size(); ++i)
-      out.emplace_back("step." + num(i), at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
+      out.emplace_back("step." + num(i),
+                       at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
   }
   for (size_t i = 0; i < exp_avg_.size(); ++i) {
     out.emplace_back("exp_avg." + num(i), exp_avg_[i]);
     out.emplace_back("exp_avg_sq." + num(i), exp_avg_sq_[i]);
-    out.emplace_back("step." + num(i), fused_ ? steps_[i]
-                                              : at::scalar_tensor(static_cast<double>(host_steps_[i]),
-                                                                  at::kFloat));
+    out.emplace_back(
+        "step." + num(i),
+        fused_ ? steps_[i] : at::scalar_tensor(static_cast<double>(host_steps_[i]), at::kFloat));
   }
   return out;
 }
@@ -364,8 +378,8 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, at::Tensor>>
       kv.second.copy_(src.reshape(kv.second.sizes()));
     } else {
       const size_t number = std::stoul(kv.first.substr(5));
-      const size_t i = static_cast<size_t>(
-          std::find(numbers_.begin(), numbers_.end(), number) - numbers_.begin());
+      const size_t i = static_cast<size_t>(std::find(numbers_.begin(), numbers_.end(), number) -
+                                           numbers_.begin());
       host_steps_[i] = static_cast<int64_t>(src.item<double>());
     }
   }

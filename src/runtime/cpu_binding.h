@@ -19,9 +19,10 @@ struct CpuBinding {
   int rank_cpus = 0;   // CPUs in this rank's affinity mask
   int threads = 1;     // intra-op threads it runs
   int node_ranks = 1;  // the job's ranks on this host
-  int node_used = 0;   // CPUs in the union of their masks (0: unknown, taken as rank_cpus x node_ranks)
-  int host_cpus = 0;   // CPUs of the host the job could use (host_cpus())
-  bool srun = false;   // started by srun
+  int node_used =
+      0;  // CPUs in the union of their masks (0: unknown, taken as rank_cpus x node_ranks)
+  int host_cpus = 0;  // CPUs of the host the job could use (host_cpus())
+  bool srun = false;  // started by srun
 };
 
 // The host's CPUs no rank of the job may use, when they are at least half of them; else 0.

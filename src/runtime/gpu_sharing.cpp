@@ -4,7 +4,8 @@
 
 namespace dtrain::detail {
 
-GpuSharing gpu_sharing(int rank, const std::string& host, int local_world, int gpus, bool one_host) {
+GpuSharing gpu_sharing(int rank, const std::string& host, int local_world, int gpus,
+                       bool one_host) {
   GpuSharing s;
   if (gpus <= 0 || local_world <= gpus) return s;
   s.env = {{"NCCL_HOSTID", host + ".dtrain-rank" + std::to_string(rank)},

@@ -1,8 +1,8 @@
 #include "runtime/heartbeat.h"
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <tuple>

@@ -19,9 +19,9 @@
 namespace dtrain::detail {
 
 struct Heartbeat {
-  int64_t step = 0;   // the step being worked on (1-based; 0 = before the first step)
-  int64_t seq = 0;    // beats since that step began: how far into the step the rank got
-  double age_s = 0;   // seconds since the last beat, when it was sent
+  int64_t step = 0;  // the step being worked on (1-based; 0 = before the first step)
+  int64_t seq = 0;   // beats since that step began: how far into the step the rank got
+  double age_s = 0;  // seconds since the last beat, when it was sent
   char phase[64] = {};
 };
 

@@ -9,10 +9,10 @@
 // the `dtrain` program before MPI_Init, so only what the launcher set is seen.
 #include <cstdint>
 #include <limits>
-#include <utility>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/launch_check.h"
@@ -63,10 +63,18 @@ std::string show(const std::optional<int64_t>& v) { return v ? std::to_string(*v
 }  // namespace
 
 std::vector<std::string> Runtime::launcher_variables() {
-  return {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-          "SLURM_STEP_ID",        "SLURM_STEPID",         "SLURM_PROCID",
-          "SLURM_LOCALID",        "SLURM_NTASKS",         "SLURM_STEP_NUM_TASKS",
-          "PMIX_RANK",            "PMI_RANK",             "PMI_FD"};
+  return {"OMPI_COMM_WORLD_SIZE",
+          "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_LOCAL_RANK",
+          "SLURM_STEP_ID",
+          "SLURM_STEPID",
+          "SLURM_PROCID",
+          "SLURM_LOCALID",
+          "SLURM_NTASKS",
+          "SLURM_STEP_NUM_TASKS",
+          "PMIX_RANK",
+          "PMI_RANK",
+          "PMI_FD"};
 }
 
 void Runtime::check_launcher(const std::map<std::string, std::string>& env) {

@@ -99,8 +99,8 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
   log::detail("intra-op threads per rank: " + std::to_string(threads.threads) + " (" +
               threads.reason + ")");
   // The launcher's binding against the host (runtime/cpu_binding.h): said once per host.
-  const detail::CpuBinding binding{rank_,         host_,     mine, threads.threads, local_world_,
-                                   cpus.used,     detail::host_cpus(), srun_};
+  const detail::CpuBinding binding{
+      rank_, host_, mine, threads.threads, local_world_, cpus.used, detail::host_cpus(), srun_};
   detail::record_cpu_binding(binding);
   const std::string idle = detail::idle_cpus_advice(binding);
   if (!idle.empty() && local_rank_ == 0) log::warn(idle);

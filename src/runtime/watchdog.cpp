@@ -72,8 +72,8 @@ void Watchdog::loop() {
 void Watchdog::fire(double idle) {
   const auto now = [this] { return heartbeat(); };
   std::string msg = "watchdog: no progress on this rank for " +
-                    std::to_string(static_cast<int64_t>(idle)) + " s (run.timeout_s = " +
-                    std::to_string(static_cast<int64_t>(timeout_s_)) + ")";
+                    std::to_string(static_cast<int64_t>(idle)) +
+                    " s (run.timeout_s = " + std::to_string(static_cast<int64_t>(timeout_s_)) + ")";
   if (channel_->enabled()) {
     // Long enough for watchdog threads that poll every 100 ms, short next to the timeout.
     const double answer_s = std::clamp(timeout_s_ / 2, 1.0, 10.0);

@@ -25,9 +25,13 @@ void check_image_recipe(const Config& cfg) {
   for (const auto& [key, wrong] : keys)
     if (wrong)
       throw Error(std::string(key) + " augments images, but data.format " + f +
-                      (f == "synthetic" ? " with data.synthetic_task " + std::string(to_string(cfg.data.synthetic_task)) : "") +
+                      (f == "synthetic" ? " with data.synthetic_task " +
+                                              std::string(to_string(cfg.data.synthetic_task))
+                                        : "") +
                       " gives none: " +
-                      (std::string(key).rfind("data.", 0) == 0 ? "cifar10, cifar100 and image_folder" : "idx, cifar10, cifar100, image_folder and synthetic images") +
+                      (std::string(key).rfind("data.", 0) == 0
+                           ? "cifar10, cifar100 and image_folder"
+                           : "idx, cifar10, cifar100, image_folder and synthetic images") +
                       " take it",
                   key);
 }
@@ -38,8 +42,10 @@ void check_config_now(const Config& cfg) {
   require_model(cfg.model.name);  // a mistyped name before the data is read
   check_image_recipe(cfg);
   const Monitor m = cfg.train.monitor;
-  if ((m == Monitor::kValLoss || m == Monitor::kValAccuracy || m == Monitor::kValTop5) && !(cfg.data.val_fraction > 0))
-    throw Error(std::string(to_string(m)) + " reads the validation split, but data.val_fraction is 0: set it " +
+  if ((m == Monitor::kValLoss || m == Monitor::kValAccuracy || m == Monitor::kValTop5) &&
+      !(cfg.data.val_fraction > 0))
+    throw Error(std::string(to_string(m)) +
+                    " reads the validation split, but data.val_fraction is 0: set it " +
                     "(e.g. 0.05) to hold out part of the training set, or monitor a test_* metric",
                 "train.monitor");
   if (cfg.run.profile_steps > 0) {
@@ -47,7 +53,8 @@ void check_config_now(const Config& cfg) {
     if (!problem.empty())
       throw Error(std::to_string(cfg.run.profile_steps) +
                       " step(s) to profile, but this LibTorch's profiler cannot write traces (" +
-                      problem + "; a LibTorch built with Kineto can, such as the CUDA builds): set "
+                      problem +
+                      "; a LibTorch built with Kineto can, such as the CUDA builds): set "
                       "run.profile_steps=0; run.timeline=true records every rank's steps, phases "
                       "and gradient buckets as a Chrome trace without the profiler",
                   "run.profile_steps");
@@ -56,10 +63,10 @@ void check_config_now(const Config& cfg) {
 
 std::string config_line(const Config& cfg, const std::string& origin) {
   const Resolved& r = cfg.resolved;
-  const std::string micro =
-      r.micro_batch < 0 ? std::string("micro-batch auto (measured when training starts)")
-                        : "micro-batch " + std::to_string(r.micro_batch) + " x " +
-                              std::to_string(r.accum_steps) + " accumulation step(s)";
+  const std::string micro = r.micro_batch < 0
+                                ? std::string("micro-batch auto (measured when training starts)")
+                                : "micro-batch " + std::to_string(r.micro_batch) + " x " +
+                                      std::to_string(r.accum_steps) + " accumulation step(s)";
   const std::string dir = cfg.run.run_dir();
   return "config: " + origin + ", resolved for world " + std::to_string(r.world) +
          ": global batch " + std::to_string(cfg.train.global_batch) + " = " +

@@ -20,9 +20,11 @@ std::vector<std::string> data_differences(const std::vector<std::string>& lines)
   for (const std::string& line : order) {
     const std::vector<size_t>& rs = ranks[line];
     std::string names;
-    for (size_t k = 0; k < rs.size(); ++k) names += (k == 0 ? "" : k + 1 == rs.size() ? " and " : ", ") + std::to_string(rs[k]);
+    for (size_t k = 0; k < rs.size(); ++k)
+      names += (k == 0 ? "" : k + 1 == rs.size() ? " and " : ", ") + std::to_string(rs[k]);
     const std::string who = (rs.size() == 1 ? "rank " : "ranks ") + names;
-    out.push_back("the data of " + who + " differs from rank 0's: " + who + ": " + line + "; rank 0: " + lines[0]);
+    out.push_back("the data of " + who + " differs from rank 0's: " + who + ": " + line +
+                  "; rank 0: " + lines[0]);
   }
   return out;
 }

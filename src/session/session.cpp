@@ -11,24 +11,24 @@
 #include <optional>
 
 #include "checkpoint/weights.h"
-#include "models/activation_checkpoint.h"
 #include "config/schema.h"
-#include "session/config_check.h"
-#include "session/error_policy.h"
-#include "session/rank_data.h"
-#include "session/unused_keys.h"
 #include "cuda/device.h"
 #include "cuda/versions.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/version.h"
+#include "models/activation_checkpoint.h"
 #include "runtime/signals.h"
-#include "util/live_line.h"
+#include "session/config_check.h"
+#include "session/error_policy.h"
+#include "session/rank_data.h"
+#include "session/unused_keys.h"
 #include "telemetry/nvml.h"
 #include "train/resume.h"
-#include "util/torch_compat.h"
 #include "util/format.h"
 #include "util/host_memory.h"
+#include "util/live_line.h"
+#include "util/torch_compat.h"
 #include "util/versions.h"
 
 namespace dtrain {
@@ -62,8 +62,8 @@ std::string version_text() {
     const std::string cuda = detail::cuda_version_text(v.runtime ? v.runtime : v.runtime_compiled);
     const std::string nccl = detail::nccl_version_text(v.nccl);
     const std::string driver = detail::Nvml::system().driver_version();
-    stack = "CUDA" + (cuda.empty() ? "" : " " + cuda) + " + NCCL" + (nccl.empty() ? "" : " " + nccl) +
-            (driver.empty() ? "" : ", driver " + driver);
+    stack = "CUDA" + (cuda.empty() ? "" : " " + cuda) + " + NCCL" +
+            (nccl.empty() ? "" : " " + nccl) + (driver.empty() ? "" : ", driver " + driver);
   }
   return std::string("dtrain ") + DTRAIN_VERSION + " (LibTorch " + compat::libtorch_version() +
          ", " + stack + ", built " + DTRAIN_BUILD_DATE + ")";
@@ -73,7 +73,8 @@ namespace {
 
 // The log's data line: the training split's description, and the test split's.
 std::string data_line(const Splits& data) {
-  return data.train->describe() + (data.test && data.test != data.train ? "; test: " + data.test->describe() : "") +
+  return data.train->describe() +
+         (data.test && data.test != data.train ? "; test: " + data.test->describe() : "") +
          (data.val ? "; " + data.val->describe() : "");
 }
 
@@ -89,13 +90,15 @@ bool sets_no_data_key(const Config& cfg) {
 Session build_session(Runtime& rt, Config cfg, const std::string& origin, bool config_only) {
   if (config_only) return build_session(rt, std::move(cfg), origin, nullptr);
   // A finished run is refused before its data is read (minutes on a large set).
-  return build_session(rt, std::move(cfg), origin, MakeData([&rt](const Config& c, const at::Device& device) {
+  return build_session(rt, std::move(cfg), origin,
+                       MakeData([&rt](const Config& c, const at::Device& device) {
                          detail::refuse_finished_run(c, rt.cpu_comm());
                          return make_datasets(c.data, c.run.seed, device);
                        }));
 }
 
-Session build_session(Runtime& rt, Config cfg, const std::string& origin, const MakeData& make_data) {
+Session build_session(Runtime& rt, Config cfg, const std::string& origin,
+                      const MakeData& make_data) {
   Session s;
   // The config check, agreed: every rank finds the same config error, printed once.
   detail::run_agreed(rt.mpi_comm(), [&] {
@@ -110,8 +113,11 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
               std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
   log::detail(detail::config_line(cfg, origin));
   if (sets_no_data_key(cfg) && rt.rank() == 0)
-    log::info("the config sets no data.* key: training on dtrain's default data, Fashion-MNIST's IDX files "
-              "in " + cfg.data.path + " (set data.format and data.path to train on your own)");
+    log::info(
+        "the config sets no data.* key: training on dtrain's default data, Fashion-MNIST's IDX "
+        "files "
+        "in " +
+        cfg.data.path + " (set data.format and data.path to train on your own)");
   if (rt.rank() == 0)
     for (const std::string& line : detail::unused_keys(cfg)) log::warn(line);
   s.config = std::move(cfg);
@@ -121,12 +127,12 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin, const 
   // Data and model, agreed: a missing or empty file that every rank finds is one line.
   detail::run_agreed(rt.mpi_comm(), [&] {
     at::manual_seed(static_cast<uint64_t>(c.run.seed));
-    detail::guard_host_memory([&] {
-                                s.data = make_data(c, rt.device());
-                                if (!s.data.train) throw Error("the datasets have no training split");
-                              },
-                              "building the datasets", size_keys(c, config::Sizes::kData),
-                              "use smaller data");
+    detail::guard_host_memory(
+        [&] {
+          s.data = make_data(c, rt.device());
+          if (!s.data.train) throw Error("the datasets have no training split");
+        },
+        "building the datasets", size_keys(c, config::Sizes::kData), "use smaller data");
     log::detail("data: " + data_line(s.data));
     detail::guard_host_memory(
         [&] { s.model = make_model(c.model.name, c.model, s.data.train->spec()); },
@@ -164,12 +170,15 @@ int exit_code(const TrainSummary& summary) {
   std::string model = ", no model.pt (the run has not ended)";
   if (!summary.model_file.empty())
     model = " (the run has not ended: these weights are in it alone); " + summary.model_file +
-            (summary.model_step >= 0 ? " still holds step " + std::to_string(summary.model_step) + ", the run's earlier end (model.json)"
-                                     : " still holds an earlier end of the run (no model.json names its step)");
+            (summary.model_step >= 0
+                 ? " still holds step " + std::to_string(summary.model_step) +
+                       ", the run's earlier end (model.json)"
+                 : " still holds an earlier end of the run (no model.json names its step)");
   log::info(std::string("stopped by ") + detail::signal_name(summary.stop_signal) + " after step " +
             std::to_string(summary.steps) + " of " + std::to_string(summary.total_steps) +
             (saved ? ": checkpoint " + summary.checkpoint + " written" + model +
-                         "; run the same command again to resume (exit code " + std::to_string(kExitPreempted) + ")"
+                         "; run the same command again to resume (exit code " +
+                         std::to_string(kExitPreempted) + ")"
                    : ": no checkpoint was written (the run writes no files)"));
   return saved ? kExitPreempted : 128 + summary.stop_signal;
 }

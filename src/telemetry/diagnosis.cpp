@@ -56,19 +56,22 @@ void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& ou
             ""};
   const std::string prefetch = "data.prefetch is " + num(in.prefetch);
   if (in.workers == 0)
-    f.fix = "set data.workers (now 0: batches are loaded on the training thread) to 2 or more; " + prefetch;
+    f.fix = "set data.workers (now 0: batches are loaded on the training thread) to 2 or more; " +
+            prefetch;
   else if (in.workers < 8)
-    f.fix = "raise data.workers from " + num(in.workers) + " (e.g. to " + num(2 * in.workers) + "); " +
-            prefetch + (in.prefetch < 2 * in.workers ? " (keep it at least twice the workers)" : "");
+    f.fix = "raise data.workers from " + num(in.workers) + " (e.g. to " + num(2 * in.workers) +
+            "); " + prefetch +
+            (in.prefetch < 2 * in.workers ? " (keep it at least twice the workers)" : "");
   else
     f.fix = "data.workers is already " + num(in.workers) +
             ": each batch costs the loader too much; raise data.prefetch from " + num(in.prefetch) +
             (in.on_cuda && !in.pin_memory ? ", set data.pin_memory=true (now false)" : "") +
             " and make the dataset's get() cheaper (decode or augment ahead of time)";
   if (in.idle_cpus > 0 && in.workers > 0 && in.rank_cpus < in.workers + 1) {
-    f.what += "; each rank may use " + num(in.rank_cpus) + " CPU(s) (the launcher's binding) for its " +
-              num(in.workers) + " loader thread(s) and its training thread, while " +
-              num(in.idle_cpus) + " CPUs of the host stay idle";
+    f.what += "; each rank may use " + num(in.rank_cpus) +
+              " CPU(s) (the launcher's binding) for its " + num(in.workers) +
+              " loader thread(s) and its training thread, while " + num(in.idle_cpus) +
+              " CPUs of the host stay idle";
     f.fix = "give each rank more CPUs: " + in.binding_fix + "; or " + f.fix;
   }
   out.push_back(f);
@@ -77,21 +80,25 @@ void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& ou
 // The step's collective time, when the gradient buckets explain little of it (the last step's
 // exposed waits under kExposedShare of the mean collective time per step): the ranks wait for
 // each other, not for the wire.
-bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart, std::vector<Finding>& out) {
+bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart,
+                       std::vector<Finding>& out) {
   if (in.buckets.empty() || in.steps <= 0) return false;
   double exposed = 0;
-  for (size_t i = 0; i < in.buckets.size(); ++i) exposed += exposed_wait(in.buckets, i, in.backward_end);
+  for (size_t i = 0; i < in.buckets.size(); ++i)
+    exposed += exposed_wait(in.buckets, i, in.backward_end);
   const double per_step = in.phases.comm / static_cast<double>(in.steps);
   if (exposed >= kExposedShare * per_step) return false;
   Finding f{"waiting for other ranks",
-            pct(share) + " of step time in the step's collectives (" + secs(in.phases.comm) + " of " +
-                secs(in.phases.total()) + " s on rank 0), but not for the gradients: the last step's " +
+            pct(share) + " of step time in the step's collectives (" + secs(in.phases.comm) +
+                " of " + secs(in.phases.total()) +
+                " s on rank 0), but not for the gradients: the last step's " +
                 std::to_string(in.buckets.size()) + " bucket(s) waited " + ms(exposed) +
                 " after backward, against " + ms(per_step) +
                 " of collective time per step; the rest is the ranks waiting for each other",
             ranks_apart ? "the slowest rank (below) sets the pace"
                         : "on CPUs, give each rank cores of its own (launch/mpirun-local.sh binds "
-                          "them); " + larger_batch("makes each step's synchronization a smaller share")};
+                          "them); " +
+                              larger_batch("makes each step's synchronization a smaller share")};
   out.push_back(f);
   return true;
 }
@@ -102,11 +109,13 @@ std::string collective(const DiagnosisInput& in) {
   return in.optimizer_shards > 1 ? "reduce-scatter" : "all-reduce";
 }
 
-void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::vector<Finding>& out) {
+void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart,
+                std::vector<Finding>& out) {
   if (waiting_for_ranks(in, share, ranks_apart, out)) return;
   Finding f{"communication-bound",
-            pct(share) + " of step time waiting for gradient " + collective(in) + "s after backward (" +
-                secs(in.phases.comm) + " of " + secs(in.phases.total()) + " s on rank 0)",
+            pct(share) + " of step time waiting for gradient " + collective(in) +
+                "s after backward (" + secs(in.phases.comm) + " of " + secs(in.phases.total()) +
+                " s on rank 0)",
             ""};
   const auto& b = in.buckets;
   std::vector<size_t> order(b.size());
@@ -126,7 +135,8 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
   // cost, not its bytes, sets its time; fewer bytes on the wire would not shorten it.
   bool latency = !b.empty();
   for (size_t i = 0; i < b.size(); ++i)
-    if (exposed_wait(b, i, in.backward_end) > 0 && b[i].bytes >= kLatencyBoundBytes) latency = false;
+    if (exposed_wait(b, i, in.backward_end) > 0 && b[i].bytes >= kLatencyBoundBytes)
+      latency = false;
   if (!b.empty()) {
     f.what += "; the last step's backward ended at " + ms(in.backward_end) + " and " +
               std::to_string(b.size()) + " bucket(s) waited " + ms(exposed) + " after it";
@@ -134,18 +144,21 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
     for (size_t i : order) {
       const double e = exposed_wait(b, i, in.backward_end);
       if (e <= 0 || listed == 3) break;
-      f.what += std::string(listed++ ? ";" : ":") + " bucket " + std::to_string(b[i].bucket) + " (" +
-                mib(b[i].bytes) + ") ready " + ms(b[i].ready) +
-                ", launched " + ms(b[i].launched) + ", done " + ms(b[i].done) + ": " + ms(e) + " exposed";
+      f.what += std::string(listed++ ? ";" : ":") + " bucket " + std::to_string(b[i].bucket) +
+                " (" + mib(b[i].bytes) + ") ready " + ms(b[i].ready) + ", launched " +
+                ms(b[i].launched) + ", done " + ms(b[i].done) + ": " + ms(e) + " exposed";
     }
   }
   if (latency)
     f.what += "; the buckets are small (" + mib(total_bytes) + " in all" +
               (exposed_bytes > 0 ? ", " + mib(exposed_bytes) + " of them exposed" : std::string()) +
-              "): the wait is each " + collective(in) + "'s fixed cost and the ranks' skew, not bytes on the wire";
+              "): the wait is each " + collective(in) +
+              "'s fixed cost and the ranks' skew, not bytes on the wire";
   if (ranks_apart) f.what += "; part of this wait is for the slowest rank (below)";
   std::vector<std::string> fixes;
-  if (!in.overlap) fixes.push_back("set dist.overlap=true (now false: every bucket waits for the end of backward)");
+  if (!in.overlap)
+    fixes.push_back(
+        "set dist.overlap=true (now false: every bucket waits for the end of backward)");
   if (!b.empty() && in.overlap) {
     const BucketTiming& worst = b[order.front()];
     const double mean_mib = static_cast<double>(total_bytes) / kMiB / static_cast<double>(b.size());
@@ -154,19 +167,22 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart, std::v
                       std::to_string(b.size()) + " buckets of " + format("%.2f", mean_mib) +
                       " MiB on average: each " + collective(in) + " has a fixed cost)");
     else if (worst.launched >= in.backward_end * 0.99 && b.size() > 0)
-      fixes.push_back("lower dist.bucket_cap_mb from " + mb(in.bucket_cap_mb) + " so that less waits for "
-                      "the end of backward (bucket " + std::to_string(worst.bucket) +
-                      " was launched as backward ended)");
+      fixes.push_back("lower dist.bucket_cap_mb from " + mb(in.bucket_cap_mb) +
+                      " so that less waits for "
+                      "the end of backward (bucket " +
+                      std::to_string(worst.bucket) + " was launched as backward ended)");
   }
   if (in.grad_dtype != "bf16" && !latency)
     fixes.push_back("set dist.grad_dtype=bf16 (halves the bytes on the wire)");
-  if (latency) fixes.push_back("fewer ranks: a model whose gradients are this small gains little from more");
+  if (latency)
+    fixes.push_back("fewer ranks: a model whose gradients are this small gains little from more");
   fixes.push_back(larger_batch("gives backward more to hide it behind"));
   for (size_t i = 0; i < fixes.size(); ++i) f.fix += (i ? "; " : "") + fixes[i];
   out.push_back(f);
 }
 
-void launch_bound(const DiagnosisInput& in, const std::string& evidence, std::vector<Finding>& out) {
+void launch_bound(const DiagnosisInput& in, const std::string& evidence,
+                  std::vector<Finding>& out) {
   Finding f{"launch-bound", evidence, ""};
   const bool graphed = in.step_mode.find("CUDA graph: captured") != std::string::npos;
   std::vector<std::string> fixes;
@@ -176,9 +192,11 @@ void launch_bound(const DiagnosisInput& in, const std::string& evidence, std::ve
     fixes.push_back("set train.cuda_graph=auto (now off): one launch per step");
   } else {
     f.what += "; steps ran " + (in.step_mode.empty() ? std::string("eager") : in.step_mode);
-    fixes.push_back(std::string("train.cuda_graph replays the step as one launch when it can: it needs ") +
-                    (in.world > 1 ? "gradients over NCCL (dist.backend), " : "") +
-                    "a fused optimizer (train.fused_optimizer) and no loss scaler (fp16, train.skip_nonfinite)");
+    fixes.push_back(
+        std::string("train.cuda_graph replays the step as one launch when it can: it needs ") +
+        (in.world > 1 ? "gradients over NCCL (dist.backend), " : "") +
+        "a fused optimizer (train.fused_optimizer) and no loss scaler (fp16, "
+        "train.skip_nonfinite)");
   }
   if (in.micro_batch > 0 && in.micro_batch < in.rank_batch)
     fixes.push_back("a bigger micro-batch: train.micro_batch=0 runs the per-rank batch of " +
@@ -201,14 +219,16 @@ void memory_headroom(const DiagnosisInput& in, std::vector<Finding>& out) {
                   num(in.micro_batch) + ")",
               ""};
     if (in.micro_batch < in.rank_batch)
-      f.fix = "raise train.micro_batch toward " + num(std::min(in.rank_batch, in.micro_batch * grow)) +
+      f.fix = "raise train.micro_batch toward " +
+              num(std::min(in.rank_batch, in.micro_batch * grow)) +
               " (train.micro_batch=auto measures the largest that fits)";
     else
       f.fix = "the micro-batch is the whole per-rank batch: " +
               larger_batch("would use the room (per-rank batch now " + num(in.rank_batch) + ")") +
               "; or train a bigger model";
     out.push_back(f);
-  } else if (static_cast<double>(in.memory_peak) > kUsableMemory * static_cast<double>(in.memory_total)) {
+  } else if (static_cast<double>(in.memory_peak) >
+             kUsableMemory * static_cast<double>(in.memory_total)) {
     out.push_back({"memory headroom", "peak " + of + " on rank 0: less than 10% of the device left",
                    "train.micro_batch=auto leaves 10% free"});
   }
@@ -217,9 +237,9 @@ void memory_headroom(const DiagnosisInput& in, std::vector<Finding>& out) {
 void memory_by_kind(const DiagnosisInput& in, std::vector<Finding>& out) {
   if (in.memory_peak <= 0 || in.weight_bytes <= 0) return;
   const int64_t held = in.weight_bytes + in.gradient_bytes + in.optimizer_state_bytes;
-  std::string what = "rank 0's peak of " + gib(in.memory_peak) + ": weights " + gib(in.weight_bytes) +
-                     ", gradients " + gib(in.gradient_bytes) + ", optimizer state " +
-                     gib(in.optimizer_state_bytes);
+  std::string what = "rank 0's peak of " + gib(in.memory_peak) + ": weights " +
+                     gib(in.weight_bytes) + ", gradients " + gib(in.gradient_bytes) +
+                     ", optimizer state " + gib(in.optimizer_state_bytes);
   if (in.optimizer_shards > 1) what += " (its shard of " + num(in.optimizer_shards) + ")";
   what += ", activations and workspace " + gib(std::max<int64_t>(0, in.memory_peak - held)) +
           " (the rest: the step's activations, the reducer's buckets, library workspaces)";
@@ -233,18 +253,24 @@ void slowest_rank(const DiagnosisInput& in, size_t slow, size_t fast, std::vecto
   // The phase that makes most of the difference.
   const double dd = s.data - q.data, dc = s.compute - q.compute, dopt = s.optimizer - q.optimizer;
   std::string where = "compute";
-  if (dd > dc && dd > dopt) where = "data wait";
-  else if (dopt > dc && dopt > dd) where = "optimizer";
+  if (dd > dc && dd > dopt)
+    where = "data wait";
+  else if (dopt > dc && dopt > dd)
+    where = "optimizer";
   Finding f{"slowest rank",
-            rank_name(in, slow) + " spent " + secs(busy(s)) + " s in data, compute and optimizer, " +
-                pct(more) + " more than " + rank_name(in, fast) + " (" + secs(busy(q)) +
-                " s), most of it in " + where + "; the other ranks wait for it in every " + collective(in),
+            rank_name(in, slow) + " spent " + secs(busy(s)) +
+                " s in data, compute and optimizer, " + pct(more) + " more than " +
+                rank_name(in, fast) + " (" + secs(busy(q)) + " s), most of it in " + where +
+                "; the other ranks wait for it in every " + collective(in),
             ""};
   f.fix = where == "data wait"
-              ? "look at rank " + std::to_string(slow) + "'s loader: its CPUs (other processes, binding) "
-                "and its storage; data.workers is " + num(in.workers)
-              : "look at rank " + std::to_string(slow) + "'s host: other processes on its CPUs or GPU, its CPU "
-                "binding (launch/mpirun-local.sh binds each rank), a slower or throttled GPU";
+              ? "look at rank " + std::to_string(slow) +
+                    "'s loader: its CPUs (other processes, binding) "
+                    "and its storage; data.workers is " +
+                    num(in.workers)
+              : "look at rank " + std::to_string(slow) +
+                    "'s host: other processes on its CPUs or GPU, its CPU "
+                    "binding (launch/mpirun-local.sh binds each rank), a slower or throttled GPU";
   out.push_back(f);
 }
 
@@ -283,16 +309,22 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
     const double per_micro = in.phases.compute / static_cast<double>(in.steps) /
                              static_cast<double>(std::max<int64_t>(1, in.rank_batch / micro));
     if (in.gpu_busy_percent && *in.gpu_busy_percent < kLowGpuBusyPercent) {
-      launch_bound(in, format("the GPU was busy %.0f%% of the time (NVML) with neither the data nor the "
-                              "communication to blame: the host does not launch work fast enough",
-                              *in.gpu_busy_percent) +
-                           " (" + num(in.parameters) + " parameters)",
-                   out);
+      launch_bound(
+          in,
+          format("the GPU was busy %.0f%% of the time (NVML) with neither the data nor the "
+                 "communication to blame: the host does not launch work fast enough",
+                 *in.gpu_busy_percent) +
+              " (" + num(in.parameters) + " parameters)",
+          out);
       bound = true;
     } else if (!in.gpu_busy_percent && !graphed && in.parameters < kSmallModelParameters &&
                per_micro < kLaunchBoundMicroSeconds) {
-      launch_bound(in, "likely: a small model (" + num(in.parameters) + " parameters) whose forward/backward "
-                       "takes the host " + ms(per_micro) + " per micro-batch, about what launching its "
+      launch_bound(in,
+                   "likely: a small model (" + num(in.parameters) +
+                       " parameters) whose forward/backward "
+                       "takes the host " +
+                       ms(per_micro) +
+                       " per micro-batch, about what launching its "
                        "kernels costs (no NVML figures to confirm)",
                    out);
       bound = true;
@@ -301,25 +333,30 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
   if (apart) slowest_rank(in, slow, fast, out), bound = true;
   if (!bound) {
     if (optimizer > compute)
-      out.push_back({"optimizer-bound", pct(optimizer) + " of step time in the optimizer step (clip + step)",
+      out.push_back({"optimizer-bound",
+                     pct(optimizer) + " of step time in the optimizer step (clip + step)",
                      in.on_cuda ? "train.fused_optimizer=true runs it as one kernel" : ""});
     else
-      out.push_back({"compute-bound", pct(compute) + " of step time in forward/backward: the " +
-                                          std::string(in.on_cuda ? "GPU" : "CPU") + " is the limit",
+      out.push_back({"compute-bound",
+                     pct(compute) + " of step time in forward/backward: the " +
+                         std::string(in.on_cuda ? "GPU" : "CPU") + " is the limit",
                      ""});
   }
   memory_headroom(in, out);
   memory_by_kind(in, out);
   if (in.oom_retries > 0)
     out.push_back({"out of memory",
-                   num(in.oom_retries) + " step(s) redone after running out of memory: the micro-batch went from " +
+                   num(in.oom_retries) +
+                       " step(s) redone after running out of memory: the micro-batch went from " +
                        num(in.first_micro_batch) + " to " + num(in.micro_batch),
                    "start with train.micro_batch=" + num(in.micro_batch) +
                        " (or auto, which measures) to skip the retries"});
   if (in.skipped_steps > 0) {
-    const bool many = in.skipped_steps > 20 && static_cast<double>(in.skipped_steps) > 0.01 * static_cast<double>(in.steps);
+    const bool many = in.skipped_steps > 20 &&
+                      static_cast<double>(in.skipped_steps) > 0.01 * static_cast<double>(in.steps);
     out.push_back({"skipped steps",
-                   num(in.skipped_steps) + " of " + num(in.steps) + " steps skipped for non-finite gradients" +
+                   num(in.skipped_steps) + " of " + num(in.steps) +
+                       " steps skipped for non-finite gradients" +
                        (many ? "" : " (a few while the loss scale settles are normal)"),
                    many ? "train.precision=bf16 needs no loss scaling" : ""});
   }

@@ -20,7 +20,8 @@
 //     the fixes leave out what only shrinks the bytes (bf16 gradients) and name fewer ranks.
 //   A fix that raises the per-rank batch says that it changes the training recipe (scale the
 //   learning rate with it and compare the loss curves), wherever it is offered.
-//   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window) when
+//   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window)
+//   when
 //     neither the data nor the communication
 //     explains the idle GPU; without NVML figures, an eager step of a small model (under 20M
 //     parameters) whose forward/backward takes the host under 5 ms per micro-batch: a few hundred

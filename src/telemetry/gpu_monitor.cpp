@@ -3,8 +3,8 @@
 #include "telemetry/gpu_monitor.h"
 
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -76,7 +76,7 @@ struct GpuMonitor::Impl {
 
   void sample() {
     const NvmlReading r = nvml->read(device);  // outside the lock: the driver may take a while
-    for (const std::string& f : r.failed) {  // "power: Not Supported"
+    for (const std::string& f : r.failed) {    // "power: Not Supported"
       const size_t colon = f.find(": ");
       warn_once("NVML cannot read the " + f.substr(0, colon) + " of GPU " + pci + " (" +
                 f.substr(colon + 2) + "): that figure stays 0");

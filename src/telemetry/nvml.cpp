@@ -38,8 +38,8 @@ using nvml_abi::Utilization;
 using Ret = int;  // nvmlReturn_t
 constexpr Ret kSuccess = 0;
 constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
-constexpr unsigned kNameSize = 96;           // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-constexpr unsigned kDriverSize = 80;         // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+constexpr unsigned kNameSize = 96;          // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+constexpr unsigned kDriverSize = 80;        // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 bool hex_field(const std::string& s, unsigned long max, unsigned long* out) {
   if (s.empty() || s.size() > 8) return false;
@@ -78,8 +78,8 @@ std::string normalize_pci_bus_id(const std::string& id) {
   if (c2 == std::string::npos) return "";
   const size_t c1 = c2 == 0 ? std::string::npos : id.rfind(':', c2 - 1);
   const std::string domain = c1 == std::string::npos ? "0" : id.substr(0, c1);
-  const std::string bus = id.substr(c1 == std::string::npos ? 0 : c1 + 1,
-                                    c2 - (c1 == std::string::npos ? 0 : c1 + 1));
+  const std::string bus =
+      id.substr(c1 == std::string::npos ? 0 : c1 + 1, c2 - (c1 == std::string::npos ? 0 : c1 + 1));
   unsigned long d = 0, b = 0, dev = 0, f = 0;
   if (!hex_field(domain, 0xffffffffUL, &d) || !hex_field(bus, 0xff, &b) ||
       !hex_field(id.substr(c2 + 1, dot - c2 - 1), 0x1f, &dev) ||
@@ -123,7 +123,8 @@ Nvml::Nvml(const std::vector<std::string>& libraries) {
   sym(f->shutdown, "nvmlShutdown");
   sym(f->error_string, "nvmlErrorString");
   sym(f->driver_version, "nvmlSystemGetDriverVersion");
-  sym(f->cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion");
+  sym(f->cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2",
+      "nvmlSystemGetCudaDriverVersion");
   sym(f->count, "nvmlDeviceGetCount_v2");
   sym(f->by_index, "nvmlDeviceGetHandleByIndex_v2");
   sym(f->by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
@@ -184,7 +185,8 @@ std::optional<NvmlDeviceInfo> Nvml::describe(int index, Device device) const {
   if (fn_->name(device, name, kNameSize) == kSuccess) d.name.assign(name, strnlen(name, kNameSize));
   PciInfo pci{};
   if (fn_->pci_info(device, &pci) != kSuccess) return std::nullopt;
-  d.pci_bus_id = normalize_pci_bus_id(std::string(pci.bus_id, strnlen(pci.bus_id, sizeof pci.bus_id)));
+  d.pci_bus_id =
+      normalize_pci_bus_id(std::string(pci.bus_id, strnlen(pci.bus_id, sizeof pci.bus_id)));
   if (fn_->capability(device, &d.cc_major, &d.cc_minor) != kSuccess) d.cc_major = d.cc_minor = 0;
   return d;
 }

@@ -19,9 +19,9 @@ namespace dtrain::detail {
 std::string normalize_pci_bus_id(const std::string& id);
 
 struct NvmlDeviceInfo {
-  int index = -1;          // NVML's index
-  std::string name;        // "NVIDIA H200"
-  std::string pci_bus_id;  // normalized
+  int index = -1;                  // NVML's index
+  std::string name;                // "NVIDIA H200"
+  std::string pci_bus_id;          // normalized
   int cc_major = 0, cc_minor = 0;  // CUDA compute capability (0.0: unknown)
 };
 
@@ -38,7 +38,7 @@ struct NvmlReading {
 
 class Nvml {
  public:
-  struct Functions;                 // the library's entry points
+  struct Functions;                      // the library's entry points
   using Device = struct nvmlDevice_st*;  // NVML's opaque device handle
 
   // The driver's library (libnvidia-ml.so.1, else libnvidia-ml.so), opened and initialized on
@@ -58,12 +58,13 @@ class Nvml {
   const std::string& reason() const { return reason_; }
 
   std::string driver_version() const;  // "550.54.15"; "" when unknown
-  int cuda_driver_version() const;      // the newest CUDA the driver supports (12040); 0 unknown
+  int cuda_driver_version() const;     // the newest CUDA the driver supports (12040); 0 unknown
   int device_count() const;
   std::vector<NvmlDeviceInfo> devices() const;
   // The GPU with PCI bus id `pci` (any spelling normalize_pci_bus_id takes), with its handle in
   // `*handle`; empty, with the reason in `*why`, when NVML has none.
-  std::optional<NvmlDeviceInfo> find(const std::string& pci, Device* handle, std::string* why) const;
+  std::optional<NvmlDeviceInfo> find(const std::string& pci, Device* handle,
+                                     std::string* why) const;
   NvmlReading read(Device device) const;
 
  private:

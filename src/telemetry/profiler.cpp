@@ -3,6 +3,7 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -10,13 +11,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
 #include "dtrain/error.h"
-#include "util/format.h"
 #include "dtrain/log.h"
+#include "util/format.h"
 
 namespace dtrain {
 namespace {
@@ -64,8 +64,10 @@ std::string profiler_trace_problem() {
       kp::prepareProfiler(config, activities);
       kp::enableProfiler(config, activities);
       std::unique_ptr<kp::ProfilerResult> result = kp::disableProfiler();
-      if (!result) why = "the profiler returned no result";
-      else if (fd >= 0) result->save(probe);
+      if (!result)
+        why = "the profiler returned no result";
+      else if (fd >= 0)
+        result->save(probe);
     } catch (const std::exception& e) {
       const std::string what = e.what();
       why = what.substr(0, what.find('\n'));
@@ -131,9 +133,9 @@ bool StepProfiler::stop() {
   in.read(&tail[0], static_cast<std::streamsize>(tail.size()));
   const size_t last = tail.find_last_not_of(" \t\r\n");
   if (!in || last == std::string::npos || (tail[last] != '}' && tail[last] != ']'))
-    throw Error("the profiler wrote an incomplete trace (" + std::to_string(size) +
-                    " bytes; disk full?)",
-                path_);
+    throw Error(
+        "the profiler wrote an incomplete trace (" + std::to_string(size) + " bytes; disk full?)",
+        path_);
   return true;
 }
 
@@ -146,9 +148,8 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
   } catch (const std::exception& e) {
     throw Error(std::string("not a Chrome trace: ") + e.what(), path);
   }
-  const nlohmann::json& events = trace.is_object() && trace.contains("traceEvents")
-                                     ? trace["traceEvents"]
-                                     : trace;
+  const nlohmann::json& events =
+      trace.is_object() && trace.contains("traceEvents") ? trace["traceEvents"] : trace;
   struct Span {
     double begin, end;
   };
@@ -219,14 +220,17 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
   s.gpu_busy = span_us > 0 ? busy / span_us : 0;
   s.kernel_ms_per_step = kernel_us / 1e3 / n;
   s.kernels_per_step = static_cast<double>(n_kernels) / n;
-  s.syncs_per_step = static_cast<double>(std::count_if(
-                         syncs.begin(), syncs.end(), [&](double t) { return t >= w0 && t <= w1; })) /
-                     n;
+  s.syncs_per_step =
+      static_cast<double>(
+          std::count_if(syncs.begin(), syncs.end(), [&](double t) { return t >= w0 && t <= w1; })) /
+      n;
   std::string t;
-  t += "profile of " + std::to_string(s.steps) + " step(s): " + detail::format("%.2f", s.wall_ms_per_step) +
-       " ms/step, GPU busy " + detail::format("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
-       detail::format("%.2f", s.kernel_ms_per_step) + " ms/step in " + detail::format("%.0f", s.kernels_per_step) +
-       " launches, host synchronizations " + detail::format("%.1f", s.syncs_per_step) + "/step\n";
+  t += "profile of " + std::to_string(s.steps) +
+       " step(s): " + detail::format("%.2f", s.wall_ms_per_step) + " ms/step, GPU busy " +
+       detail::format("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
+       detail::format("%.2f", s.kernel_ms_per_step) + " ms/step in " +
+       detail::format("%.0f", s.kernels_per_step) + " launches, host synchronizations " +
+       detail::format("%.1f", s.syncs_per_step) + "/step\n";
   if (!kernels.empty()) {
     std::vector<std::pair<std::string, Kernel>> sorted(kernels.begin(), kernels.end());
     std::sort(sorted.begin(), sorted.end(),
@@ -236,7 +240,8 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
     t += "   ms/step  share  calls/step  kernel\n";
     for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
       const auto& [name, k] = sorted[static_cast<size_t>(i)];
-      t += detail::format("%10.3f", k.ms / n) + detail::format("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
+      t += detail::format("%10.3f", k.ms / n) +
+           detail::format("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
            detail::format("%12.1f", static_cast<double>(k.count) / n) + "  " + name + "\n";
     }
   }

@@ -14,15 +14,15 @@
 namespace dtrain {
 
 struct ProfileSummary {
-  int64_t steps = 0;              // "dtrain_step" ranges found
+  int64_t steps = 0;  // "dtrain_step" ranges found
   // From the first range's start to the last range's end, or to the end of the last GPU work
   // that began inside the ranges when that is later.
   double wall_ms_per_step = 0;
   double gpu_busy = 0;            // share of that wall time with any kernel/copy running
   double kernel_ms_per_step = 0;  // sum of kernel durations
   double kernels_per_step = 0;
-  double syncs_per_step = 0;      // cuda*Synchronize calls on the host
-  std::string table;              // the report, one line per row
+  double syncs_per_step = 0;  // cuda*Synchronize calls on the host
+  std::string table;          // the report, one line per row
 };
 
 // Summarizes a Chrome trace written by the profiler (also usable on traces of other programs

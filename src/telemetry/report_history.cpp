@@ -48,7 +48,7 @@ int64_t add_earlier_records(const std::string& metrics_path, int64_t resumed_ste
     while (std::getline(in, line)) {
       const auto j = parse_record(line);
       resume_at.push_back(j && (*j)["type"] == "resume" ? (*j)["step"].get<int64_t>()
-                                                          : std::numeric_limits<int64_t>::max());
+                                                        : std::numeric_limits<int64_t>::max());
       if (!j) ++bad;
     }
     if (in.bad()) throw Error("reading the run's earlier metrics records failed", metrics_path);

@@ -226,11 +226,16 @@ const char* const kScript = R"html(</script>
 std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -289,7 +294,9 @@ nlohmann::json report_data(const std::string& title, const Facts& facts,
   json train = {{"step", json::array()},          {"epoch", json::array()},
                 {"time", json::array()},          {"loss", json::array()},
                 {"samples_per_s", json::array()}, {"gpu_util", json::array()}};
-  json phases = {{"data", json::array()}, {"compute", json::array()}, {"comm", json::array()},
+  json phases = {{"data", json::array()},
+                 {"compute", json::array()},
+                 {"comm", json::array()},
                  {"optimizer", json::array()}};
   for (const ReportPoint& p : series.points()) {
     train["step"].push_back(p.step);
@@ -305,7 +312,9 @@ nlohmann::json report_data(const std::string& title, const Facts& facts,
   }
   train["phases"] = phases;
   data["train"] = train;
-  json eval = {{"step", json::array()}, {"epoch", json::array()}, {"loss", json::array()},
+  json eval = {{"step", json::array()},
+               {"epoch", json::array()},
+               {"loss", json::array()},
                {"accuracy", json::array()}};
   for (const EvalPoint& e : series.evals()) {
     eval["step"].push_back(e.step);
@@ -326,8 +335,10 @@ std::string report_html(const nlohmann::json& data) {
   std::string json;
   json.reserve(raw.size());
   for (char c : raw) {
-    if (c == '<') json += "\\u003c";
-    else json += c;
+    if (c == '<')
+      json += "\\u003c";
+    else
+      json += c;
   }
   const std::string title = data.contains("title") && data["title"].is_string()
                                 ? data["title"].get<std::string>()

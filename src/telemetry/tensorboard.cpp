@@ -79,9 +79,9 @@ std::string host_name() {
 // the same second as the file it continues must not truncate it).
 std::string new_event_file(const std::string& dir, double wall_time) {
   make_dirs(dir);
-  const std::string base = join_path(dir, "events.out.tfevents." +
-                                              std::to_string(static_cast<int64_t>(wall_time)) +
-                                              "." + host_name());
+  const std::string base =
+      join_path(dir, "events.out.tfevents." + std::to_string(static_cast<int64_t>(wall_time)) +
+                         "." + host_name());
   std::string path = base;
   for (int n = 1; path_exists(path); ++n) path = base + "." + std::to_string(n);
   return path;

@@ -23,10 +23,10 @@ class LoopCursor {
   LoopCursor(const Config& cfg, const LoopPosition* from, int64_t steps_per_epoch,
              int64_t total_steps, bool saves);
 
-  int64_t step() const { return step_; }                // optimizer steps done
+  int64_t step() const { return step_; }  // optimizer steps done
   // 0-based epoch being trained (or whose end runs); after settle(), the last step's.
   int64_t epoch() const { return epoch_; }
-  int64_t first_in_epoch() const { return first_s_; }   // the step of `epoch` to start from
+  int64_t first_in_epoch() const { return first_s_; }  // the step of `epoch` to start from
   // At an epoch's end: its loss read and evaluation have run (a step starts the next afresh).
   bool epoch_end_done() const { return epoch_end_done_; }
   // A resumed run that had finished: its last epoch's end included, or ended early by a hook's

@@ -44,7 +44,8 @@ void EagerStep::run(const Batch& batch, int64_t step, double lr) {
     // At one sample nothing is left to shrink. Every rank is here, none in a collective: the
     // first rank that ran out of memory says why, once (an AgreedError), and no rank aborts.
     if (micro_.exhausted() && ctx_.world > 1)
-      agree_no_failure(*ctx_.control, ran_out_ ? micro_.exhausted_text(step, ladder) : std::string(),
+      agree_no_failure(*ctx_.control,
+                       ran_out_ ? micro_.exhausted_text(step, ladder) : std::string(),
                        "the training step", "train.micro_batch");
     micro_.shrink(step, ladder);
     loss_sum.zero_();
@@ -192,7 +193,8 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step, bool
   } else {
     ++skipped_;
     log::info("step " + std::to_string(step) + ": non-finite gradients with loss scale " +
-              format("%g", ctx_.scaler->current_scale()) + "; optimizer step skipped on every rank");
+              format("%g", ctx_.scaler->current_scale()) +
+              "; optimizer step skipped on every rank");
   }
   if (ctx_.scaler) ctx_.scaler->update();
   if (skip && !std::isfinite(loss_sum.item<double>())) {

@@ -44,10 +44,10 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
   ctx.model->train();
   // Sum (loss, correct, count, predictions, in the top 5) over ranks; every sample was evaluated
   // by exactly one rank.
-  at::Tensor totals = at::stack({loss_sum.cpu(), correct.cpu().to(at::kDouble),
-                                 at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble),
-                                 at::scalar_tensor(predictions, at::kDouble),
-                                 in_top5.cpu().to(at::kDouble)});
+  at::Tensor totals =
+      at::stack({loss_sum.cpu(), correct.cpu().to(at::kDouble),
+                 at::scalar_tensor(static_cast<double>(mine.size()), at::kDouble),
+                 at::scalar_tensor(predictions, at::kDouble), in_top5.cpu().to(at::kDouble)});
   control.all_reduce(totals, ReduceOp::kSum);
   r.count = static_cast<int64_t>(totals[2].item<double>());
   const double scored = totals[3].item<double>();
@@ -61,10 +61,11 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
 }
 
 void evaluate_splits(StepContext& ctx, const std::shared_ptr<const Dataset>& test,
-                     const std::shared_ptr<const Dataset>& val, int64_t batch, const LoaderOptions& loader,
-                     bool ema_output, EvalRecord& rec) {
+                     const std::shared_ptr<const Dataset>& val, int64_t batch,
+                     const LoaderOptions& loader, bool ema_output, EvalRecord& rec) {
   rec.result = evaluate(ctx, test, batch, loader);
-  if (ctx.ema) evaluate_average(*ctx.ema, ema_output, rec, [&] { return evaluate(ctx, test, batch, loader); });
+  if (ctx.ema)
+    evaluate_average(*ctx.ema, ema_output, rec, [&] { return evaluate(ctx, test, batch, loader); });
   if (val) rec.val = evaluate(ctx, val, batch, loader);
 }
 

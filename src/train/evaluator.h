@@ -13,7 +13,8 @@ namespace dtrain::detail {
 
 // Loss and accuracy (and top-5 accuracy with more than 5 classes) over `test` in batches of
 // `batch` samples per rank. Means are per element for mse and per prediction (sample, or token of
-// a sequence model) for cross-entropy, like the training loss. Leaves the model in training mode. Collective over ctx.control.
+// a sequence model) for cross-entropy, like the training loss. Leaves the model in training mode.
+// Collective over ctx.control.
 EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>& test,
                     int64_t batch, const LoaderOptions& loader);
 
@@ -24,7 +25,7 @@ EvalResult evaluate(const StepContext& ctx, const std::shared_ptr<const Dataset>
 // `other` the other weights' test evaluation, and the model is left holding `result`'s weights
 // (the caller swaps back after the hooks). Collective.
 void evaluate_splits(StepContext& ctx, const std::shared_ptr<const Dataset>& test,
-                     const std::shared_ptr<const Dataset>& val, int64_t batch, const LoaderOptions& loader,
-                     bool ema_output, EvalRecord& rec);
+                     const std::shared_ptr<const Dataset>& val, int64_t batch,
+                     const LoaderOptions& loader, bool ema_output, EvalRecord& rec);
 
 }  // namespace dtrain::detail

@@ -8,8 +8,9 @@
 
 namespace dtrain::detail {
 
-std::vector<int64_t> generate(Model& model, const at::Device& device, const std::vector<int64_t>& prompt,
-                              int64_t max_new, int64_t context, const SamplingOptions& options) {
+std::vector<int64_t> generate(Model& model, const at::Device& device,
+                              const std::vector<int64_t>& prompt, int64_t max_new, int64_t context,
+                              const SamplingOptions& options) {
   model.eval();
   at::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(options.seed);

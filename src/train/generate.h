@@ -24,7 +24,8 @@ struct SamplingOptions {
 // top_k largest when top_k > 0) with a CPU generator seeded with `seed`, so the same seed gives
 // the same tokens. Runs on the model's `device`, no gradients, in evaluation mode; no
 // collective.
-std::vector<int64_t> generate(Model& model, const at::Device& device, const std::vector<int64_t>& prompt,
-                              int64_t max_new, int64_t context, const SamplingOptions& options);
+std::vector<int64_t> generate(Model& model, const at::Device& device,
+                              const std::vector<int64_t>& prompt, int64_t max_new, int64_t context,
+                              const SamplingOptions& options);
 
 }  // namespace dtrain::detail

@@ -1,11 +1,10 @@
 #include "train/graph_step.h"
 
-
 #include "cuda/memory.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
-#include "util/format.h"
 #include "util/clock.h"
+#include "util/format.h"
 
 namespace dtrain::detail {
 
@@ -13,7 +12,8 @@ GraphStep::GraphStep(StepContext& ctx, EagerStep& eager, const MicroBatch& micro
                      int64_t rank_batch)
     : ctx_(ctx), eager_(eager), micro_(micro), mode_(mode), rank_batch_(rank_batch) {
   std::string why = mode_ == GraphMode::kOff ? "" : blocker();
-  // Every rank uses graphs or none does (their collectives must match; Note [reducer in the graph]).
+  // Every rank uses graphs or none does (their collectives must match; Note [reducer in the
+  // graph]).
   if (mode_ != GraphMode::kOff && ctx_.world > 1 && !all_ranks(why.empty()) && why.empty())
     why = "another rank cannot capture it";
   if (mode_ == GraphMode::kOn && !why.empty())

@@ -7,8 +7,8 @@
 // MPI (host collectives), with a loss scaler (fp16, or train.skip_nonfinite: a host decision per
 // step), without a capturable optimizer, with blocks recomputed in backward that draw random
 // numbers (Note [activation checkpointing]), and with a fault injector; when one rank refuses,
-// every rank does. `on` turns a refusal into an Error naming train.cuda_graph. A capture that fails on
-// any rank falls back to eager steps on every rank (`auto`; `on`: an Error).
+// every rank does. `on` turns a refusal into an Error naming train.cuda_graph. A capture that fails
+// on any rank falls back to eager steps on every rank (`auto`; `on`: an Error).
 //
 // Note [reducer in the graph]: the gradient engine's hooks fire during the captured backward,
 // so the bucket copies, the event that orders the communication stream after them, each
@@ -75,7 +75,7 @@ class GraphStep {
   bool wanted_ = false;
   std::optional<SideStreamGuard> side_stream_;
   std::unique_ptr<StepGraph> graph_;
-  Batch static_batch_;         // the graph's inputs
+  Batch static_batch_;  // the graph's inputs
   at::Tensor static_loss_sum_;
   int64_t graph_step_ = -1, replays_ = 0;
   std::string eager_story_ = "eager";

@@ -21,8 +21,8 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
                       std::string(at::toString(targets.scalar_type())) + " targets",
                   "train.loss");
     if (soft)
-      return at::cross_entropy_loss(out.to(at::kFloat), targets.to(at::kFloat), {}, reduction,
-                                    -100, label_smoothing);
+      return at::cross_entropy_loss(out.to(at::kFloat), targets.to(at::kFloat), {}, reduction, -100,
+                                    label_smoothing);
     const at::Tensor logits = out.dim() == 3 ? out.reshape({-1, out.size(2)}) : out;  // (N*T, V)
     const at::Tensor labels = out.dim() == 3 ? targets.reshape({-1}) : targets;       // (N*T,)
     if (fused_cross_entropy_applies(logits, labels))
@@ -31,9 +31,10 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& out, const at::Tensor& 
                                   label_smoothing);
   }
   if (targets.scalar_type() == at::kLong)
-    throw Error("mse needs regression targets; this dataset gives class ids (int64 targets): "
-                "use train.loss=cross_entropy",
-                "train.loss");
+    throw Error(
+        "mse needs regression targets; this dataset gives class ids (int64 targets): "
+        "use train.loss=cross_entropy",
+        "train.loss");
   at::Tensor t = targets.to(at::kFloat);
   if (t.dim() == 1) t = t.unsqueeze(1);
   return at::mse_loss(out.to(at::kFloat), t, reduction);
@@ -51,8 +52,8 @@ at::Tensor training_loss(LossKind kind, Model& model, const at::Tensor& inputs,
 
 void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& data) {
   if (kind == LossKind::kMse && spec.num_classes > 0)
-    throw Error("mse needs regression targets, but the data (" + data + ") is classification with " +
-                    std::to_string(spec.num_classes) +
+    throw Error("mse needs regression targets, but the data (" + data +
+                    ") is classification with " + std::to_string(spec.num_classes) +
                     " classes (class ids would be broadcast over the logits): use "
                     "train.loss=cross_entropy, or regression data",
                 "train.loss");
@@ -67,27 +68,33 @@ void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& dat
 void check_outputs_fit(const DataSpec& spec, const at::Tensor& out, const at::Tensor& targets,
                        const std::string& model, const std::string& data) {
   const std::vector<int64_t> got = out.sizes().vec(), want = targets.sizes().vec();
-  const std::string shapes = "outputs of shape " + shape_str(got) + " for targets of shape " + shape_str(want);
+  const std::string shapes =
+      "outputs of shape " + shape_str(got) + " for targets of shape " + shape_str(want);
   if (spec.num_classes > 0) {
-    const bool fits = got.size() == want.size() + 1 && std::equal(want.begin(), want.end(), got.begin());
+    const bool fits =
+        got.size() == want.size() + 1 && std::equal(want.begin(), want.end(), got.begin());
     if (!fits)
       throw Error("model '" + model + "' gives " + shapes + " (one training sample of " + data +
                       "); class ids need one score per class in the last dimension",
                   "model.name");
     if (got.back() < spec.num_classes)
-      throw Error("model '" + model + "' scores " + std::to_string(got.back()) + " classes (" + shapes +
-                      "), but the data (" + data + ") has " + std::to_string(spec.num_classes) +
-                      " classes, class ids 0.." + std::to_string(spec.num_classes - 1) +
-                      ": a class id the model has no output for would give a NaN loss; build the model with " +
-                      std::to_string(spec.num_classes) + " outputs (DataSpec::num_classes) or set data.num_classes",
+      throw Error("model '" + model + "' scores " + std::to_string(got.back()) + " classes (" +
+                      shapes + "), but the data (" + data + ") has " +
+                      std::to_string(spec.num_classes) + " classes, class ids 0.." +
+                      std::to_string(spec.num_classes - 1) +
+                      ": a class id the model has no output for would give a NaN loss; build the "
+                      "model with " +
+                      std::to_string(spec.num_classes) +
+                      " outputs (DataSpec::num_classes) or set data.num_classes",
                   "model.name");
     return;
   }
   std::vector<int64_t> rows = want;
   if (rows.size() == 1) rows.push_back(1);  // (N,) targets are read as (N, 1) (compute_loss)
   if (got != rows)
-    throw Error("model '" + model + "' gives " + shapes + " (one training sample of " + data + ", " +
-                    std::to_string(spec.target_dim) + " regression target(s)); they must be equal, as mse "
+    throw Error("model '" + model + "' gives " + shapes + " (one training sample of " + data +
+                    ", " + std::to_string(spec.target_dim) +
+                    " regression target(s)); they must be equal, as mse "
                     "would broadcast one over the other",
                 "model.name");
 }

@@ -42,8 +42,9 @@ void sharding_rungs(const MemoryKinds& k, const std::vector<int64_t>& numels, in
     const auto state = static_cast<double>(k.optimizer_state);
     if (world > 1) {
       if (const auto kept = kept_share(numels, static_cast<size_t>(world)))
-        rungs.push_back("dist.shard_optimizer=true (frees " + gib(static_cast<int64_t>(state * (1 - *kept))) +
-                        " of the " + gib(k.optimizer_state) + " of optimizer state on each of the " +
+        rungs.push_back("dist.shard_optimizer=true (frees " +
+                        gib(static_cast<int64_t>(state * (1 - *kept))) + " of the " +
+                        gib(k.optimizer_state) + " of optimizer state on each of the " +
                         std::to_string(world) + " ranks, " + percent(1 - *kept) +
                         ": each keeps the state of " + percent(*kept) + " of the values)");
     } else {
@@ -54,21 +55,25 @@ void sharding_rungs(const MemoryKinds& k, const std::vector<int64_t>& numels, in
   if (k.gradient_shards == 1 && k.gradients > 0) {
     // ZeRO-2: the gradients past backward, beside the state (the rung above, or already taken).
     const std::string state = sharded ? std::string() : "the optimizer state as above, and ";
-    const std::string buckets =
-        k.buckets > 0 ? ", and the " + gib(k.buckets) + " of gradient buckets beside them, each made "
-                        "when its gradients are ready and released once sent"
-                      : std::string();
+    const std::string buckets = k.buckets > 0
+                                    ? ", and the " + gib(k.buckets) +
+                                          " of gradient buckets beside them, each made "
+                                          "when its gradients are ready and released once sent"
+                                    : std::string();
     const auto grads = static_cast<double>(k.gradients);
     if (world > 1) {
       if (const auto kept = kept_share(numels, static_cast<size_t>(world)))
         rungs.push_back("dist.shard_optimizer=gradients (frees " + state +
-                        gib(static_cast<int64_t>(grads * (1 - *kept))) + " of the " + gib(k.gradients) +
-                        " of gradients on each of the " + std::to_string(world) + " ranks, " +
-                        percent(1 - *kept) + ": past backward each keeps the averaged gradients of " +
-                        percent(*kept) + " of the values" + buckets + ")");
+                        gib(static_cast<int64_t>(grads * (1 - *kept))) + " of the " +
+                        gib(k.gradients) + " of gradients on each of the " + std::to_string(world) +
+                        " ranks, " + percent(1 - *kept) +
+                        ": past backward each keeps the averaged gradients of " + percent(*kept) +
+                        " of the values" + buckets + ")");
     } else {
-      rungs.push_back("dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer state and of the " +
-                      gib(k.gradients) + " of gradients past backward)");
+      rungs.push_back(
+          "dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer state and of "
+          "the " +
+          gib(k.gradients) + " of gradients past backward)");
     }
   }
 }
@@ -145,7 +150,8 @@ MemoryKinds planned_memory(const std::vector<int64_t>& numels, int64_t element_b
     k.gradients = fullest * element_bytes;
     k.gradient_shards = s.world;
   } else if (s.reducer && s.bucket_element_bytes > 0 && s.bucket_element_bytes != element_bytes) {
-    k.buckets = values * s.bucket_element_bytes;  // beside the gradients; else they are the gradients
+    k.buckets =
+        values * s.bucket_element_bytes;  // beside the gradients; else they are the gradients
   }
   return k;
 }
@@ -156,12 +162,15 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
   std::string out = "this rank holds " + describe(k) + " before any activation";
   if (device_usable > 0)
     out += ", of " + gib(device_usable) + " usable (" +
-           (k.total() < device_usable ? gib(device_usable - k.total()) + " left for one sample's activations"
-                                      : std::string("nothing left for activations")) + ")";
+           (k.total() < device_usable
+                ? gib(device_usable - k.total()) + " left for one sample's activations"
+                : std::string("nothing left for activations")) +
+           ")";
   std::vector<std::string> rungs;
   if (ctx.checkpointing == ActivationCheckpointing::kOff && ctx.model->has_blocks()) {
-    std::string r = "train.activation_checkpointing=blocks (each block keeps only its inputs, for "
-                    "one more forward pass";
+    std::string r =
+        "train.activation_checkpointing=blocks (each block keeps only its inputs, for "
+        "one more forward pass";
     if (!checkpointed_peak)
       r += ")";
     else if (*checkpointed_peak < 0)
@@ -181,40 +190,45 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
 }
 
 std::string state_does_not_fit(const std::string& ran_out, const MemoryKinds& needs,
-                               const std::vector<int64_t>& numels, int world, const Allowance& allowed,
-                               bool cuda_fp32) {
+                               const std::vector<int64_t>& numels, int world,
+                               const Allowance& allowed, bool cuda_fp32) {
   const int64_t values = sum(numels), limit = allowed.bytes();
   std::string out = ran_out + ": the training state needs " + gib(needs.total()) +
                     " on each rank before any activation (" + describe(needs) + ")";
   if (limit > 0)
     out += ", against " + gib(limit) + " allowed (" +
-           (allowed.fraction > 0 ? "run.gpu_memory_fraction " + format("%g", allowed.fraction) + " of the device's " +
-                                       gib(allowed.device)
-                                 : std::string("the device's memory")) + ")";
+           (allowed.fraction > 0 ? "run.gpu_memory_fraction " + format("%g", allowed.fraction) +
+                                       " of the device's " + gib(allowed.device)
+                                 : std::string("the device's memory")) +
+           ")";
   else
     out += "; no device limit is known on the CPU";
   std::vector<std::string> rungs;
   if (limit > 0 && allowed.fraction > 0 && allowed.fraction < 1)
-    rungs.push_back("a larger run.gpu_memory_fraction (the state alone takes " +
-                    format("%.3g", static_cast<double>(needs.total()) / static_cast<double>(allowed.device)) +
-                    " of the device, activations more)");
+    rungs.push_back(
+        "a larger run.gpu_memory_fraction (the state alone takes " +
+        format("%.3g", static_cast<double>(needs.total()) / static_cast<double>(allowed.device)) +
+        " of the device, activations more)");
   sharding_rungs(needs, numels, world, rungs);
   std::string smaller = "a smaller model (model.*)";
   if (values > 0) {
     const double per_value = static_cast<double>(needs.total()) / static_cast<double>(values);
-    smaller += ": this state takes " + format("%.3g", per_value) + " bytes per parameter value on each rank";
+    smaller += ": this state takes " + format("%.3g", per_value) +
+               " bytes per parameter value on each rank";
     if (limit > 0) {
       const double fit = std::floor(static_cast<double>(limit) / per_value);
-      smaller += ", so at most " +
-                 (fit >= 1e6 ? format("%.0f million", std::floor(fit / 1e6)) : format("%.0f", fit)) +
-                 " parameters fit in the " + gib(limit) + " allowed, before any activation";
+      smaller +=
+          ", so at most " +
+          (fit >= 1e6 ? format("%.0f million", std::floor(fit / 1e6)) : format("%.0f", fit)) +
+          " parameters fit in the " + gib(limit) + " allowed, before any activation";
     }
   }
   rungs.push_back(smaller);
   out += joined(rungs);
   if (cuda_fp32)
-    out += ". train.precision=bf16 frees none of it: autocast keeps the weights, gradients and "
-           "optimizer state in fp32 (it halves the activations)";
+    out +=
+        ". train.precision=bf16 frees none of it: autocast keeps the weights, gradients and "
+        "optimizer state in fp32 (it halves the activations)";
   return out;
 }
 

@@ -39,9 +39,9 @@ int64_t usable_memory(const StepContext& ctx);
 
 // What a rank may allocate on its device: the device's memory, or run.gpu_memory_fraction of it.
 struct Allowance {
-  int64_t device = 0;    // the device's memory in bytes (0: unknown, e.g. the CPU)
-  double fraction = 0;   // run.gpu_memory_fraction (0: the whole device)
-  int64_t bytes() const; // 0: unknown
+  int64_t device = 0;     // the device's memory in bytes (0: unknown, e.g. the CPU)
+  double fraction = 0;    // run.gpu_memory_fraction (0: the whole device)
+  int64_t bytes() const;  // 0: unknown
 };
 Allowance allowance(const StepContext& ctx);
 
@@ -109,7 +109,7 @@ std::string memory_ladder(const StepContext& ctx, int64_t device_usable,
 // frees none of it.
 // `numels`: the trainable parameters' values; `world`: the ranks. Pure.
 std::string state_does_not_fit(const std::string& ran_out, const MemoryKinds& needs,
-                               const std::vector<int64_t>& numels, int world, const Allowance& allowed,
-                               bool cuda_fp32);
+                               const std::vector<int64_t>& numels, int world,
+                               const Allowance& allowed, bool cuda_fp32);
 
 }  // namespace dtrain::detail

@@ -11,7 +11,8 @@
 
 namespace dtrain::detail {
 
-StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, int64_t first_step) {
+StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank,
+                    int64_t first_step) {
   const TrainConfig& t = cfg.train;
   const int64_t rank_batch = cfg.resolved.rank_batch;
   DistributedSampler sampler(train_size, world, rank, cfg.data.shuffle,
@@ -36,7 +37,8 @@ StepPlan plan_steps(const Config& cfg, int64_t train_size, int world, int rank, 
                 "train.epochs");
   plan.total_steps = steps_overflow ? t.max_steps : plan.steps_per_epoch * t.epochs;
   if (t.max_steps > 0) plan.total_steps = std::min(plan.total_steps, t.max_steps);
-  const std::string steps_key = plan.total_steps == t.max_steps ? "train.max_steps" : "train.epochs";
+  const std::string steps_key =
+      plan.total_steps == t.max_steps ? "train.max_steps" : "train.epochs";
   if (plan.total_steps > kMax / t.global_batch)
     throw Error(std::to_string(plan.total_steps) + " steps x train.global_batch " +
                     std::to_string(t.global_batch) +
@@ -74,7 +76,8 @@ void warn_about_limits(const Config& cfg, const detail::StepPlan& plan) {
               " steps (raise train.epochs to train longer)");
   if (t.warmup_steps >= plan.total_steps && t.warmup_steps > 0)
     log::warn("train.warmup_steps " + std::to_string(t.warmup_steps) + " is not less than the " +
-              std::to_string(plan.total_steps) + " steps of the run: the learning rate never "
+              std::to_string(plan.total_steps) +
+              " steps of the run: the learning rate never "
               "reaches train.lr");
   if (cfg.run.profile_steps > 0 && cfg.run.profile_start >= plan.total_steps)
     log::warn("run.profile_start " + std::to_string(cfg.run.profile_start) + " is past the " +

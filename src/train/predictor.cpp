@@ -8,8 +8,9 @@
 
 namespace dtrain::detail {
 
-at::Tensor local_outputs(Model& model, const Dataset& data, int64_t batch, const PixelNormalizer& pixels,
-                         const at::Device& device, int rank, int world) {
+at::Tensor local_outputs(Model& model, const Dataset& data, int64_t batch,
+                         const PixelNormalizer& pixels, const at::Device& device, int rank,
+                         int world) {
   const int64_t n = data.size(), bs = std::max<int64_t>(1, batch);
   model.eval();
   at::NoGradGuard no_grad;
@@ -39,7 +40,8 @@ void gather_outputs(Communicator& comm, at::Tensor& outputs) {
   comm.all_reduce(shape, ReduceOp::kMax);
   if (!outputs.defined()) {
     std::vector<int64_t> sizes;
-    for (int64_t d = 0; d < dims && shape[d].item<int64_t>() > 0; ++d) sizes.push_back(shape[d].item<int64_t>());
+    for (int64_t d = 0; d < dims && shape[d].item<int64_t>() > 0; ++d)
+      sizes.push_back(shape[d].item<int64_t>());
     outputs = at::zeros(sizes, at::kFloat);
   }
   comm.all_reduce(outputs, ReduceOp::kSum);

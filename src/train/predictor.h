@@ -21,8 +21,9 @@ namespace dtrain::detail {
 // batches filled with the model's outputs (forward in evaluation mode, no gradients, inputs
 // through `pixels` on `device`), every other row 0. A dataset error (a file that does not
 // decode) is thrown as it is. Leaves the model in evaluation mode.
-at::Tensor local_outputs(Model& model, const Dataset& data, int64_t batch, const PixelNormalizer& pixels,
-                         const at::Device& device, int rank, int world);
+at::Tensor local_outputs(Model& model, const Dataset& data, int64_t batch,
+                         const PixelNormalizer& pixels, const at::Device& device, int rank,
+                         int world);
 
 // Every rank's local_outputs() added together over `comm` (a control communicator, CPU tensors):
 // each row was filled by one rank, the others hold 0, so the sum is that rank's row exactly.

@@ -40,7 +40,8 @@ bool is_out_of_memory(const std::exception& e) {
 
 MicroBatchDoesNotFit::MicroBatchDoesNotFit(int64_t micro, int64_t step)
     : Error("out of memory at step " + std::to_string(step) + " with a micro-batch of " +
-                std::to_string(micro) + " samples (on some rank), and out-of-memory recovery "
+                std::to_string(micro) +
+                " samples (on some rank), and out-of-memory recovery "
                 "is off",
             "train.micro_batch"),
       micro_(micro),
@@ -53,7 +54,8 @@ MicroBatch::MicroBatch(int64_t rank_batch, int64_t micro, int64_t global_batch, 
                 std::to_string(rank_batch) + " (internal error)");
 }
 
-std::string MicroBatch::exhausted_text(int64_t step, const std::function<std::string()>& ladder) const {
+std::string MicroBatch::exhausted_text(int64_t step,
+                                       const std::function<std::string()>& ladder) const {
   return "out of memory even with a micro-batch of 1 sample at step " + std::to_string(step) +
          "; the model does not fit on this device" + (ladder ? ": " + ladder() : std::string());
 }
@@ -100,13 +102,15 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
     int64_t peak = -1;
     reset_peak_memory(device);
     try {
-      if (ctx.faults && ctx.faults->before_micro_batch(-1, micro) == FaultInjector::Fault::kOutOfMemory)
+      if (ctx.faults &&
+          ctx.faults->before_micro_batch(-1, micro) == FaultInjector::Fault::kOutOfMemory)
         throw InjectedOutOfMemory("injected out-of-memory error (fault injector)");
       at::Tensor in = b.inputs.narrow(0, 0, std::min<int64_t>(micro, b.size()));
       at::Tensor tg = b.targets.narrow(0, 0, std::min<int64_t>(micro, b.size()));
       {
         AutocastGuard autocast(device, ctx.precision);
-        at::Tensor loss = training_loss(ctx.loss, *ctx.model, ctx.pixels(in), tg, ctx.label_smoothing);
+        at::Tensor loss =
+            training_loss(ctx.loss, *ctx.model, ctx.pixels(in), tg, ctx.label_smoothing);
         loss.backward();  // no prepare(true): the reducer does not communicate
       }
       peak = memory_stats(device).peak;
@@ -120,8 +124,8 @@ int64_t find_micro_batch(const StepContext& ctx, const Dataset& train, int64_t r
   int64_t micro = rank_batch, peak = -1;
   while (memory.failure().empty()) {
     peak = probe(micro);
-    const bool fits =
-        peak >= 0 && !(before.total > 0 && peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total));
+    const bool fits = peak >= 0 && !(before.total > 0 &&
+                                     peak > static_cast<int64_t>((1.0 - kHeadroom) * before.total));
     if (fits || micro == 1) break;
     micro = next_smaller(micro, rank_batch);
   }

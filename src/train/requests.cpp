@@ -8,10 +8,10 @@ RequestAgreement::RequestAgreement(Communicator& control) : control_(control) {}
 
 at::Tensor RequestAgreement::flags(LoopControl& local) const {
   const int64_t me = control_.rank() + 1;
-  at::Tensor f = at::tensor({local.stop_requested() ? me : int64_t{0},
-                             local.save_requested() ? me : int64_t{0},
-                             static_cast<int64_t>(local.stop_signal())},
-                            at::kLong);
+  at::Tensor f = at::tensor(
+      {local.stop_requested() ? me : int64_t{0}, local.save_requested() ? me : int64_t{0},
+       static_cast<int64_t>(local.stop_signal())},
+      at::kLong);
   local.clear();
   return f;
 }

@@ -37,10 +37,12 @@ std::string pick(const Config& cfg, bool say) {
     const std::string folder = cfg.checkpoint.folder(cfg.run);
     if (!folder.empty()) path = CheckpointFolder(folder).newest_complete();
     if (say)
-      log::info(path.empty() ? "checkpoint.resume auto: no complete checkpoint in " +
-                                   (folder.empty() ? std::string("(no folder: the run writes no files)") : folder) +
-                                   ", starting fresh"
-                             : "checkpoint.resume auto: resuming from " + path);
+      log::info(path.empty()
+                    ? "checkpoint.resume auto: no complete checkpoint in " +
+                          (folder.empty() ? std::string("(no folder: the run writes no files)")
+                                          : folder) +
+                          ", starting fresh"
+                    : "checkpoint.resume auto: resuming from " + path);
   } else if (mode != "none") {
     path = mode;
     if (!is_dir(path)) throw Error("no such checkpoint", "checkpoint.resume=" + mode);
@@ -146,7 +148,8 @@ LoopPosition resume_position(const SharedState& saved, const Config& cfg, std::s
   if (said)
     *said = "the run stopped early at step " + std::to_string(p.step) +
             (p.stop_reason.empty() ? std::string() : " (" + p.stop_reason + ")") + "; " + changes +
-            " now: it trains on from there (the evaluations since its best value counted from the checkpoint)";
+            " now: it trains on from there (the evaluations since its best value counted from the "
+            "checkpoint)";
   return p;
 }
 
@@ -154,16 +157,22 @@ std::string finished_run_error(const LoopPosition& p, const TrainConfig& t) {
   const std::string again = "; to train again from the start, give the new run another run.name";
   if (p.stopped_early)
     return "this run has finished: its checkpoint is at step " + std::to_string(p.step) +
-           ", where it stopped early (" + (p.stop_reason.empty() ? std::string("a hook asked to stop") : p.stop_reason) +
-           "), so there is nothing to train and nothing was written. More train.epochs or train.max_steps do not "
-           "train on (a run planned longer stops at the same step); to train on past the early stop, change its "
-           "rule: train.early_stop_patience (" + std::to_string(t.early_stop_patience) +
+           ", where it stopped early (" +
+           (p.stop_reason.empty() ? std::string("a hook asked to stop") : p.stop_reason) +
+           "), so there is nothing to train and nothing was written. More train.epochs or "
+           "train.max_steps do not "
+           "train on (a run planned longer stops at the same step); to train on past the early "
+           "stop, change its "
+           "rule: train.early_stop_patience (" +
+           std::to_string(t.early_stop_patience) +
            " now; raise it, or 0 for no early stopping) or train.monitor" + again;
   return "this run has finished: its checkpoint is at step " + std::to_string(p.step) +
          ", the end of training (train.epochs " + std::to_string(t.epochs) +
          (t.max_steps > 0 ? ", train.max_steps " + std::to_string(t.max_steps) : "") +
-         "), so there is nothing to train and nothing was written. To train on, raise train.epochs or "
-         "train.max_steps" + again;
+         "), so there is nothing to train and nothing was written. To train on, raise train.epochs "
+         "or "
+         "train.max_steps" +
+         again;
 }
 
 void refuse_finished_run(const Config& cfg, Communicator& control) {
@@ -172,7 +181,8 @@ void refuse_finished_run(const Config& cfg, Communicator& control) {
     try {
       // A run that holds the directory now is still writing its checkpoints: claiming the
       // directory reports it (naming the holder), not this.
-      const std::string path = run_directory_holder(cfg).empty() ? pick(cfg, /*say=*/false) : std::string();
+      const std::string path =
+          run_directory_holder(cfg).empty() ? pick(cfg, /*say=*/false) : std::string();
       if (!path.empty()) {
         const std::string file = join_path(path, "state.pt");
         const LoopPosition p = resume_position(decode_shared(read_file(file), file), cfg, nullptr);
@@ -180,7 +190,8 @@ void refuse_finished_run(const Config& cfg, Communicator& control) {
         // The loop's rule (LoopCursor::finished) on the steps planned from the checkpoint's epochs.
         int64_t total = p.steps_per_epoch * t.epochs;
         if (t.max_steps > 0) total = std::min(total, t.max_steps);
-        if (p.steps_per_epoch > 0 && LoopCursor(cfg, &p, p.steps_per_epoch, total, false).finished())
+        if (p.steps_per_epoch > 0 &&
+            LoopCursor(cfg, &p, p.steps_per_epoch, total, false).finished())
           failure = path + "\n" + finished_run_error(p, t);
       }
     } catch (const std::exception&) {
@@ -234,15 +245,15 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
       set_generator_state(at::globalContext().defaultGenerator(ctx.device), mine.cuda_rng);
   }
   std::string trains_on;  // an early-stopped run under another rule
-  ResumePoint rp{path, resume_position(saved, cfg, &trains_on), saved.world, saved.config, saved.hooks};
+  ResumePoint rp{path, resume_position(saved, cfg, &trains_on), saved.world, saved.config,
+                 saved.hooks};
   if (!trains_on.empty()) log::info(trains_on);
   std::string how = "resumed from " + path + " at step " + std::to_string(rp.position.step);
   if (saved.world != world)
     how += "; it was written by " + std::to_string(saved.world) + " rank(s), this run has " +
            std::to_string(world) + ": the global batch stays " +
            std::to_string(cfg.train.global_batch) + " (" + std::to_string(world) + " x " +
-           std::to_string(cfg.resolved.rank_batch) +
-           " per step) and the sample order continues" +
+           std::to_string(cfg.resolved.rank_batch) + " per step) and the sample order continues" +
            (world > saved.world ? "; the random generators of ranks " +
                                       std::to_string(saved.world) + "+ start afresh"
                                 : "");

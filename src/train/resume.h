@@ -27,9 +27,9 @@ struct ResumePoint {
 // with this run (the config keys that decide the model, the data and the sample order; the
 // model's parameter names and shapes), and loaded: parameters and buffers, optimizer and
 // loss-scaler state (a sharded optimizer: its shard's entries of the whole state, whichever
-// number of ranks wrote it, sharded or not), this rank's random generators. Any mismatch is an Error naming the file and
-// what differs; keys that may change (train.epochs, train.lr, ...) are listed in the log.
-// Returns nullopt for a fresh start; the log says which it is.
+// number of ranks wrote it, sharded or not), this rank's random generators. Any mismatch is an
+// Error naming the file and what differs; keys that may change (train.epochs, train.lr, ...) are
+// listed in the log. Returns nullopt for a fresh start; the log says which it is.
 std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communicator& control);
 
 // The position a run resumes at from the checkpoint's state `saved` under `cfg`: the checkpoint's,

@@ -67,7 +67,8 @@ RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
                     (holder.empty() ? std::string("holder unknown") : holder) +
                     "); give this run another run.name");
       }
-      const std::string me = format("pid %d on %s", static_cast<int>(::getpid()), host_name().c_str());
+      const std::string me =
+          format("pid %d on %s", static_cast<int>(::getpid()), host_name().c_str());
       if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0)
         throw Error(std::string("cannot write: ") + std::strerror(errno), path);
     } catch (const std::exception& e) {

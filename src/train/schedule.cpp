@@ -12,11 +12,17 @@
 namespace dtrain::detail {
 
 LrSchedule::LrSchedule(const TrainConfig& train, int64_t total_steps, int64_t start)
-    : start_(std::max<int64_t>(0, start)), lr_(train.lr), warmup_(train.warmup_steps), schedule_(train.schedule),
-      total_(total_steps - start_), step_size_(train.lr_step_size), gamma_(train.lr_gamma) {
+    : start_(std::max<int64_t>(0, start)),
+      lr_(train.lr),
+      warmup_(train.warmup_steps),
+      schedule_(train.schedule),
+      total_(total_steps - start_),
+      step_size_(train.lr_step_size),
+      gamma_(train.lr_gamma) {
   if (schedule_ == Schedule::kStep && step_size_ < 1)
-    throw Error("train.schedule is step: set train.lr_step_size (steps between decays) to 1 or more",
-                "train.lr_step_size");
+    throw Error(
+        "train.schedule is step: set train.lr_step_size (steps between decays) to 1 or more",
+        "train.lr_step_size");
 }
 
 double LrSchedule::at(int64_t step) const {
@@ -30,7 +36,8 @@ double LrSchedule::at(int64_t step) const {
     lr *= 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
   }
   if (schedule_ == Schedule::kLinear && total_ > warmup_)
-    lr *= 1.0 - std::min(1.0, static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_));
+    lr *= 1.0 - std::min(1.0, static_cast<double>(step - warmup_) /
+                                  static_cast<double>(total_ - warmup_));
   if (schedule_ == Schedule::kStep)
     lr *= std::pow(gamma_, static_cast<double>((step - warmup_) / step_size_));
   return lr;
@@ -39,7 +46,7 @@ double LrSchedule::at(int64_t step) const {
 namespace {
 
 // The keys that shape the schedule and its length.
-const char* const kScheduleKeys[] = {"train.lr",          "train.schedule", "train.warmup_steps",
+const char* const kScheduleKeys[] = {"train.lr",           "train.schedule", "train.warmup_steps",
                                      "train.lr_step_size", "train.lr_gamma", "train.epochs",
                                      "train.max_steps"};
 
@@ -79,17 +86,21 @@ ResumedSchedule resumed_schedule(const Config& cfg, int64_t total_steps, const R
   const std::string kind = to_string(t.schedule);
   std::string what;
   if (trains_on && out.start == p.step) {
-    what = format("train.resume_schedule restart: a new %s schedule over the %lld added steps", kind.c_str(),
-                  static_cast<long long>(total_steps - p.step));
+    what = format("train.resume_schedule restart: a new %s schedule over the %lld added steps",
+                  kind.c_str(), static_cast<long long>(total_steps - p.step));
   } else {
-    what = format("the %s schedule of a %lld-step run", kind.c_str(), static_cast<long long>(total_steps - out.start));
+    what = format("the %s schedule of a %lld-step run", kind.c_str(),
+                  static_cast<long long>(total_steps - out.start));
     if (trains_on)
-      what += format(" (train.resume_schedule stretch; restart would start a new schedule over the %lld added steps)",
-                     static_cast<long long>(total_steps - p.step));
+      what += format(
+          " (train.resume_schedule stretch; restart would start a new schedule over the %lld added "
+          "steps)",
+          static_cast<long long>(total_steps - p.step));
   }
-  out.line = format("learning rate at the resume: %.3g after step %lld -> %.3g at step %lld: ", before,
-                    static_cast<long long>(p.step), after, static_cast<long long>(p.step + 1)) +
-             what;
+  out.line =
+      format("learning rate at the resume: %.3g after step %lld -> %.3g at step %lld: ", before,
+             static_cast<long long>(p.step), after, static_cast<long long>(p.step + 1)) +
+      what;
   return out;
 }
 

@@ -14,11 +14,16 @@ namespace {
 
 const char* stage_text(FaultInjector::StartUp stage) {
   switch (stage) {
-    case FaultInjector::StartUp::kModelToDevice: return "moving the model to the device";
-    case FaultInjector::StartUp::kGradientBuckets: return "allocating the gradient buckets";
-    case FaultInjector::StartUp::kOptimizerState: return "allocating the optimizer state";
-    case FaultInjector::StartUp::kOutputCheck: return "running the model on one sample (the output check)";
-    case FaultInjector::StartUp::kFirstUpdate: return "in the first optimizer step";
+    case FaultInjector::StartUp::kModelToDevice:
+      return "moving the model to the device";
+    case FaultInjector::StartUp::kGradientBuckets:
+      return "allocating the gradient buckets";
+    case FaultInjector::StartUp::kOptimizerState:
+      return "allocating the optimizer state";
+    case FaultInjector::StartUp::kOutputCheck:
+      return "running the model on one sample (the output check)";
+    case FaultInjector::StartUp::kFirstUpdate:
+      return "in the first optimizer step";
   }
   return "in the start-up";
 }
@@ -39,7 +44,8 @@ StateSettings state_settings(const Config& cfg, int world) {
 std::string allocator_words(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   std::string w = first_line(c10 ? c10->what_without_backtrace() : e.what());
-  // LibTorch's CPU allocator: "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: ..."
+  // LibTorch's CPU allocator: "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator:
+  // ..."
   if (w.rfind("[enforce fail at ", 0) == 0) {
     const size_t check = w.find("] ");
     const size_t end = check == std::string::npos ? check : w.find(". ", check);
@@ -89,7 +95,8 @@ void StartUpMemory::ran_out(const std::string& what) {
     needs = memory_kinds(ctx_);
   }
   const bool cuda_fp32 = ctx_.device.is_cuda() && ctx_.precision == Precision::kFp32;
-  failure_ = state_does_not_fit("out of memory " + what, needs, numels, ctx_.world, allowance(ctx_), cuda_fp32);
+  failure_ = state_does_not_fit("out of memory " + what, needs, numels, ctx_.world, allowance(ctx_),
+                                cuda_fp32);
 }
 
 void StartUpMemory::agree() const {

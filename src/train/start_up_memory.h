@@ -39,7 +39,8 @@ class StartUpMemory {
   // `planned`: the config's settings, while the state is being allocated (the Trainer's
   // constructor): what it needs is planned_memory's; none: what it holds, measured
   // (memory_kinds), once it is allocated (fit()).
-  explicit StartUpMemory(const StepContext& ctx, std::optional<StateSettings> planned = std::nullopt);
+  explicit StartUpMemory(const StepContext& ctx,
+                         std::optional<StateSettings> planned = std::nullopt);
   // Runs `body`, which makes no collective, unless an allocation before it ran out of memory on
   // this rank. The fault injector (ctx.faults) is asked first. An out-of-memory error is kept
   // (ran_out()); any other is thrown.

@@ -2,9 +2,9 @@
 
 #include "dist/batch_norm_buffers.h"
 #include "dist/replicas.h"
-#include "models/activation_checkpoint.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
+#include "models/activation_checkpoint.h"
 #include "train/start_up_memory.h"
 
 namespace dtrain::detail {
@@ -41,13 +41,18 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   }
   if (comm.world() > 1 && has_batch_norm_buffers(*ctx.model)) {
     const std::string n = std::to_string(comm.world());
-    log::detail(ctx.sync_batch_norm
-                    ? "BatchNorm: mean and variance over the " + n + " ranks' samples of each micro-batch "
-                      "(model.sync_batch_norm: per BatchNorm an all-gather in forward, an all-reduce in "
-                      "backward); the running statistics are the same on every rank"
-                    : "BatchNorm: each rank's own samples in training; the running statistics averaged "
-                      "over the " + n + " ranks before each evaluation and save (model.sync_batch_norm=true: "
-                      "over every rank's samples, as one rank on the global batch)");
+    log::detail(
+        ctx.sync_batch_norm
+            ? "BatchNorm: mean and variance over the " + n +
+                  " ranks' samples of each micro-batch "
+                  "(model.sync_batch_norm: per BatchNorm an all-gather in forward, an all-reduce "
+                  "in "
+                  "backward); the running statistics are the same on every rank"
+            : "BatchNorm: each rank's own samples in training; the running statistics averaged "
+              "over the " +
+                  n +
+                  " ranks before each evaluation and save (model.sync_batch_norm=true: "
+                  "over every rank's samples, as one rank on the global batch)");
   }
   ctx.checkpointing = t.activation_checkpointing;
   ctx.memory_fraction = cfg.run.gpu_memory_fraction;
@@ -115,10 +120,12 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   oo.eps = t.eps;
   oo.fused = t.fused_optimizer;
   if (!shards_optimizer(cfg, comm.world()) && cfg.dist.shard_optimizer != ShardOptimizer::kOff)
-    log::warn("dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
-              "optimizer holds the state of every parameter");
+    log::warn(
+        "dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
+        "optimizer holds the state of every parameter");
   memory.run(FaultInjector::StartUp::kOptimizerState, [&] {
-    ctx.optimizer = ctx.shard ? ctx.shard->make_optimizer(oo) : std::make_unique<Optimizer>(ctx.params, oo);
+    ctx.optimizer =
+        ctx.shard ? ctx.shard->make_optimizer(oo) : std::make_unique<Optimizer>(ctx.params, oo);
   });
   memory.agree();
   log::detail("optimizer: " + ctx.optimizer->describe());

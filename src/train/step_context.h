@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/timed_comm.h"
+#include "data/pixels.h"
+#include "dist/optimizer_shard.h"
+#include "dist/reducer.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -21,13 +25,9 @@
 #include "dtrain/models.h"
 #include "dtrain/optim.h"
 #include "dtrain/records.h"
-#include "data/pixels.h"
-#include "dist/optimizer_shard.h"
-#include "comm/timed_comm.h"
-#include "dist/reducer.h"
+#include "runtime/watchdog.h"
 #include "train/batch_mix.h"
 #include "train/weight_average.h"
-#include "runtime/watchdog.h"
 
 namespace dtrain::detail {
 
@@ -44,13 +44,13 @@ namespace dtrain::detail {
 // match.
 struct StepContext {
   Model* model = nullptr;
-  std::vector<at::Tensor> params;  // trainable, in named_parameters() order
-  std::vector<std::string> names;  // their names, in the same order
+  std::vector<at::Tensor> params;        // trainable, in named_parameters() order
+  std::vector<std::string> names;        // their names, in the same order
   std::unique_ptr<Optimizer> optimizer;  // over `shard`'s parameters when there is one
   // dist.shard_optimizer on several ranks: the plan, and the parameters' gather after each
   // optimizer step (Note [sharded optimizer]); null otherwise.
   std::unique_ptr<OptimizerShard> shard;
-  std::unique_ptr<Reducer> reducer;   // null with one rank, unless dist.reduce_single_rank
+  std::unique_ptr<Reducer> reducer;    // null with one rank, unless dist.reduce_single_rank
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
   double label_smoothing = 0;  // train.label_smoothing
@@ -61,9 +61,10 @@ struct StepContext {
   // saved with checkpoints; null when off.
   std::unique_ptr<WeightAverage> ema;
   Precision precision = Precision::kFp32;
-  ActivationCheckpointing checkpointing = ActivationCheckpointing::kOff;  // train.activation_checkpointing
-  double memory_fraction = 0;  // run.gpu_memory_fraction (0: the whole device)
-  double clip_grad_norm = 0;  // 0: off
+  ActivationCheckpointing checkpointing =
+      ActivationCheckpointing::kOff;  // train.activation_checkpointing
+  double memory_fraction = 0;         // run.gpu_memory_fraction (0: the whole device)
+  double clip_grad_norm = 0;          // 0: off
   // model.sync_batch_norm on several ranks: forward and backward run collectives of their own
   // (Note [BatchNorm on N ranks]), so a rank out of memory mid-step cannot finish the step's
   // collectives for its peers as Note [out-of-memory protocol] has it. The communicator the

@@ -35,7 +35,7 @@ double dense_peak_flops(const std::string& name, Precision precision) {
   };
   static const Peak peaks[] = {
       {"H200", 989.4e12, 66.9e12}, {"H100 PCIe", 756.5e12, 51.2e12}, {"H100", 989.4e12, 66.9e12},
-      {"A100", 312e12, 19.5e12},   {"L40S", 362.05e12, 91.6e12},      {"A10", 125e12, 31.2e12},
+      {"A100", 312e12, 19.5e12},   {"L40S", 362.05e12, 91.6e12},     {"A10", 125e12, 31.2e12},
       {"V100", 125e12, 15.7e12},
   };
   for (const Peak& p : peaks)
@@ -49,7 +49,8 @@ double dense_peak_flops(const std::string& name, Precision precision) {
 void describe_throughput(RunInfo& info, const Model& model, const Config& cfg) {
   // Sequence models take token ids (int64, one row of model.seq_len per sample).
   const DataSpec& d = info.data;
-  info.tokens_per_sample = d.input_dtype == at::kLong && d.input_shape.size() == 1 ? d.input_shape[0] : 0;
+  info.tokens_per_sample =
+      d.input_dtype == at::kLong && d.input_shape.size() == 1 ? d.input_shape[0] : 0;
   info.flops_per_sample = model.train_flops_per_sample();
   info.flops_per_sample_llmc = model.train_flops_per_sample_llmc();
   if (info.device.is_cuda()) {
@@ -173,7 +174,8 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
     };
     if (ctx_.reducer) {
       const int64_t b = ctx_.reducer->bytes_per_step();
-      (ctx_.reducer->reduce_scatters() ? summary.wire_reduce_scatter_bytes : summary.wire_all_reduce_bytes) =
+      (ctx_.reducer->reduce_scatters() ? summary.wire_reduce_scatter_bytes
+                                       : summary.wire_all_reduce_bytes) =
           part(ctx_.reducer->reduce_scatters() ? 1.0 : 2.0, b);
     }
     if (ctx_.shard) summary.wire_broadcast_bytes = part(1.0, kinds.weights);

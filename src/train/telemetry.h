@@ -57,7 +57,7 @@ class StepTelemetry {
   int64_t rate_steps_ = 0, rate_samples_ = 0;
   int64_t steps_ = 0, samples_ = 0;  // this process's
   Clock::time_point rate_start_, epoch_start_, training_since_;
-  bool in_epoch_ = false;      // training, not paused
+  bool in_epoch_ = false;     // training, not paused
   double train_seconds_ = 0;  // until training_since_
   // Where the steady rate starts: this process's steps, samples and training seconds then.
   struct Mark {

@@ -47,6 +47,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-std::string gib(int64_t bytes) { return format("%.2f GiB", static_cast<double>(bytes) / 1073741824.0); }
+std::string gib(int64_t bytes) {
+  return format("%.2f GiB", static_cast<double>(bytes) / 1073741824.0);
+}
 
 }  // namespace dtrain::detail

@@ -34,8 +34,7 @@ void make_dirs(const std::string& path) {
       throw Error(std::string("cannot create directory: ") + std::strerror(errno), partial);
   }
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw Error("not a directory", path);
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error("not a directory", path);
 }
 
 namespace {

@@ -31,7 +31,7 @@ class OutputFile {
   OutputFile() = default;
   // Creates or truncates the file; with `append`, writes after what it holds.
   explicit OutputFile(const std::string& path, bool append = false);
-  ~OutputFile();                                 // closes; call close() to see its errors
+  ~OutputFile();  // closes; call close() to see its errors
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 

@@ -37,7 +37,8 @@ void check_host_bytes(double bytes, const std::string& what, const std::string& 
                       const std::string& remedy) {
   const int64_t total = host_memory_bytes();
   if (!std::isfinite(bytes) || bytes >= 9.2e18 || (total > 0 && bytes > static_cast<double>(total)))
-    throw Error(what + " needs " + bytes_text(bytes) + " of host memory, more than this machine's " +
+    throw Error(what + " needs " + bytes_text(bytes) +
+                    " of host memory, more than this machine's " +
                     (total > 0 ? gib(total) : std::string("memory")) + "; " + remedy,
                 keys);
 }

@@ -1,6 +1,6 @@
 // Precompiled header for sources that use torch::nn or autograd internals (models, train, dist,
-// hooks, cli, session, checkpoint, bench; tests and examples reuse it): parsed once per build instead of
-// once per file.
+// hooks, cli, session, checkpoint, bench; tests and examples reuse it): parsed once per build
+// instead of once per file.
 #pragma once
 #include <ATen/ATen.h>
 #include <mpi.h>

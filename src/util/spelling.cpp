@@ -16,7 +16,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-std::string closest(const std::string& word, const std::vector<std::string>& candidates, size_t limit) {
+std::string closest(const std::string& word, const std::vector<std::string>& candidates,
+                    size_t limit) {
   std::string best;
   size_t best_d = limit;
   for (const auto& c : candidates) {

@@ -8,7 +8,6 @@ std::string libtorch_version() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
 }
 
-
 void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
 #if DTRAIN_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_enabled(device, enabled);
@@ -110,12 +109,11 @@ bool set_sdp_backend(SdpBackend backend) {
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v, bool is_causal) {
 #if DTRAIN_TORCH_AT_LEAST(2, 0)
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                          is_causal);
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, is_causal);
 #else
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
-                                                        /*dropout_p=*/0.0,
-                                                        /*need_attn_weights=*/false, is_causal));
+                                                       /*dropout_p=*/0.0,
+                                                       /*need_attn_weights=*/false, is_causal));
 #endif
 }
 
@@ -129,8 +127,8 @@ void fused_adam(bool adamw, at::TensorList params, at::TensorList grads, at::Ten
                       lr_device, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
                       /*maximize=*/false);
   } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps,
-                     lr_device, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr_device,
+                     beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
                      /*maximize=*/false);
   }
 #else
@@ -143,8 +141,8 @@ void fused_adam(bool adamw, at::TensorList params, at::TensorList grads, at::Ten
     TORCH_CHECK(false, "fused AdamW needs LibTorch 2.0");
 #endif
   } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
-                     beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                     beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
   }
 #endif
 }

@@ -35,7 +35,8 @@ constexpr bool kHasCpuAmpScalerOps = DTRAIN_TORCH_AT_LEAST(2, 0);
 void foreach_mul_(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
 
 // a · b (2-D, fp16 or bf16) as fp32, for a weight gradient kept in fp32: from 2.8 the GEMM
-// writes fp32 itself (at::mm's out_dtype, CUDA only); otherwise, and on CPUs, a cast of the product.
+// writes fp32 itself (at::mm's out_dtype, CUDA only); otherwise, and on CPUs, a cast of the
+// product.
 at::Tensor mm_as_float(const at::Tensor& a, const at::Tensor& b);
 constexpr bool kHasMmOutDtype = DTRAIN_TORCH_AT_LEAST(2, 8);
 
@@ -67,7 +68,8 @@ constexpr bool kHasCudaGraphs = DTRAIN_TORCH_AT_LEAST(2, 0);
 constexpr const char* kCudaGraphsSince = "2.0";
 
 // ---- fused optimizer kernels (aten/src/ATen/native/native_functions.yaml) --------------------
-//   _fused_adam_(Tensor[] self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, Tensor[] state_steps,
+//   _fused_adam_(Tensor[] self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, Tensor[]
+//   state_steps,
 //       *, float lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad,
 //       bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None)           since 1.13 (CUDA)
 //   _fused_adamw_(... same ...)                                                   since 2.0

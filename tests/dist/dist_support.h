@@ -42,7 +42,9 @@ inline bool& nccl_mode() {
   return on;
 }
 // The device the tests that follow nccl_mode() train on.
-inline at::Device test_device() { return nccl_mode() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
+inline at::Device test_device() {
+  return nccl_mode() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+}
 
 struct RunSetup {
   Config cfg;
@@ -58,7 +60,8 @@ struct RunSetup {
 inline RunSetup setup_run(const std::string& yaml, const std::string& origin,
                           const std::vector<std::string>& overrides, MPI_Comm mpi_comm,
                           int64_t init_seed = -1, bool nccl = false) {
-  RunSetup s{Config::from_string(yaml, origin, overrides), make_mpi_communicator(mpi_comm), {}, {}, {}};
+  RunSetup s{
+      Config::from_string(yaml, origin, overrides), make_mpi_communicator(mpi_comm), {}, {}, {}};
   if (nccl) s.nccl = make_nccl_communicator(mpi_comm, 0);
   s.cfg.resolve(s.comm->world());
   s.data = make_datasets(s.cfg.data, s.cfg.run.seed);

@@ -30,7 +30,8 @@ train: {epochs: 1, global_batch: 32, optimizer: adamw, lr: 0.01}
 // step `fail_step` on (each attempt: a shrunken retry would be seen with another size).
 class FaultRecorder : public FaultInjector {
  public:
-  FaultRecorder(int64_t fail_micro, int64_t fail_step) : fail_micro_(fail_micro), fail_step_(fail_step) {}
+  FaultRecorder(int64_t fail_micro, int64_t fail_step)
+      : fail_micro_(fail_micro), fail_step_(fail_step) {}
   Fault before_micro_batch(int64_t step, int64_t micro_batch) override {
     attempts.emplace_back(step, micro_batch);
     return micro_batch == fail_micro_ && step >= fail_step_ ? Fault::kOutOfMemory : Fault::kNone;
@@ -119,15 +120,18 @@ TEST(BenchSweep, OutOfMemoryInTheStartUpOnOneRankDoesNotFitAndTheSweepGoesOn) {
   o.micro_batches = {8, 4};
   o.warmup_steps = 1;
   o.steps = 2;
-  const bench::SweepPlan plan = bench::plan_sweep(Config::from_string(kBenchCfg, "<bench>"), {}, o, world);
+  const bench::SweepPlan plan =
+      bench::plan_sweep(Config::from_string(kBenchCfg, "<bench>"), {}, o, world);
   auto prepare = [&](Trainer& trainer, const bench::Setting& s) {
-    if (s.micro_batch == 8 && rt.rank() == victim) trainer.set_fault_injector(std::make_shared<FirstUpdateOom>());
+    if (s.micro_batch == 8 && rt.rank() == victim)
+      trainer.set_fault_injector(std::make_shared<FirstUpdateOom>());
   };
   const bench::SweepResult res = bench::run_sweep(rt, plan, "<bench>", o, prepare);
   ASSERT_EQ(res.rows.size(), 2u);
   EXPECT_FALSE(res.rows[0].fits);
-  EXPECT_EQ(res.rows[0].note, "does not fit: out of memory in the start-up" +
-                                  (world > 1 ? " (on rank " + std::to_string(victim) + ")" : std::string()));
+  EXPECT_EQ(res.rows[0].note,
+            "does not fit: out of memory in the start-up" +
+                (world > 1 ? " (on rank " + std::to_string(victim) + ")" : std::string()));
   EXPECT_TRUE(res.rows[1].fits) << res.rows[1].note;
   EXPECT_EQ(res.rows[1].timed_steps, 2);
 }

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/state.h"
 #include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 #include "dtrain/hooks.h"
 #include "dtrain/trainer.h"
-#include "checkpoint/state.h"
 #include "util/dir.h"
 
 namespace dtrain {
@@ -89,8 +89,8 @@ struct RunResult {
 };
 
 RunResult train(MPI_Comm comm, const std::vector<std::string>& overrides,
-             std::shared_ptr<Hook> extra = nullptr,
-             std::shared_ptr<FaultInjector> faults = nullptr) {
+                std::shared_ptr<Hook> extra = nullptr,
+                std::shared_ptr<FaultInjector> faults = nullptr) {
   test::RunSetup s = test::setup_run(kCheckpointCfg, "checkpoint", overrides, comm, 3);
   Trainer trainer(s.cfg, *s.comm, *s.comm, at::kCPU, s.model, s.data.train, s.data.test);
   RunResult r{{}, {}, std::make_shared<ResumeRecorder>()};
@@ -118,7 +118,8 @@ TEST(Checkpoint, ResumedMidEpochEqualsUninterruptedBitForBit) {
   // Saves every 7 steps; stopped at step 10 (one step later with several ranks: the request is
   // agreed at the next boundary), so the resume starts from step 7 with 2 steps in its loss
   // window, and runs through an epoch end and an evaluation to the end.
-  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=7"};
+  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut",
+                                        "checkpoint.every_steps=7"};
   const RunResult first = train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(10));
   EXPECT_TRUE(first.summary.stopped);
   EXPECT_EQ(first.summary.checkpoint_step, 7);
@@ -152,7 +153,8 @@ TEST(Checkpoint, ResumedAtAnEpochEndBeforeItsEvaluationRunsThatEvaluation) {
   const std::string tmp = shared_tmp(*comm);
   const RunResult whole = train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=whole"});
   // Step 18 is the first epoch's last: saved before the loss read and evaluation of that end.
-  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut", "checkpoint.every_steps=18"};
+  const std::vector<std::string> cut = {"run.dir=" + tmp, "run.name=cut",
+                                        "checkpoint.every_steps=18"};
   train(MPI_COMM_WORLD, cut, std::make_shared<StopAt>(18));
   const RunResult rest = train(MPI_COMM_WORLD, cut);
   EXPECT_EQ(rest.rec->resumed_step, 18);
@@ -210,7 +212,9 @@ TEST(Checkpoint, ShardedRunsWriteTheUnshardedStateAndModel) {
   train(MPI_COMM_WORLD, with(o, {"run.name=plain"}));
   train(MPI_COMM_WORLD, with(o, {"run.name=sharded", "dist.shard_optimizer=true"}));
   if (comm->rank() == 0) {
-    auto folder = [&](const std::string& name) { return tmp + "/" + name + "/checkpoints/step-000000005"; };
+    auto folder = [&](const std::string& name) {
+      return tmp + "/" + name + "/checkpoints/step-000000005";
+    };
     auto state = [&](const std::string& name) {
       const std::string f = folder(name) + "/state.pt";
       return detail::decode_shared(detail::read_file(f), f);
@@ -248,13 +252,15 @@ TEST(Checkpoint, ShardedOnTwoRanksResumesOnOneUnshardedAndOnTheWorldSharded) {
   MPI_Comm two = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &two);
   if (two != MPI_COMM_NULL) {
-    train(two, with(base, {"run.name=cut", "checkpoint.every_steps=9", shard}), std::make_shared<StopAt>(12));
+    train(two, with(base, {"run.name=cut", "checkpoint.every_steps=9", shard}),
+          std::make_shared<StopAt>(12));
     MPI_Comm_free(&two);
   }
   comm->barrier();
   const std::string ck = tmp + "/cut/checkpoints/step-000000009";
   // Every rank of the world, sharded (2 ranks: the writers' own world; 4: another).
-  const RunResult on_world = train(MPI_COMM_WORLD, with(base, {"run.name=world", "checkpoint.resume=" + ck, shard}));
+  const RunResult on_world =
+      train(MPI_COMM_WORLD, with(base, {"run.name=world", "checkpoint.resume=" + ck, shard}));
   EXPECT_EQ(on_world.rec->resumed_step, 9);
   const RunResult uncut_world = train(MPI_COMM_WORLD, with(base, {"run.name=uncut", shard}));
   if (w.size == 2) {  // the same world: bit for bit
@@ -263,12 +269,14 @@ TEST(Checkpoint, ShardedOnTwoRanksResumesOnOneUnshardedAndOnTheWorldSharded) {
   }
   if (w.rank == 0) {
     const RunResult whole = train(MPI_COMM_SELF, with(base, {"run.name=whole"}));
-    const RunResult one = train(MPI_COMM_SELF, with(base, {"run.name=one", "checkpoint.resume=" + ck}));
+    const RunResult one =
+        train(MPI_COMM_SELF, with(base, {"run.name=one", "checkpoint.resume=" + ck}));
     EXPECT_EQ(one.rec->resumed_step, 9);
     EXPECT_EQ(one.summary.steps, whole.summary.steps);
     for (size_t i = 0; i < whole.params.size(); ++i) {
       EXPECT_TRUE(at::allclose(one.params[i], whole.params[i], 1e-6, 1e-7)) << "parameter " << i;
-      EXPECT_TRUE(at::allclose(on_world.params[i], whole.params[i], 1e-6, 1e-7)) << "parameter " << i;
+      EXPECT_TRUE(at::allclose(on_world.params[i], whole.params[i], 1e-6, 1e-7))
+          << "parameter " << i;
     }
     EXPECT_NEAR(one.summary.eval.loss, whole.summary.eval.loss, 1e-6);
     EXPECT_NEAR(on_world.summary.eval.loss, whole.summary.eval.loss, 1e-6);
@@ -284,8 +292,7 @@ TEST(Checkpoint, DamagedOrForeignCheckpointsAreErrorsNamingTheFileAndTheDifferen
   train(MPI_COMM_WORLD, {"run.dir=" + tmp, "run.name=a", "train.max_steps=5", "train.eval=false",
                          "checkpoint.every_steps=5"});
   ASSERT_TRUE(detail::is_dir(ck));
-  const std::vector<std::string> from = {"run.dir=" + tmp, "run.name=b",
-                                         "checkpoint.resume=" + ck};
+  const std::vector<std::string> from = {"run.dir=" + tmp, "run.name=b", "checkpoint.resume=" + ck};
   auto expect_error = [&](const std::vector<std::string>& extra, const std::string& what) {
     auto o = from;
     o.insert(o.end(), extra.begin(), extra.end());
@@ -329,7 +336,8 @@ TEST(Checkpoint, AHooksStopEndsTheRunInACheckpointThatSaysSoAndIsNotTrainedAgain
   // Saves every 7 steps; the stop comes after step 14 (asked after 13 with several ranks: agreed
   // one step later), where a save is due too: that save records the end.
   const std::vector<std::string> o = {"run.dir=" + tmp, "run.name=es", "checkpoint.every_steps=7"};
-  const RunResult first = train(MPI_COMM_WORLD, o, std::make_shared<StopAt>(comm->world() == 1 ? 14 : 13, true));
+  const RunResult first =
+      train(MPI_COMM_WORLD, o, std::make_shared<StopAt>(comm->world() == 1 ? 14 : 13, true));
   EXPECT_TRUE(first.summary.stopped);
   EXPECT_EQ(first.summary.stop_signal, 0);
   EXPECT_EQ(first.summary.steps, 14);
@@ -340,8 +348,10 @@ TEST(Checkpoint, AHooksStopEndsTheRunInACheckpointThatSaysSoAndIsNotTrainedAgain
   EXPECT_EQ(p.stop_reason, "test");  // rank 0's hook asked
   // The same run again: finished, refused on every rank, nothing trained.
   const std::string m = message_of([&] { train(MPI_COMM_WORLD, o); });
-  EXPECT_NE(m.find("this run has finished: its checkpoint is at step 14, where it stopped early (test)"),
-            std::string::npos) << m;
+  EXPECT_NE(
+      m.find("this run has finished: its checkpoint is at step 14, where it stopped early (test)"),
+      std::string::npos)
+      << m;
   // Under another early-stopping rule it trains on from there to the planned end.
   auto rule = o;
   rule.push_back("train.monitor=test_loss");

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
-#include "dist_support.h"
 
 namespace {
 
@@ -96,7 +96,9 @@ TEST(Communicator, ReduceScatterGivesEachRankItsSegmentOfTheReduction) {
   // Wrong arguments are an Error on the rank that gives them, before anything is sent.
   at::Tensor out = at::empty({mine}, at::kFloat);
   EXPECT_THROW(comm->reduce_scatter_async(at::zeros({total + 1}), counts, out), dtrain::Error);
-  EXPECT_THROW(comm->reduce_scatter_async(at::zeros({total}), std::vector<int64_t>(w.size + 1, 0), out), dtrain::Error);
+  EXPECT_THROW(
+      comm->reduce_scatter_async(at::zeros({total}), std::vector<int64_t>(w.size + 1, 0), out),
+      dtrain::Error);
 }
 
 TEST(Communicator, BroadcastFromTheLastRank) {
@@ -137,7 +139,9 @@ TEST(Communicator, GatherStringsInRankOrderWithEmptyAndUnequalLengths) {
 TEST(Communicator, GatherToOneRankInRankOrderWithUnequalLengthsAndSeveralRounds) {
   const World w;
   auto comm = dtrain::make_mpi_communicator(MPI_COMM_WORLD);
-  auto length = [&](int r) { return r == w.size - 1 && w.size > 1 ? int64_t{17} << 20 : r * int64_t{1000} + 5; };
+  auto length = [&](int r) {
+    return r == w.size - 1 && w.size > 1 ? int64_t{17} << 20 : r * int64_t{1000} + 5;
+  };
   auto values = [&](int r) { return at::arange(length(r), at::kFloat) + r; };
   for (int root : {0, w.size - 1}) {
     SCOPED_TRACE("root " + std::to_string(root));
@@ -152,12 +156,15 @@ TEST(Communicator, GatherToOneRankInRankOrderWithUnequalLengthsAndSeveralRounds)
       EXPECT_TRUE(at::equal(got[r], values(r))) << r;
     }
   }
-  const std::vector<at::Tensor> base = comm->Communicator::gather(values(w.rank).narrow(0, 0, 5 + w.rank), 0);
+  const std::vector<at::Tensor> base =
+      comm->Communicator::gather(values(w.rank).narrow(0, 0, 5 + w.rank), 0);
   if (w.rank == 0) {
     ASSERT_EQ(base.size(), static_cast<size_t>(w.size));
-    for (int r = 0; r < w.size; ++r) EXPECT_TRUE(at::equal(base[r], values(r).narrow(0, 0, 5 + r))) << r;
+    for (int r = 0; r < w.size; ++r)
+      EXPECT_TRUE(at::equal(base[r], values(r).narrow(0, 0, 5 + r))) << r;
   }
-  EXPECT_THROW(comm->gather(at::zeros({2, 2}), 0), dtrain::Error);  // not 1-D: refused before any MPI call
+  EXPECT_THROW(comm->gather(at::zeros({2, 2}), 0),
+               dtrain::Error);  // not 1-D: refused before any MPI call
 }
 
 TEST(Communicator, BadTensorsAndAFailedMpiCallAreErrorsOnEveryRank) {

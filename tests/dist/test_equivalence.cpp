@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
@@ -14,7 +15,6 @@
 #include "dtrain/models.h"
 #include "dtrain/runtime.h"
 #include "dtrain/trainer.h"
-#include "dist_support.h"
 #include "equivalence.h"
 
 namespace dtrain {
@@ -30,9 +30,8 @@ using test::world_size;
 TEST(Equivalence, SgdMomentumSameParametersAsOneRank) { expect_equivalent({}, {}); }
 
 TEST(Equivalence, AdamWSameParametersAsOneRank) {
-  std::vector<std::string> o = {"train.optimizer=adamw", "train.lr=0.01",
-                                "train.weight_decay=0.01", "train.schedule=cosine",
-                                "train.warmup_steps=3"};
+  std::vector<std::string> o = {"train.optimizer=adamw", "train.lr=0.01", "train.weight_decay=0.01",
+                                "train.schedule=cosine", "train.warmup_steps=3"};
   expect_equivalent(o, o);
 }
 
@@ -72,12 +71,20 @@ TEST(Equivalence, ActivationCheckpointingSameParametersAsOneRankWithout) {
   // micro-batches accumulated and small buckets (the hooks fire inside the recompute's backward):
   // N ranks reach the parameters of one rank that keeps every activation. (SGD: AdamW's
   // normalized steps would magnify the rounding of averaging and accumulating in another order.)
-  const std::vector<std::string> gpt = {
-      "model.name=gpt", "model.n_layer=2", "model.n_head=2", "model.n_embd=16",
-      "model.vocab_size=32", "model.seq_len=8", "data.synthetic_task=tokens",
-      "data.synthetic_shape=8", "data.synthetic_classes=32", "data.synthetic_size=128",
-      "data.synthetic_test_size=64", "train.epochs=1",
-      "dist.bucket_cap_mb=0.002", "dist.first_bucket_mb=0.002"};
+  const std::vector<std::string> gpt = {"model.name=gpt",
+                                        "model.n_layer=2",
+                                        "model.n_head=2",
+                                        "model.n_embd=16",
+                                        "model.vocab_size=32",
+                                        "model.seq_len=8",
+                                        "data.synthetic_task=tokens",
+                                        "data.synthetic_shape=8",
+                                        "data.synthetic_classes=32",
+                                        "data.synthetic_size=128",
+                                        "data.synthetic_test_size=64",
+                                        "train.epochs=1",
+                                        "dist.bucket_cap_mb=0.002",
+                                        "dist.first_bucket_mb=0.002"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> o = gpt;
     o.insert(o.end(), extra.begin(), extra.end());
@@ -85,7 +92,8 @@ TEST(Equivalence, ActivationCheckpointingSameParametersAsOneRankWithout) {
   };
   Result dist = train_with(MPI_COMM_WORLD, with({"train.activation_checkpointing=blocks",
                                                  "train.micro_batch=4", "train.lr=0.5"}));
-  Result ref = train_with(MPI_COMM_SELF, with({"train.activation_checkpointing=off", "train.lr=0.5"}));
+  Result ref =
+      train_with(MPI_COMM_SELF, with({"train.activation_checkpointing=off", "train.lr=0.5"}));
   Result init = train_with(MPI_COMM_SELF, with({"train.max_steps=1", "train.lr=1e-12"}));
   ASSERT_GT(max_relative_difference(ref, init), 1e-2);
   EXPECT_LT(max_relative_difference(dist, ref), 1e-5)
@@ -101,9 +109,9 @@ TEST(Equivalence, Bf16GradientsStayClose) {
 
 TEST(Equivalence, RegressionAdamClippingSameParametersAsOneRank) {
   // MSE regression, and gradient clipping applied to the averaged gradient.
-  std::vector<std::string> o = {"model.name=mlp", "train.clip_grad_norm=0.5",
-                                "data.synthetic_task=regression", "train.loss=mse",
-                                "train.optimizer=adam", "train.lr=0.01"};
+  std::vector<std::string> o = {
+      "model.name=mlp", "train.clip_grad_norm=0.5", "data.synthetic_task=regression",
+      "train.loss=mse", "train.optimizer=adam",     "train.lr=0.01"};
   Result dist = train_with(MPI_COMM_WORLD, o);
   Result ref = train_with(MPI_COMM_SELF, o);
   EXPECT_LT(max_relative_difference(dist, ref), 1e-5);

@@ -4,12 +4,12 @@
 
 #include <cmath>
 
+#include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
-#include "dist_support.h"
 
 namespace dtrain {
 namespace {

@@ -82,8 +82,10 @@ class Asker : public Hook {
   std::string name() const override { return "asker"; }
   void on_step(const StepRecord& r, LoopControl& control) override {
     if (my_rank() != rank_ || r.step != step_) return;
-    if (save_) control.request_save("test");
-    else control.request_stop("test");
+    if (save_)
+      control.request_save("test");
+    else
+      control.request_stop("test");
   }
 
  private:
@@ -125,7 +127,8 @@ TEST(Hooks, EveryRankSeesTheEventsInOrderWithWhatTheFormulasSay) {
   for (int64_t k = 0; k < total; ++k) {
     want.push_back("begin " + std::to_string(k));
     want.push_back("step " + std::to_string(k + 1));
-    if ((k + 1) % kStepsPerEpoch == 0) want.push_back("eval " + std::to_string((k + 1) / kStepsPerEpoch));
+    if ((k + 1) % kStepsPerEpoch == 0)
+      want.push_back("eval " + std::to_string((k + 1) / kStepsPerEpoch));
   }
   want.push_back("end");
   EXPECT_EQ(rec->events, want);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
@@ -26,7 +27,6 @@
 #include "dtrain/faults.h"
 #include "dtrain/models.h"
 #include "dtrain/trainer.h"
-#include "dist_support.h"
 
 namespace dtrain {
 namespace {
@@ -71,8 +71,9 @@ TrainRun train_with_oom(int victim, int64_t step, bool always = false) {
   Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
                   s.data.test);
   if (s.comm->rank() == victim)
-    trainer.set_fault_injector(always ? std::shared_ptr<FaultInjector>(std::make_shared<OomAlways>())
-                                      : std::make_shared<OomOnce>(step));
+    trainer.set_fault_injector(always
+                                   ? std::shared_ptr<FaultInjector>(std::make_shared<OomAlways>())
+                                   : std::make_shared<OomOnce>(step));
   const uint64_t hash_before = trainer.config().hash();
   TrainRun r;
   r.summary = trainer.fit();
@@ -108,7 +109,8 @@ TEST(OomRecovery, OneSampleOutOfMemoryOnOneRankIsOneAgreedErrorNamingIt) {
   const int victim = world - 1;
   try {
     train_with_oom(victim, 0, /*always=*/true);
-    ADD_FAILURE() << "rank " << victim << " runs out of memory at every size, and the run trained on";
+    ADD_FAILURE() << "rank " << victim
+                  << " runs out of memory at every size, and the run trained on";
   } catch (const AgreedError& e) {
     // Every rank, the victim's peers too, throws the same error: printed once, by the victim.
     EXPECT_EQ(e.first_rank(), victim);
@@ -129,7 +131,9 @@ class OomAtStartUp : public FaultInjector {
  public:
   explicit OomAtStartUp(StartUp stage) : stage_(stage) {}
   Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
-  Fault before_start_up(StartUp stage) override { return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone; }
+  Fault before_start_up(StartUp stage) override {
+    return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone;
+  }
 
  private:
   StartUp stage_;
@@ -144,48 +148,56 @@ TEST(StartUpOom, OneRankOutOfMemoryAtAnyStartUpAllocationEndsEveryRankWithOneAgr
   const test::World w;
   const int victim = w.size - 1;  // not rank 0, when there is another
   using S = FaultInjector::StartUp;
-  const std::vector<Case> cases = {{S::kModelToDevice, "moving the model to the device"},
-                                   {S::kGradientBuckets, "allocating the gradient buckets"},
-                                   {S::kOptimizerState, "allocating the optimizer state"},
-                                   {S::kOutputCheck, "running the model on one sample (the output check)"},
-                                   {S::kFirstUpdate, "in the first optimizer step"}};
+  const std::vector<Case> cases = {
+      {S::kModelToDevice, "moving the model to the device"},
+      {S::kGradientBuckets, "allocating the gradient buckets"},
+      {S::kOptimizerState, "allocating the optimizer state"},
+      {S::kOutputCheck, "running the model on one sample (the output check)"},
+      {S::kFirstUpdate, "in the first optimizer step"}};
   for (const std::string shard : {"false", "gradients"}) {
     for (const Case& c : cases) {
       // With one rank no gradient engine is made: no bucket to run out on.
       if (c.stage == S::kGradientBuckets && w.size == 1) continue;
       const std::string name = std::string(c.says) + ", dist.shard_optimizer=" + shard;
-      test::RunSetup s = test::setup_run(kCfg, "<string>", {"dist.shard_optimizer=" + shard}, MPI_COMM_WORLD, 11,
-                                         test::nccl_mode());
+      test::RunSetup s = test::setup_run(kCfg, "<string>", {"dist.shard_optimizer=" + shard},
+                                         MPI_COMM_WORLD, 11, test::nccl_mode());
       const auto t0 = std::chrono::steady_clock::now();
       std::string line;
       try {
         std::shared_ptr<FaultInjector> faults;
         if (w.rank == victim) faults = std::make_shared<OomAtStartUp>(c.stage);
-        Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train, s.data.test,
-                        faults);
+        Trainer trainer(s.cfg, s.gradients(), *s.comm, test::test_device(), s.model, s.data.train,
+                        s.data.test, faults);
         trainer.fit();
-        ADD_FAILURE() << name << ": rank " << victim << " ran out of memory, and the run trained on";
+        ADD_FAILURE() << name << ": rank " << victim
+                      << " ran out of memory, and the run trained on";
       } catch (const AgreedError& e) {
         EXPECT_EQ(e.first_rank(), victim) << name;
         line = e.what();
       } catch (const std::exception& e) {
         ADD_FAILURE() << name << ": rank " << w.rank << ": not an AgreedError: " << e.what();
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       EXPECT_LT(seconds, 60.0) << name;
-      const std::string expected = "start-up failed on rank " + std::to_string(victim) + ": out of memory " +
-                                   c.says + " (injected out-of-memory error (fault injector)): the training "
+      const std::string expected = "start-up failed on rank " + std::to_string(victim) +
+                                   ": out of memory " + c.says +
+                                   " (injected out-of-memory error (fault injector)): the training "
                                    "state needs ";
       EXPECT_EQ(line.rfind(expected, 0), 0u) << name << ": " << line;
-      EXPECT_NE(line.find(" on each rank before any activation (weights "), std::string::npos) << line;
+      EXPECT_NE(line.find(" on each rank before any activation (weights "), std::string::npos)
+          << line;
       EXPECT_NE(line.find(". Settings that free memory: "), std::string::npos) << line;
-      EXPECT_NE(line.find("a smaller model (model.*): this state takes "), std::string::npos) << line;
+      EXPECT_NE(line.find("a smaller model (model.*): this state takes "), std::string::npos)
+          << line;
       if (w.size > 1 && shard == "false") {
         EXPECT_NE(line.find("dist.shard_optimizer=true (frees "), std::string::npos) << line;
       }
       if (w.size > 1 && shard == "gradients") {
-        EXPECT_NE(line.find("(its shard of " + std::to_string(w.size) + ")"), std::string::npos) << line;
-        EXPECT_EQ(line.find("dist.shard_optimizer="), std::string::npos) << "both rungs are taken: " << line;
+        EXPECT_NE(line.find("(its shard of " + std::to_string(w.size) + ")"), std::string::npos)
+            << line;
+        EXPECT_EQ(line.find("dist.shard_optimizer="), std::string::npos)
+            << "both rungs are taken: " << line;
       }
       // Every rank holds the one line, word for word.
       const std::vector<std::string> all = gather_strings(*s.comm, line);

@@ -56,10 +56,12 @@ TEST(OutputsFit, TooFewClassScoresAreRefusedBeforeTraining) {
 }
 
 TEST(OutputsFit, RegressionWidthMustEqualTheTargets) {
-  test::RunSetup s = test::setup_run(kClassification, "outputs",
-                                     {"data.synthetic_task=regression", "train.loss=mse"}, MPI_COMM_WORLD);
+  test::RunSetup s =
+      test::setup_run(kClassification, "outputs",
+                      {"data.synthetic_task=regression", "train.loss=mse"}, MPI_COMM_WORLD);
   const std::string msg = trainer_error(s, 2);
-  EXPECT_NE(msg.find("outputs of shape [1, 2] for targets of shape [1, 1]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("outputs of shape [1, 2] for targets of shape [1, 1]"), std::string::npos)
+      << msg;
   EXPECT_EQ(trainer_error(s, 1), "NO ERROR");
 }
 

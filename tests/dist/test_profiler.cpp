@@ -8,14 +8,14 @@
 #include <cstdio>
 #include <fstream>
 
+#include "dist_support.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
-#include "telemetry/profiler.h"
 #include "dtrain/trainer.h"
-#include "dist_support.h"
+#include "telemetry/profiler.h"
 
 namespace dtrain {
 namespace {
@@ -38,10 +38,10 @@ TEST(Profiler, RecordsExactlyTheAskedStepsOnEveryRank) {
   }
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
 
-  test::RunSetup run = test::setup_run(
-      kProfileCfg, "profiler",
-      {std::string("run.dir=") + dir, "run.profile_start=4", "run.profile_steps=3"},
-      MPI_COMM_WORLD);
+  test::RunSetup run =
+      test::setup_run(kProfileCfg, "profiler",
+                      {std::string("run.dir=") + dir, "run.profile_start=4", "run.profile_steps=3"},
+                      MPI_COMM_WORLD);
   TrainSummary s;
   try {
     Trainer trainer(run.cfg, *run.comm, *run.comm, at::kCPU, run.model, run.data.train,

@@ -3,10 +3,10 @@
 #include <mpi.h>
 #include <torch/nn/modules/linear.h>
 
-#include "dtrain/comm.h"
-#include "dtrain/error.h"
 #include "dist/reducer.h"
 #include "dist_support.h"
+#include "dtrain/comm.h"
+#include "dtrain/error.h"
 
 namespace dtrain {
 namespace {
@@ -165,8 +165,7 @@ TEST(Reducer, GradientsStayInTheBucketsInTheParametersLayout) {
   at::manual_seed(7);  // the same parameters and coefficients on every rank
   std::vector<at::Tensor> params = {
       at::randn({4, 3, 2, 5}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true),
-      at::randn({6}).requires_grad_(true),
-      at::randn({5, 7}).requires_grad_(true)};
+      at::randn({6}).requires_grad_(true), at::randn({5, 7}).requires_grad_(true)};
   std::vector<at::Tensor> coef;
   for (const auto& p : params) coef.push_back(at::randn(p.sizes(), p.options()));
   Reducer reducer(params, names_for(params.size()), *comm, *comm, ReducerOptions{});
@@ -176,7 +175,7 @@ TEST(Reducer, GradientsStayInTheBucketsInTheParametersLayout) {
     (loss * static_cast<double>(w.rank + 1)).backward();
   };
   const double mean = (w.size + 1) / 2.0;  // of (rank + 1) over the ranks
-  for (int step = 0; step < 2; ++step) {    // step 1 runs after the re-plan
+  for (int step = 0; step < 2; ++step) {   // step 1 runs after the re-plan
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     reducer.prepare(true);
     backward();

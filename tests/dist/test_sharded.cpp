@@ -55,8 +55,9 @@ class CountingComm : public Communicator {
     all_reduced += t.numel() * static_cast<int64_t>(t.element_size());
     return inner_.all_reduce_async(t, op);
   }
-  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input, const std::vector<int64_t>& counts,
-                                             at::Tensor& output, ReduceOp op) override {
+  std::unique_ptr<Work> reduce_scatter_async(const at::Tensor& input,
+                                             const std::vector<int64_t>& counts, at::Tensor& output,
+                                             ReduceOp op) override {
     reduce_scattered += input.numel() * static_cast<int64_t>(input.element_size());
     if (on_reduce_scatter) on_reduce_scatter();
     return inner_.reduce_scatter_async(input, counts, output, op);
@@ -79,84 +80,90 @@ class CountingComm : public Communicator {
 // (=gradients, ReducerOptions::release_buckets), so that when the last bucket goes no local
 // gradient is left.
 TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
- for (const bool release : {false, true}) {
-  SCOPED_TRACE(release ? "release_buckets" : "buckets kept");
-  auto control = make_mpi_communicator(MPI_COMM_WORLD);
-  CountingComm data(*control);
-  const int world = control->world(), rank = control->rank();
-  const std::vector<std::vector<int64_t>> shapes = {{5, 3}, {7}, {2, 2, 3}, {11}, {1}, {4, 6}};
-  std::vector<at::Tensor> params, values;
-  std::vector<std::string> names;
-  std::vector<int64_t> numels;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const int64_t n = at::empty(shapes[i]).numel();
-    values.push_back(at::arange(n, at::kFloat).reshape(shapes[i]) + static_cast<double>(10 * i));
-    params.push_back(at::zeros(shapes[i]).set_requires_grad(true));
-    names.push_back("p" + std::to_string(i));
-    numels.push_back(n);
-  }
-  const ShardPlan plan = plan_shards(numels, world);
-  ReducerOptions o;
-  o.shard_values = plan.shard;
-  o.first_bucket_cap_bytes = 4 * 10;  // buckets of about ten values: several, of one to three parameters
-  o.bucket_cap_bytes = 4 * 20;
-  o.release_buckets = release;
-  Reducer reducer(params, names, data, *control, o);
-  EXPECT_EQ(reducer.releases_buckets(), release);
-  int64_t live = -1;  // local gradients when the last reduce-scatter is sent
-  std::set<const void*> storages;  // the memory they are in then
-  data.on_reduce_scatter = [&] {
-    live = 0;
-    storages.clear();
-    for (const auto& p : params) {
-      if (!p.grad().defined()) continue;
-      ++live;
-      storages.insert(p.grad().storage().data());
+  for (const bool release : {false, true}) {
+    SCOPED_TRACE(release ? "release_buckets" : "buckets kept");
+    auto control = make_mpi_communicator(MPI_COMM_WORLD);
+    CountingComm data(*control);
+    const int world = control->world(), rank = control->rank();
+    const std::vector<std::vector<int64_t>> shapes = {{5, 3}, {7}, {2, 2, 3}, {11}, {1}, {4, 6}};
+    std::vector<at::Tensor> params, values;
+    std::vector<std::string> names;
+    std::vector<int64_t> numels;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const int64_t n = at::empty(shapes[i]).numel();
+      values.push_back(at::arange(n, at::kFloat).reshape(shapes[i]) + static_cast<double>(10 * i));
+      params.push_back(at::zeros(shapes[i]).set_requires_grad(true));
+      names.push_back("p" + std::to_string(i));
+      numels.push_back(n);
     }
-  };
-  EXPECT_GT(reducer.buckets().size(), size_t{2});
-  std::vector<at::Tensor> flat;
-  for (const auto& v : values) flat.push_back(v.flatten());
-  const at::Tensor expected_all = at::cat(flat) * ((world + 1) / 2.0);
-  for (int step = 0; step < 2; ++step) {
-    data.all_reduced = data.reduce_scattered = 0;
-    reducer.prepare(true);
-    at::Tensor loss = at::zeros({});
-    for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * values[i] * (rank + 1.0)).sum();
-    loss.backward();
-    reducer.finish();
-    EXPECT_EQ(data.all_reduced, 0);
-    EXPECT_EQ(data.reduce_scattered, plan.total * 4);
-    EXPECT_EQ(live, release ? 0 : static_cast<int64_t>(params.size()));
-    // Kept buckets: each filled bucket's gradients are its spans, autograd's own already gone,
-    // all in the one buffer that holds the gradient shard too (Note [gradient shard in the
-    // buckets]).
-    if (!release) {
-      EXPECT_EQ(storages.size(), size_t{1});
-      EXPECT_EQ(*storages.begin(), reducer.gradient_shard().storage().data());
+    const ShardPlan plan = plan_shards(numels, world);
+    ReducerOptions o;
+    o.shard_values = plan.shard;
+    o.first_bucket_cap_bytes =
+        4 * 10;  // buckets of about ten values: several, of one to three parameters
+    o.bucket_cap_bytes = 4 * 20;
+    o.release_buckets = release;
+    Reducer reducer(params, names, data, *control, o);
+    EXPECT_EQ(reducer.releases_buckets(), release);
+    int64_t live = -1;               // local gradients when the last reduce-scatter is sent
+    std::set<const void*> storages;  // the memory they are in then
+    data.on_reduce_scatter = [&] {
+      live = 0;
+      storages.clear();
+      for (const auto& p : params) {
+        if (!p.grad().defined()) continue;
+        ++live;
+        storages.insert(p.grad().storage().data());
+      }
+    };
+    EXPECT_GT(reducer.buckets().size(), size_t{2});
+    std::vector<at::Tensor> flat;
+    for (const auto& v : values) flat.push_back(v.flatten());
+    const at::Tensor expected_all = at::cat(flat) * ((world + 1) / 2.0);
+    for (int step = 0; step < 2; ++step) {
+      data.all_reduced = data.reduce_scattered = 0;
+      reducer.prepare(true);
+      at::Tensor loss = at::zeros({});
+      for (size_t i = 0; i < params.size(); ++i)
+        loss = loss + (params[i] * values[i] * (rank + 1.0)).sum();
+      loss.backward();
+      reducer.finish();
+      EXPECT_EQ(data.all_reduced, 0);
+      EXPECT_EQ(data.reduce_scattered, plan.total * 4);
+      EXPECT_EQ(live, release ? 0 : static_cast<int64_t>(params.size()));
+      // Kept buckets: each filled bucket's gradients are its spans, autograd's own already gone,
+      // all in the one buffer that holds the gradient shard too (Note [gradient shard in the
+      // buckets]).
+      if (!release) {
+        EXPECT_EQ(storages.size(), size_t{1});
+        EXPECT_EQ(*storages.begin(), reducer.gradient_shard().storage().data());
+      }
+      for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
+      const int64_t mine = plan.elements(rank);
+      const at::Tensor shard = reducer.gradient_shard();
+      ASSERT_EQ(shard.numel(), plan.shard);
+      EXPECT_TRUE(
+          at::equal(shard.narrow(0, 0, mine), expected_all.narrow(0, rank * plan.shard, mine)))
+          << shard;
+      EXPECT_TRUE(
+          at::equal(shard.narrow(0, mine, plan.shard - mine), at::zeros({plan.shard - mine})));
     }
-    for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
-    const int64_t mine = plan.elements(rank);
-    const at::Tensor shard = reducer.gradient_shard();
-    ASSERT_EQ(shard.numel(), plan.shard);
-    EXPECT_TRUE(at::equal(shard.narrow(0, 0, mine), expected_all.narrow(0, rank * plan.shard, mine))) << shard;
-    EXPECT_TRUE(at::equal(shard.narrow(0, mine, plan.shard - mine), at::zeros({plan.shard - mine})));
+    // The parameters' gather goes through the buckets' memory outside this rank's shard (kept
+    // buckets, more than one rank), or through a buffer of its own (released buckets).
+    const at::Tensor spare = reducer.spare(plan.largest());
+    EXPECT_EQ(spare.defined(), !release && world > 1);
+    if (spare.defined()) {
+      const at::Tensor shard = reducer.gradient_shard();
+      EXPECT_TRUE(spare.is_alias_of(shard));
+      EXPECT_EQ(spare.numel(), plan.largest());
+      const auto* s0 = static_cast<const char*>(shard.data_ptr());
+      const auto* b0 = static_cast<const char*>(spare.data_ptr());
+      const int64_t es = shard.element_size();
+      EXPECT_TRUE(b0 + spare.numel() * es <= s0 || s0 + shard.numel() * es <= b0)
+          << "the spare overlaps the shard";
+      EXPECT_FALSE(reducer.spare(plan.shard + 1).defined());
+    }
   }
-  // The parameters' gather goes through the buckets' memory outside this rank's shard (kept
-  // buckets, more than one rank), or through a buffer of its own (released buckets).
-  const at::Tensor spare = reducer.spare(plan.largest());
-  EXPECT_EQ(spare.defined(), !release && world > 1);
-  if (spare.defined()) {
-    const at::Tensor shard = reducer.gradient_shard();
-    EXPECT_TRUE(spare.is_alias_of(shard));
-    EXPECT_EQ(spare.numel(), plan.largest());
-    const auto* s0 = static_cast<const char*>(shard.data_ptr());
-    const auto* b0 = static_cast<const char*>(spare.data_ptr());
-    const int64_t es = shard.element_size();
-    EXPECT_TRUE(b0 + spare.numel() * es <= s0 || s0 + shard.numel() * es <= b0) << "the spare overlaps the shard";
-    EXPECT_FALSE(reducer.spare(plan.shard + 1).defined());
-  }
- }
 }
 
 // ZeRO-2 (dist.shard_optimizer=gradients): the same parameters as one rank unsharded, with
@@ -167,13 +174,15 @@ TEST(Sharded, GradientShardingSameParametersAsOneRankUnsharded) {
     o.push_back("dist.shard_optimizer=gradients");
     return o;
   };
-  const std::vector<std::string> adamw = {"train.optimizer=adamw", "train.lr=0.01", "train.weight_decay=0.1"};
+  const std::vector<std::string> adamw = {"train.optimizer=adamw", "train.lr=0.01",
+                                          "train.weight_decay=0.1"};
   expect_equivalent(stage2(adamw), adamw);
-  const std::vector<std::string> accumulation = {"train.micro_batch=4", "dist.bucket_cap_mb=0.000001",
-                                                 "dist.first_bucket_mb=0.000001"};
+  const std::vector<std::string> accumulation = {
+      "train.micro_batch=4", "dist.bucket_cap_mb=0.000001", "dist.first_bucket_mb=0.000001"};
   expect_equivalent(stage2(accumulation), accumulation);
-  const std::vector<std::string> clipped = {"train.clip_grad_norm=0.5", "data.synthetic_task=regression",
-                                            "train.loss=mse", "train.optimizer=adam", "train.lr=0.01"};
+  const std::vector<std::string> clipped = {"train.clip_grad_norm=0.5",
+                                            "data.synthetic_task=regression", "train.loss=mse",
+                                            "train.optimizer=adam", "train.lr=0.01"};
   const Result dist = train_with(MPI_COMM_WORLD, stage2(clipped));
   const Result ref = train_with(MPI_COMM_SELF, clipped);
   EXPECT_LT(max_relative_difference(dist, ref), 1e-5);
@@ -191,9 +200,9 @@ TEST(Sharded, SgdNesterovAndDampeningSameParametersAsOneRankUnsharded) {
 
 TEST(Sharded, AdamWNoDecayGroupsSameParametersAsOneRankUnsharded) {
   // Biases (fewer than 2 dimensions) are in the undecayed group on whichever rank holds them.
-  const std::vector<std::string> o = {"train.optimizer=adamw", "train.lr=0.01",
+  const std::vector<std::string> o = {"train.optimizer=adamw",  "train.lr=0.01",
                                       "train.weight_decay=0.1", "train.no_decay_norm_bias=true",
-                                      "train.schedule=cosine", "train.warmup_steps=3"};
+                                      "train.schedule=cosine",  "train.warmup_steps=3"};
   expect_equivalent(sharded(o), o);
 }
 
@@ -247,7 +256,8 @@ TEST(Sharded, GraphStepsWithTheGatherInsideSameParametersAsEagerSteps) {
   if (!test::nccl_mode()) GTEST_SKIP() << "needs the GPU and NCCL: runs in gpu.nccl.npN";
   const Result one = train_with(MPI_COMM_SELF, {});
   for (const std::string& stage : {kShard, std::string("dist.shard_optimizer=gradients")}) {
-    const std::vector<std::string> o = {stage, "dist.bucket_cap_mb=0.0005", "dist.first_bucket_mb=0.0005"};
+    const std::vector<std::string> o = {stage, "dist.bucket_cap_mb=0.0005",
+                                        "dist.first_bucket_mb=0.0005"};
     auto with = [&](const char* graph) {
       std::vector<std::string> v = o;
       v.push_back(graph);
@@ -268,11 +278,17 @@ TEST(Sharded, TheSummaryCountsTheBytesOnTheWirePerStep) {
   const int n = world_size();
   const double share = (n - 1.0) / n, bytes = 4.0 * (12 * 16 + 16 + 16 * 8 + 8 + 8 * 5 + 5);
   for (const std::string stage : {"false", "true", "gradients"}) {
-    const TrainSummary s = train_with(MPI_COMM_WORLD, {"dist.shard_optimizer=" + stage, "train.max_steps=2"}).summary;
+    const TrainSummary s =
+        train_with(MPI_COMM_WORLD, {"dist.shard_optimizer=" + stage, "train.max_steps=2"}).summary;
     const bool sharded = stage != "false";
-    EXPECT_NEAR(static_cast<double>(s.wire_all_reduce_bytes), sharded ? 0.0 : 2 * share * bytes, 1.0) << stage;
-    EXPECT_NEAR(static_cast<double>(s.wire_reduce_scatter_bytes), sharded ? share * bytes : 0.0, 1.0) << stage;
-    EXPECT_NEAR(static_cast<double>(s.wire_broadcast_bytes), sharded ? share * bytes : 0.0, 1.0) << stage;
+    EXPECT_NEAR(static_cast<double>(s.wire_all_reduce_bytes), sharded ? 0.0 : 2 * share * bytes,
+                1.0)
+        << stage;
+    EXPECT_NEAR(static_cast<double>(s.wire_reduce_scatter_bytes), sharded ? share * bytes : 0.0,
+                1.0)
+        << stage;
+    EXPECT_NEAR(static_cast<double>(s.wire_broadcast_bytes), sharded ? share * bytes : 0.0, 1.0)
+        << stage;
   }
 }
 
@@ -306,26 +322,29 @@ TEST(Sharded, ParametersThatCannotBeShardedAreAnErrorNamingTheKey) {
   };
   // Fewer values than ranks: a rank would hold none.
   std::string m = error_of({at::zeros({world_size() - 1})});
-  EXPECT_NE(m.find("a rank would hold none (use at most " + std::to_string(world_size() - 1) +
-                   " ranks"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("a rank would hold none (use at most " + std::to_string(world_size() - 1) + " ranks"),
+      std::string::npos)
       << m;
   // Parameters of two dtypes cannot travel as one buffer.
   std::vector<at::Tensor> mixed(static_cast<size_t>(world_size()), at::zeros({8}));
   mixed.back() = at::zeros({8}, at::kDouble);
   m = error_of(mixed);
-  EXPECT_NE(m.find("'p0' (Float, cpu) and 'p" + std::to_string(world_size() - 1) + "' (Double, cpu)"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("'p0' (Float, cpu) and 'p" + std::to_string(world_size() - 1) + "' (Double, cpu)"),
+      std::string::npos)
       << m;
 }
 
 // The linear model has 2 parameter tensors (weight, bias): on 4 ranks every rank holds a piece of
 // them, where whole tensors left two ranks without state, and the run is the unsharded one.
 TEST(Sharded, FewerTensorsThanRanksStillShardEveryValue) {
-  const std::vector<std::string> o = {"model.name=linear", "train.optimizer=adamw", "train.lr=0.01"};
+  const std::vector<std::string> o = {"model.name=linear", "train.optimizer=adamw",
+                                      "train.lr=0.01"};
   const Result dist = train_with(MPI_COMM_WORLD, sharded(o));
   const Result ref = train_with(MPI_COMM_SELF, o);
-  const Result init = train_with(MPI_COMM_SELF, {"model.name=linear", "train.max_steps=1", "train.lr=1e-12"});
+  const Result init =
+      train_with(MPI_COMM_SELF, {"model.name=linear", "train.max_steps=1", "train.lr=1e-12"});
   ASSERT_GT(max_relative_difference(ref, init), 1e-2);
   EXPECT_LT(max_relative_difference(dist, ref), 1e-5);
 }

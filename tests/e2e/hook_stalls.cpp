@@ -52,13 +52,16 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> overrides(argv + 2, argv + argc);
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
-    dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
+    dtrain::Session s = dtrain::build_session(rt,
+                                              dtrain::Config::from_string(R"(
 run: {dir: "", log_every: 1, timeout_s: 3}
 model: {name: mlp, hidden: [8]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 2048,
        synthetic_test_size: 0, synthetic_features: 4, synthetic_classes: 2, workers: 1}
 train: {epochs: 1, global_batch: 24, optimizer: sgd, lr: 0.1}
-)", "hook_stalls", overrides), "hook_stalls");
+)",
+                                                                          "hook_stalls", overrides),
+                                              "hook_stalls");
     s.trainer->add_hook(std::make_shared<Staller>(mode == "freeze"));
     s.trainer->fit();
     return 0;

@@ -17,7 +17,9 @@ class Thrower : public dtrain::Hook {
  public:
   explicit Thrower(int rank) : rank_(rank) {}
   std::string name() const override { return "thrower"; }
-  void on_start(const dtrain::RunInfo& run, dtrain::LoopControl&) override { mine_ = run.rank == rank_; }
+  void on_start(const dtrain::RunInfo& run, dtrain::LoopControl&) override {
+    mine_ = run.rank == rank_;
+  }
   void on_step(const dtrain::StepRecord& r, dtrain::LoopControl&) override {
     if (mine_ && r.step == 3) throw std::runtime_error("the hook gave up");
   }
@@ -32,13 +34,16 @@ class Thrower : public dtrain::Hook {
 int main(int argc, char** argv) {
   const std::vector<std::string> overrides(argv + 1, argv + argc);
   return dtrain::run_guarded(&argc, &argv, [&](dtrain::Runtime& rt) {
-    dtrain::Session s = dtrain::build_session(rt, dtrain::Config::from_string(R"(
+    dtrain::Session s = dtrain::build_session(rt,
+                                              dtrain::Config::from_string(R"(
 run: {dir: "", log_every: 1, timeout_s: 300}
 model: {name: mlp, hidden: [8]}
 data: {format: synthetic, synthetic_task: classification, synthetic_size: 2048,
        synthetic_test_size: 0, synthetic_features: 4, synthetic_classes: 2, workers: 1}
 train: {epochs: 1, global_batch: 16, optimizer: sgd, lr: 0.1}
-)", "hook_throws", overrides), "hook_throws");
+)",
+                                                                          "hook_throws", overrides),
+                                              "hook_throws");
     s.trainer->add_hook(std::make_shared<Thrower>(rt.world() - 1));
     s.trainer->fit();
     return 0;

@@ -60,14 +60,17 @@ data: {format: synthetic, synthetic_task: classification, synthetic_size: 8192,
        synthetic_test_size: 0, synthetic_features: 128, synthetic_classes: 4, workers: 1,
        prefetch: 4}
 train: {epochs: 1, max_steps: 24, global_batch: 256, optimizer: sgd, lr: 0.05}
-)", "slow_data", overrides);
+)",
+                                                     "slow_data", overrides);
     // The config alone, then the datasets and the model by the public API, the training data
     // behind the delay.
-    dtrain::Session s = dtrain::build_session(rt, std::move(cfg), "slow_data", /*config_only=*/true);
+    dtrain::Session s =
+        dtrain::build_session(rt, std::move(cfg), "slow_data", /*config_only=*/true);
     dtrain::Splits data = dtrain::make_datasets(s.config.data, s.config.run.seed);
     auto model = dtrain::make_model(s.config.model.name, s.config.model, data.train->spec());
     auto slow = std::make_shared<SlowDataset>(data.train, delay_ms);
-    dtrain::Trainer trainer(s.config, rt.comm(), rt.cpu_comm(), rt.device(), model, slow, data.test);
+    dtrain::Trainer trainer(s.config, rt.comm(), rt.cpu_comm(), rt.device(), model, slow,
+                            data.test);
     trainer.fit();
     return 0;
   });

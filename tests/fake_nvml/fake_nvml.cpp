@@ -69,14 +69,22 @@ int nvmlShutdown() {
 }
 const char* nvmlErrorString(int rc) {
   switch (rc) {
-    case kSuccess: return "Success";
-    case kUninitialized: return "Uninitialized";
-    case kInvalid: return "Invalid Argument";
-    case kNotSupported: return "Not Supported";
-    case kNotFound: return "Not Found";
-    case kInsufficientSize: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case kInvalid:
+      return "Invalid Argument";
+    case kNotSupported:
+      return "Not Supported";
+    case kNotFound:
+      return "Not Found";
+    case kInsufficientSize:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
 int nvmlSystemGetDriverVersion(char* version, unsigned length) {
@@ -147,9 +155,12 @@ int nvmlDeviceGetPowerUsage(void* h, unsigned* mw) {
 }
 int nvmlDeviceGetClockInfo(void* h, int type, unsigned* mhz) {
   if (!g_inits) return kUninitialized;
-  if (type == 1) *mhz = dev(h)->sm_mhz;
-  else if (type == 2) *mhz = dev(h)->mem_mhz;
-  else return kInvalid;
+  if (type == 1)
+    *mhz = dev(h)->sm_mhz;
+  else if (type == 2)
+    *mhz = dev(h)->mem_mhz;
+  else
+    return kInvalid;
   return kSuccess;
 }
 

@@ -70,8 +70,8 @@ train: {epochs: 1, max_steps: 20, global_batch: 64, optimizer: adamw, lr: 0.003}
 )";
 
 // ---- CUDA graph of the whole step: same parameters as eager steps ----------------------------
-inline void expect_graph_matches_eager(const std::string& yaml, const std::vector<std::string>& extra,
-                                double tol) {
+inline void expect_graph_matches_eager(const std::string& yaml,
+                                       const std::vector<std::string>& extra, double tol) {
   at::globalContext().setAllowTF32CuBLAS(false);
   std::vector<std::string> on = extra, off = extra;
   on.push_back("train.cuda_graph=on");
@@ -81,7 +81,8 @@ inline void expect_graph_matches_eager(const std::string& yaml, const std::vecto
   EXPECT_EQ(graph.summary.step_mode.rfind("CUDA graph", 0), 0u) << graph.summary.step_mode;
   EXPECT_EQ(eager.summary.step_mode, "eager");
   // Training moved the parameters, or the comparison proves nothing.
-  TrainRun init = train(yaml, {"train.max_steps=1", "train.lr=1e-12", "train.cuda_graph=off"}, kGpu);
+  TrainRun init =
+      train(yaml, {"train.max_steps=1", "train.lr=1e-12", "train.cuda_graph=off"}, kGpu);
   ASSERT_GT(max_rel(eager, init), 1e-2);
   EXPECT_LT(max_rel(graph, eager), tol);
   EXPECT_NEAR(graph.summary.last_loss, eager.summary.last_loss,

@@ -56,7 +56,9 @@ Inputs draw(const Case& k) {
   Inputs in;
   // A mean far from zero against the spread: the variance must not cancel.
   const at::Tensor shift = at::randn({1, c, 1, 1}, f32).mul(4);
-  in.x = (at::randn(k.nchw, f32).mul(1.5) + shift).to(k.dtype).contiguous(at::MemoryFormat::ChannelsLast);
+  in.x = (at::randn(k.nchw, f32).mul(1.5) + shift)
+             .to(k.dtype)
+             .contiguous(at::MemoryFormat::ChannelsLast);
   in.res = at::randn(k.nchw, f32).to(k.dtype).contiguous(at::MemoryFormat::ChannelsLast);
   in.w = at::randn({c}, f32).mul(0.5).add(1);
   in.b = at::randn({c}, f32).mul(0.2);
@@ -71,8 +73,9 @@ Result fused(const Case& k, const Inputs& in) {
   at::Tensor x = in.x.clone().requires_grad_(true);
   at::Tensor res = k.residual ? in.res.clone().requires_grad_(true) : at::Tensor();
   at::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
-  BatchNormState s{w, b, in.rm.clone(), in.rv.clone(), at::zeros({}, in.w.options().dtype(at::kLong)),
-                   1e-5, 0.1, k.training};
+  BatchNormState s{
+      w,    b,   in.rm.clone(), in.rv.clone(), at::zeros({}, in.w.options().dtype(at::kLong)),
+      1e-5, 0.1, k.training};
   EXPECT_TRUE(fused_batch_norm_applies(x, res, s));
   const at::Tensor y = fused_batch_norm(x, res, s, k.relu);
   EXPECT_EQ(y.scalar_type(), k.dtype);
@@ -80,8 +83,14 @@ Result fused(const Case& k, const Inputs& in) {
   std::vector<at::Tensor> wrt = {x, w, b};
   if (k.residual) wrt.push_back(res);
   const auto g = torch::autograd::grad({y}, wrt, {in.gy});
-  return {y.detach(), g[0], k.residual ? g[3] : at::Tensor(), g[1], g[2], s.running_mean,
-          s.running_var, s.num_batches_tracked};
+  return {y.detach(),
+          g[0],
+          k.residual ? g[3] : at::Tensor(),
+          g[1],
+          g[2],
+          s.running_mean,
+          s.running_var,
+          s.num_batches_tracked};
 }
 
 Result reference(const Case& k, const Inputs& in) {
@@ -125,8 +134,8 @@ void check_batch_norm(const Case& k) {
 // (N, C, H, W): C = 64 and 256 (16-byte vectors), 40 (vectors, a tile of 64 part-filled), 37 and 3
 // (one channel a thread), 2048 (many tiles); N·H·W from 6 to 16,368 rows (one block to many).
 const std::vector<std::vector<int64_t>> kShapes = {
-    {4, 64, 7, 9}, {16, 40, 33, 31}, {16, 37, 33, 31}, {2, 3, 1, 3}, {5, 256, 3, 3},
-    {2, 2048, 2, 3}, {8, 64, 45, 45}};
+    {4, 64, 7, 9},  {16, 40, 33, 31}, {16, 37, 33, 31}, {2, 3, 1, 3},
+    {5, 256, 3, 3}, {2, 2048, 2, 3},  {8, 64, 45, 45}};
 
 TEST(FusedBatchNorm, MatchesATenInDoubleWithAndWithoutShortcutAndRelu) {
   for (const auto& shape : kShapes)
@@ -173,14 +182,22 @@ TEST(FusedBatchNorm, ForkedOutputTakesBothUsesGradients) {
           SCOPED_TRACE(name(k) + " uses " + std::to_string(uses));
           at::manual_seed(5);
           Inputs in = draw(k);
-          const at::Tensor gy1 = in.gy, gy2 = at::randn_like(in.gy, in.gy.options().dtype(at::kFloat))
-                                                  .to(dtype).contiguous(at::MemoryFormat::ChannelsLast);
+          const at::Tensor gy1 = in.gy,
+                           gy2 = at::randn_like(in.gy, in.gy.options().dtype(at::kFloat))
+                                     .to(dtype)
+                                     .contiguous(at::MemoryFormat::ChannelsLast);
           poison_free_memory();
           at::Tensor x = in.x.clone().requires_grad_(true);
           at::Tensor res = residual ? in.res.clone().requires_grad_(true) : at::Tensor();
           at::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
-          BatchNormState s{w, b, in.rm.clone(), in.rv.clone(),
-                           at::zeros({}, in.w.options().dtype(at::kLong)), 1e-5, 0.1, true};
+          BatchNormState s{w,
+                           b,
+                           in.rm.clone(),
+                           in.rv.clone(),
+                           at::zeros({}, in.w.options().dtype(at::kLong)),
+                           1e-5,
+                           0.1,
+                           true};
           const auto y = fused_batch_norm_forked(x, res, s, true);
           EXPECT_EQ(y[0].data_ptr(), y[1].data_ptr());
           std::vector<at::Tensor> outs, grads;
@@ -214,9 +231,11 @@ TEST(FusedBatchNorm, CapturedInACudaGraphReplaysLikeEagerCalls) {
   SideStreamGuard side(kGpu);
   at::Tensor x = in.x.clone().requires_grad_(true), res = in.res.clone().requires_grad_(true);
   at::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
-  BatchNormState s{w, b, in.rm.clone(), in.rv.clone(), at::zeros({}, in.w.options().dtype(at::kLong)),
-                   1e-5, 0.1, true};
-  at::Tensor y_out = at::empty_like(in.x), dx_out = at::empty_like(in.x), dw_out = at::empty_like(in.w);
+  BatchNormState s{
+      w,    b,   in.rm.clone(), in.rv.clone(), at::zeros({}, in.w.options().dtype(at::kLong)),
+      1e-5, 0.1, true};
+  at::Tensor y_out = at::empty_like(in.x), dx_out = at::empty_like(in.x),
+             dw_out = at::empty_like(in.w);
   auto body = [&] {
     const at::Tensor y = fused_batch_norm(x, res, s, true);
     const auto g = torch::autograd::grad({y}, {x, w, b, res}, {in.gy});

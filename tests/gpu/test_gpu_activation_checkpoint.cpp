@@ -132,7 +132,8 @@ TEST(GpuActivationCheckpoint, CudaGraphWithTheRecomputeInsideMatchesEager) {
   expect_graph_matches_eager(kGpt, {}, 1e-5);
   expect_graph_matches_eager(kGpt, {"train.precision=bf16"}, 1e-4);
   at::globalContext().setAllowTF32CuBLAS(false);
-  TrainRun plain = train(kGpt, {"train.activation_checkpointing=off", "train.cuda_graph=off"}, kGpu);
+  TrainRun plain =
+      train(kGpt, {"train.activation_checkpointing=off", "train.cuda_graph=off"}, kGpu);
   TrainRun graph = train(kGpt, {"train.cuda_graph=on"}, kGpu);
   EXPECT_LT(max_rel(graph, plain), 1e-4);
 }

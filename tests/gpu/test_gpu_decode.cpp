@@ -49,16 +49,20 @@ std::vector<uint8_t> picture(int w, int h, uint32_t seed) {
     for (int x = 0; x < w; ++x) {
       r = r * 1664525u + 1013904223u;
       const int noise = static_cast<int>(r >> 28) - 8;
-      int c[3] = {255 * x / w, 255 * y / h, 128 + static_cast<int>(100 * std::sin((x + y + seed) * 0.05))};
+      int c[3] = {255 * x / w, 255 * y / h,
+                  128 + static_cast<int>(100 * std::sin((x + y + seed) * 0.05))};
       const int dx = x - w / 3, dy = y - h / 2;
       if (dx * dx + dy * dy < (w / 5) * (w / 5)) c[0] = 230, c[1] = 20, c[2] = 40;
       if ((x / 17 + static_cast<int>(seed)) % 5 == 0 && y > h / 3) c[0] = 10, c[1] = 40, c[2] = 220;
-      for (int k = 0; k < 3; ++k) p[(static_cast<size_t>(y) * w + x) * 3 + k] = static_cast<uint8_t>(std::clamp(c[k] + noise, 0, 255));
+      for (int k = 0; k < 3; ++k)
+        p[(static_cast<size_t>(y) * w + x) * 3 + k] =
+            static_cast<uint8_t>(std::clamp(c[k] + noise, 0, 255));
     }
   return p;
 }
 
-std::vector<uint8_t> jpeg_of(const std::vector<uint8_t>& rgb, int w, int h, int subsamp, int flags) {
+std::vector<uint8_t> jpeg_of(const std::vector<uint8_t>& rgb, int w, int h, int subsamp,
+                             int flags) {
   tjhandle tj = tjInitCompress();
   unsigned char* out = nullptr;
   unsigned long size = 0;
@@ -75,20 +79,24 @@ std::vector<uint8_t> png_of(const std::vector<uint8_t>& rgb, int w, int h) {
   std::vector<uint8_t> raw;
   for (int y = 0; y < h; ++y) {
     raw.push_back(0);
-    raw.insert(raw.end(), rgb.begin() + static_cast<long>(y) * w * 3, rgb.begin() + static_cast<long>(y + 1) * w * 3);
+    raw.insert(raw.end(), rgb.begin() + static_cast<long>(y) * w * 3,
+               rgb.begin() + static_cast<long>(y + 1) * w * 3);
   }
   uLongf zn = compressBound(static_cast<uLong>(raw.size()));
   std::vector<uint8_t> z(zn);
   compress(z.data(), &zn, raw.data(), static_cast<uLong>(raw.size()));
   z.resize(zn);
   std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  auto be32 = [&](uint32_t v) { for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<uint8_t>(v >> s)); };
+  auto be32 = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<uint8_t>(v >> s));
+  };
   auto chunk = [&](const char* type, const std::vector<uint8_t>& data) {
     be32(static_cast<uint32_t>(data.size()));
     const size_t start = png.size();
     png.insert(png.end(), type, type + 4);
     png.insert(png.end(), data.begin(), data.end());
-    be32(static_cast<uint32_t>(crc32(0, png.data() + start, static_cast<uInt>(png.size() - start))));
+    be32(
+        static_cast<uint32_t>(crc32(0, png.data() + start, static_cast<uInt>(png.size() - start))));
   };
   std::vector<uint8_t> ihdr;
   for (uint32_t v : {static_cast<uint32_t>(w), static_cast<uint32_t>(h)})
@@ -110,7 +118,8 @@ struct Folder {
   void put(const std::string& rel, const std::vector<uint8_t>& bytes) const {
     const std::string path = root + "/" + rel;
     detail::make_dirs(path.substr(0, path.rfind('/')));
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
   }
   std::string path(const std::string& rel) const { return root + "/" + rel; }
 };
@@ -134,7 +143,8 @@ void fill(const Folder& f, const std::string& split, int count) {
   } while (0)
 
 // The folder's train/ split, and its val/ split as the test split where `with_val`.
-DataConfig folder_config(const std::string& root, DecodeMode decode, bool scaled, bool with_val = false) {
+DataConfig folder_config(const std::string& root, DecodeMode decode, bool scaled,
+                         bool with_val = false) {
   DataConfig c;
   c.format = DataFormat::kImageFolder;
   c.path = root;
@@ -164,8 +174,10 @@ void expect_close(const at::Tensor& gpu, const at::Tensor& cpu, double max_bound
     EXPECT_LE(mean, mean_bound) << what << ": image " << k;
     worst_max = std::max(worst_max, mx), worst_mean = std::max(worst_mean, mean);
   }
-  std::printf("%s: %lld images, worst max |GPU - CPU| %.0f (bound %.0f), worst mean %.3f (bound %.2f)\n",
-              what.c_str(), static_cast<long long>(d.size(0)), worst_max, max_bound, worst_mean, mean_bound);
+  std::printf(
+      "%s: %lld images, worst max |GPU - CPU| %.0f (bound %.0f), worst mean %.3f (bound %.2f)\n",
+      what.c_str(), static_cast<long long>(d.size(0)), worst_max, max_bound, worst_mean,
+      mean_bound);
 }
 
 TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
@@ -174,18 +186,22 @@ TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
   fill(f, "train", 24);
   fill(f, "val", 12);
   const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, true, true), 5, kGpu);
-  EXPECT_NE(gpu.train->describe().find("decoded on the GPU"), std::string::npos) << gpu.train->describe();
+  EXPECT_NE(gpu.train->describe().find("decoded on the GPU"), std::string::npos)
+      << gpu.train->describe();
   // The log names nvJPEG's decoder: the hardware one on an A100, H100 or H200 (which have JPEG
   // engines), the CUDA one elsewhere.
   const std::string name = detail::device_name(0);
-  const bool engines = name.find("A100") != std::string::npos || name.find("H100") != std::string::npos ||
+  const bool engines = name.find("A100") != std::string::npos ||
+                       name.find("H100") != std::string::npos ||
                        name.find("H200") != std::string::npos;
-  EXPECT_NE(gpu.train->describe().find(engines ? "its hardware decoder (the GPU's JPEG engines)" : "its CUDA decoder"),
+  EXPECT_NE(gpu.train->describe().find(engines ? "its hardware decoder (the GPU's JPEG engines)"
+                                               : "its CUDA decoder"),
             std::string::npos)
       << name << ": " << gpu.train->describe();
   std::printf("%s: %s\n", name.c_str(), gpu.train->describe().c_str());
   for (bool scaled : {false, true}) {
-    const Splits cpu = make_datasets(folder_config(f.root, DecodeMode::kCpu, scaled, true), 5, kGpu);
+    const Splits cpu =
+        make_datasets(folder_config(f.root, DecodeMode::kCpu, scaled, true), 5, kGpu);
     const double mx = scaled ? kScaledMax : kFullMax, mean = scaled ? kScaledMean : kFullMean;
     const std::string how = scaled ? " (CPU scaled_decode true)" : " (CPU scaled_decode false)";
     for (int64_t epoch : {0, 3}) {
@@ -195,13 +211,13 @@ TEST(GpuDecode, TrainingAndEvaluationMatchTheCpuPath) {
       EXPECT_TRUE(g.targets.equal(c.targets));
       expect_close(g.inputs, c.inputs, mx, mean, "training, epoch " + std::to_string(epoch) + how);
     }
-    expect_close(gpu.test->get(all(*gpu.test)).inputs, cpu.test->get(all(*cpu.test)).inputs, mx, mean,
-                 "evaluation" + how);
+    expect_close(gpu.test->get(all(*gpu.test)).inputs, cpu.test->get(all(*cpu.test)).inputs, mx,
+                 mean, "evaluation" + how);
   }
   // Baseline JPEGs all: nvJPEG's, unless its hardware decoder refuses some (counted, not wrong).
   const detail::ImageDecodeCounts n = detail::image_decode_counts(*gpu.train);
-  std::printf("training fetches: %lld images decoded on the GPU, %lld on the CPU\n", static_cast<long long>(n.gpu),
-              static_cast<long long>(n.cpu));
+  std::printf("training fetches: %lld images decoded on the GPU, %lld on the CPU\n",
+              static_cast<long long>(n.gpu), static_cast<long long>(n.cpu));
   EXPECT_EQ(n.gpu + n.cpu, 4 * 24);
   EXPECT_GE(n.gpu, 3 * 24);
 }
@@ -211,7 +227,8 @@ TEST(GpuDecode, LoaderThreadsDeliverTheSameBatches) {
   Folder f("loader");
   fill(f, "train", 20);
   const Splits gpu = make_datasets(folder_config(f.root, DecodeMode::kGpu, false), 9, kGpu);
-  std::vector<std::vector<int64_t>> plan = {{0, 1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12, 13}, {14, 15, 16, 17, 18, 19}};
+  std::vector<std::vector<int64_t>> plan = {
+      {0, 1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12, 13}, {14, 15, 16, 17, 18, 19}};
   for (bool pin : {true, false}) {
     LoaderOptions o;
     o.workers = 2, o.prefetch = 2, o.pin_memory = pin, o.device = kGpu;
@@ -258,7 +275,8 @@ TEST(GpuDecode, DamagedJpegIsAnErrorNamingTheFile) {
     gpu.train->fetch(all(*gpu.train), 0, false);
     ADD_FAILURE() << "a truncated JPEG decoded without an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(f.path("train/c0/cut.jpg")), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(f.path("train/c0/cut.jpg")), std::string::npos)
+        << e.what();
   }
 }
 
@@ -286,7 +304,8 @@ TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {
   for (int64_t e = 1; e < 5; ++e) epoch(e);
   const detail::DecodeMemory five = detail::decode_memory();
   std::printf("GPU decoders hold %.1f MiB of device memory and %.1f MiB of pinned memory\n",
-              static_cast<double>(five.device) / (1 << 20), static_cast<double>(five.pinned) / (1 << 20));
+              static_cast<double>(five.device) / (1 << 20),
+              static_cast<double>(five.pinned) / (1 << 20));
   EXPECT_GT(one.device, 0);
   EXPECT_EQ(five.device, one.device);
   EXPECT_EQ(five.pinned, one.pinned);
@@ -340,17 +359,21 @@ TEST(GpuDecode, Throughput) {
     std::iota(indices.begin(), indices.end(), 0);
     auto pass = [&](int64_t e) {
       for (int64_t i = 0; i < n; i += 128) {
-        const std::vector<int64_t> b(indices.begin() + i, indices.begin() + std::min<int64_t>(n, i + 128));
+        const std::vector<int64_t> b(indices.begin() + i,
+                                     indices.begin() + std::min<int64_t>(n, i + 128));
         train->fetch(b, e, false);
       }
     };
     pass(0);  // warm: the decoder's buffers, the page cache
     const auto start = std::chrono::steady_clock::now();
     pass(1);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("decode + RandomResizedCrop(%lld) on the %s, one thread: %.0f images/s (%lld images of %s)\n",
-                static_cast<long long>(size), on_gpu ? "GPU (nvJPEG)" : "CPU (libjpeg-turbo)", static_cast<double>(n) / s,
-                static_cast<long long>(n), root.c_str());
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "decode + RandomResizedCrop(%lld) on the %s, one thread: %.0f images/s (%lld images of "
+        "%s)\n",
+        static_cast<long long>(size), on_gpu ? "GPU (nvJPEG)" : "CPU (libjpeg-turbo)",
+        static_cast<double>(n) / s, static_cast<long long>(n), root.c_str());
   }
 }
 

@@ -9,17 +9,20 @@ namespace {
 
 TEST(Gpu, CudaGraphAdamWScheduleClipMicroBatchesMatchesEager) {
   // Warmup + cosine (the learning rate changes at every replay), clipping, 4 micro-batches.
-  expect_graph_matches_eager(kMlp, {"train.weight_decay=0.1", "train.warmup_steps=5",
-                                    "train.schedule=cosine", "train.clip_grad_norm=0.5",
-                                    "train.micro_batch=16"}, 1e-5);
+  expect_graph_matches_eager(
+      kMlp,
+      {"train.weight_decay=0.1", "train.warmup_steps=5", "train.schedule=cosine",
+       "train.clip_grad_norm=0.5", "train.micro_batch=16"},
+      1e-5);
 }
 
 TEST(Gpu, CudaGraphSgdMomentumWithPartialLastBatchMatchesEager) {
   // 1000 samples / 64: every epoch ends with a 40-sample batch, run eagerly between replays.
-  expect_graph_matches_eager(kMlp, {"train.optimizer=sgd", "train.momentum=0.9", "train.lr=0.05",
-                                    "train.weight_decay=1e-4", "data.synthetic_size=1000",
-                                    "train.drop_last=false", "train.max_steps=0", "train.epochs=2"},
-                             1e-5);
+  expect_graph_matches_eager(
+      kMlp,
+      {"train.optimizer=sgd", "train.momentum=0.9", "train.lr=0.05", "train.weight_decay=1e-4",
+       "data.synthetic_size=1000", "train.drop_last=false", "train.max_steps=0", "train.epochs=2"},
+      1e-5);
 }
 
 TEST(Gpu, CudaGraphCnnBatchNormBf16MatchesEager) {
@@ -64,8 +67,9 @@ checkpoint: {every_epoch: false}
   const TrainRun whole = train(gpt, {"run.dir=" + dir, "run.name=whole"}, kGpu);
   EXPECT_NE(whole.summary.step_mode.find("graph"), std::string::npos) << whole.summary.step_mode;
   // Saved after step 7 (past the graph's capture), resumed for the remaining 7 steps.
-  const TrainRun first = train(gpt, {"run.dir=" + dir, "run.name=cut", "train.max_steps=7",
-                                     "checkpoint.every_steps=7"}, kGpu);
+  const TrainRun first = train(
+      gpt, {"run.dir=" + dir, "run.name=cut", "train.max_steps=7", "checkpoint.every_steps=7"},
+      kGpu);
   EXPECT_EQ(first.summary.checkpoint_step, 7);
   const TrainRun rest = train(gpt, {"run.dir=" + dir, "run.name=cut"}, kGpu);
   EXPECT_EQ(rest.summary.steps, 14);

@@ -1,8 +1,8 @@
 // The loader on a GPU (Note [batches on the device]): workers copy a batch to the device only when
 // it is the one after the batch in use, so at most two of its batches hold device memory however
 // many wait in pinned host memory, and batches still come out in plan order with their values.
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>

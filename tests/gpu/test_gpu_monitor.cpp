@@ -42,9 +42,10 @@ TEST(GpuMonitor, SeesABusyGpu) {
   }
   const auto w = monitor.take_window();
   ASSERT_TRUE(w);
-  std::printf("GPU %d: %d samples, utilization %.1f%%, memory %.0f / %.0f MiB, %.0f W, SM %.0f MHz\n",
-              w->index, w->samples, w->utilization, w->memory_used / 1048576.0,
-              w->memory_total / 1048576.0, w->power_w, w->sm_clock_mhz);
+  std::printf(
+      "GPU %d: %d samples, utilization %.1f%%, memory %.0f / %.0f MiB, %.0f W, SM %.0f MHz\n",
+      w->index, w->samples, w->utilization, w->memory_used / 1048576.0, w->memory_total / 1048576.0,
+      w->power_w, w->sm_clock_mhz);
   EXPECT_EQ(w->index, info->index);
   EXPECT_GE(w->samples, 20);  // 3 s at 20 samples per second, however loaded the host is
   EXPECT_GT(w->utilization, 50.0);

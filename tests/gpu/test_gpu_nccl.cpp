@@ -62,7 +62,8 @@ TEST(Gpu, ReducerOverNcclKeepsGradients) {
   auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
   auto cpu = make_mpi_communicator(MPI_COMM_SELF);
   std::vector<at::Tensor> ps;
-  for (int i = 0; i < 5; ++i) ps.push_back(at::randn({128, 128}, at::TensorOptions().device(kGpu)).requires_grad_(true));
+  for (int i = 0; i < 5; ++i)
+    ps.push_back(at::randn({128, 128}, at::TensorOptions().device(kGpu)).requires_grad_(true));
   ReducerOptions o;
   o.bucket_cap_bytes = 128 * 128 * 4;
   o.first_bucket_cap_bytes = 128 * 128 * 4;
@@ -93,13 +94,13 @@ TEST(Gpu, TrainingThroughNcclGradientEngineMatchesCpu) {
 }
 
 TEST(Gpu, CudaGraphWithTheNcclGradientEngineMatchesEager) {
-  // Note [reducer in the graph] holds: the bucket copies and every bucket's NCCL all-reduce captured
-  // in the step's graph give the parameters of eager steps through the same engine.
+  // Note [reducer in the graph] holds: the bucket copies and every bucket's NCCL all-reduce
+  // captured in the step's graph give the parameters of eager steps through the same engine.
   at::globalContext().setAllowTF32CuBLAS(false);
   auto nccl = make_nccl_communicator(MPI_COMM_WORLD, 0);
   const std::vector<std::string> o = {"dist.reduce_single_rank=true", "dist.bucket_cap_mb=0.002",
-                                      "dist.first_bucket_mb=0.001", "train.micro_batch=16",
-                                      "train.weight_decay=0.1", "train.clip_grad_norm=0.5"};
+                                      "dist.first_bucket_mb=0.001",   "train.micro_batch=16",
+                                      "train.weight_decay=0.1",       "train.clip_grad_norm=0.5"};
   std::vector<std::string> on = o, off = o;
   on.push_back("train.cuda_graph=on");
   off.push_back("train.cuda_graph=off");
@@ -107,7 +108,8 @@ TEST(Gpu, CudaGraphWithTheNcclGradientEngineMatchesEager) {
   TrainRun eager = train(kMlp, off, kGpu, nccl.get());
   EXPECT_EQ(graph.summary.step_mode.rfind("CUDA graph", 0), 0u) << graph.summary.step_mode;
   EXPECT_EQ(eager.summary.step_mode, "eager");
-  TrainRun init = train(kMlp, {"train.max_steps=1", "train.lr=1e-12", "train.cuda_graph=off"}, kGpu);
+  TrainRun init =
+      train(kMlp, {"train.max_steps=1", "train.lr=1e-12", "train.cuda_graph=off"}, kGpu);
   ASSERT_GT(max_rel(eager, init), 1e-2);
   EXPECT_LT(max_rel(graph, eager), 1e-5);
   EXPECT_NEAR(graph.summary.last_loss, eager.summary.last_loss,

@@ -10,10 +10,11 @@ TEST(Gpu, ProfilerRecordsKernelsOfTheAskedSteps) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   for (const char* mode : {"off", "on"}) {
     // A run directory each: a second run of one would resume the first's final checkpoint.
-    TrainRun r = train(kMlp, {std::string("run.dir=") + dir, std::string("run.name=p_") + mode,
-                              "run.profile_start=4", "run.profile_steps=3",
-                              std::string("train.cuda_graph=") + mode},
-                       kGpu);
+    TrainRun r = train(
+        kMlp,
+        {std::string("run.dir=") + dir, std::string("run.name=p_") + mode, "run.profile_start=4",
+         "run.profile_steps=3", std::string("train.cuda_graph=") + mode},
+        kGpu);
     EXPECT_NE(r.summary.profile.find("kernels"), std::string::npos) << r.summary.profile;
     const ProfileSummary ps =
         summarize_trace(std::string(dir) + "/p_" + mode + "/trace.rank0.json");

@@ -71,7 +71,8 @@ TEST(Gpu, ScalerCudaKernelsFollowPyTorchsRule) {
   EXPECT_FALSE(s.found_inf());
   EXPECT_TRUE(p.grad().cpu().equal(at::ones({3})));
   s.update();
-  p.mutable_grad() = at::full({3}, std::numeric_limits<float>::infinity(), at::TensorOptions().device(kGpu));
+  p.mutable_grad() =
+      at::full({3}, std::numeric_limits<float>::infinity(), at::TensorOptions().device(kGpu));
   s.unscale({p});
   EXPECT_TRUE(s.found_inf());
   s.update();
@@ -112,7 +113,8 @@ train: {epochs: 1, max_steps: 3, global_batch: 16384, optimizer: sgd, lr: 0.01, 
   EXPECT_GE(capped.summary.oom_retries, 1);
   EXPECT_LT(capped.summary.micro_batch, free_run.summary.micro_batch);
   EXPECT_LT(max_rel(capped, free_run), 1e-4);
-  EXPECT_NEAR(capped.summary.last_loss, free_run.summary.last_loss, 1e-4 * std::fabs(free_run.summary.last_loss));
+  EXPECT_NEAR(capped.summary.last_loss, free_run.summary.last_loss,
+              1e-4 * std::fabs(free_run.summary.last_loss));
 }
 
 TEST(Gpu, MicroBatchAutoFitsAndPrints) {
@@ -163,7 +165,8 @@ TEST(Gpu, PixelsIntoBf16ChannelsLastAreTheFloatValuesRoundedOnce) {
   spec.pixel_mean = {0.49, 0.48, 0.45};
   spec.pixel_std = {0.25, 0.24, 0.26};
   const detail::PixelNormalizer pixels(spec, kGpu);
-  const at::Tensor u8 = at::randint(0, 256, {5, 3, 9, 7}, at::TensorOptions().dtype(at::kByte)).to(kGpu);
+  const at::Tensor u8 =
+      at::randint(0, 256, {5, 3, 9, 7}, at::TensorOptions().dtype(at::kByte)).to(kGpu);
   const at::Tensor f = pixels(u8);
   const at::Tensor b = pixels(u8, at::kBFloat16, at::MemoryFormat::ChannelsLast);
   EXPECT_EQ(f.scalar_type(), at::kFloat);

@@ -20,8 +20,8 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk, Precision precision,
-                     double eps = 0.0) {
+void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t chunk,
+                     Precision precision, double eps = 0.0) {
   SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(seq) + " rows, C " + std::to_string(c) +
                ", V " + std::to_string(v) + ", chunks of " + std::to_string(chunk) + ", " +
                to_string(precision) + ", label smoothing " + std::to_string(eps));
@@ -47,7 +47,8 @@ void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t c
   };
   const auto got = run(true), want = run(false);
   EXPECT_EQ(got[0].scalar_type(), at::kFloat);
-  EXPECT_NEAR(got[0].item<double>(), want[0].item<double>(), 1e-5 * want[0].item<double>()) << "loss";
+  EXPECT_NEAR(got[0].item<double>(), want[0].item<double>(), 1e-5 * want[0].item<double>())
+      << "loss";
   const double tol = precision == Precision::kFp32 ? 1e-5 : 1e-2;
   EXPECT_LT(max_rel(got[1], want[1]), tol) << "dy";
   EXPECT_LT(max_rel(got[2], want[2]), tol) << "dw";
@@ -58,9 +59,9 @@ void check_head_loss(int64_t batch, int64_t seq, int64_t c, int64_t v, int64_t c
 TEST(FusedHeadLoss, MatchesLinearAndCrossEntropy) {
   at::globalContext().setAllowTF32CuBLAS(false);
   for (auto p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    check_head_loss(2, 50, 64, 4096, 0, p);    // one chunk
-    check_head_loss(2, 50, 64, 4096, 40, p);   // chunks of 40, 40 and 20 rows
-    check_head_loss(3, 7, 32, 5003, 8, p);     // an odd vocabulary: element by element
+    check_head_loss(2, 50, 64, 4096, 0, p);        // one chunk
+    check_head_loss(2, 50, 64, 4096, 40, p);       // chunks of 40, 40 and 20 rows
+    check_head_loss(3, 7, 32, 5003, 8, p);         // an odd vocabulary: element by element
     check_head_loss(2, 50, 64, 4096, 40, p, 0.1);  // label smoothing (train.label_smoothing)
     check_head_loss(3, 7, 32, 5003, 8, p, 0.2);
   }
@@ -76,7 +77,8 @@ TEST(FusedHeadLoss, GradientOfOneInputOnly) {
     at::Tensor y = y0.clone().requires_grad_(which == 0), w = w0.clone().requires_grad_(which == 1);
     const at::Tensor& x = which == 0 ? y : w;
     const at::Tensor got = torch::autograd::grad({fused_head_loss(y, w, t, 24)}, {x})[0];
-    at::Tensor y2 = y0.clone().requires_grad_(which == 0), w2 = w0.clone().requires_grad_(which == 1);
+    at::Tensor y2 = y0.clone().requires_grad_(which == 0),
+               w2 = w0.clone().requires_grad_(which == 1);
     const at::Tensor& x2 = which == 0 ? y2 : w2;
     const at::Tensor want = torch::autograd::grad(
         {at::cross_entropy_loss(at::linear(y2, w2).reshape({-1, 2048}), t.reshape({-1}))}, {x2})[0];
@@ -88,9 +90,9 @@ TEST(FusedHeadLoss, RefusesWhatItDoesNotHandle) {
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
   const at::Tensor t = at::zeros({4}, f32.dtype(at::kLong));
   EXPECT_TRUE(fused_head_loss_applies(at::zeros({1024, 16}, f32), t));
-  EXPECT_FALSE(fused_head_loss_applies(at::zeros({512, 16}, f32), t));           // small vocabulary
-  EXPECT_FALSE(fused_head_loss_applies(at::zeros({1024, 12}, f32), t));          // width
-  EXPECT_FALSE(fused_head_loss_applies(at::zeros({1024, 16}), t.cpu()));         // CPU
+  EXPECT_FALSE(fused_head_loss_applies(at::zeros({512, 16}, f32), t));    // small vocabulary
+  EXPECT_FALSE(fused_head_loss_applies(at::zeros({1024, 12}, f32), t));   // width
+  EXPECT_FALSE(fused_head_loss_applies(at::zeros({1024, 16}), t.cpu()));  // CPU
   EXPECT_FALSE(fused_head_loss_applies(at::zeros({1024, 16}, f32), t.to(at::kInt)));  // not int64
 }
 

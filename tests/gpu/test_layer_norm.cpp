@@ -27,9 +27,10 @@ struct Case {
 };
 
 void check_layer_norm(const Case& k) {
-  const std::string name = "C=" + std::to_string(k.width) + " r=" +
-                           (k.residual == at::ScalarType::Undefined ? "none" : at::toString(k.residual)) +
-                           " autocast=" + to_string(k.autocast);
+  const std::string name =
+      "C=" + std::to_string(k.width) +
+      " r=" + (k.residual == at::ScalarType::Undefined ? "none" : at::toString(k.residual)) +
+      " autocast=" + to_string(k.autocast);
   SCOPED_TRACE(name);
   at::manual_seed(7);
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
@@ -65,7 +66,7 @@ void check_layer_norm(const Case& k) {
     if (residual) inputs.push_back(r);
     const auto g = torch::autograd::grad({loss}, inputs);
     return std::vector<at::Tensor>{s.detach(), y.detach(), g[0], residual ? g[3] : at::Tensor(),
-                                   g[1], g[2]};
+                                   g[1],       g[2]};
   };
   const auto got = run(true), want = run(false);
   const double y_tol = y_type == at::kFloat ? 1e-5 : y_type == at::kHalf ? 2e-3 : 1e-2;
@@ -100,7 +101,8 @@ TEST(FusedLayerNorm, ManyRowsAndAWideRow) {
     const int64_t c = shape.back();
     at::Tensor x = at::randn(shape, f32).requires_grad_(true);
     at::Tensor r = at::randn(shape, f32).to(at::kBFloat16).requires_grad_(true);
-    at::Tensor w = at::ones({c}, f32).requires_grad_(true), b = at::zeros({c}, f32).requires_grad_(true);
+    at::Tensor w = at::ones({c}, f32).requires_grad_(true),
+               b = at::zeros({c}, f32).requires_grad_(true);
     ASSERT_TRUE(fused_layer_norm_applies(x, r, w, b));
     auto [s, y] = fused_residual_layer_norm(x, r, w, b, 1e-5);
     const at::Tensor gy = at::randn(shape, f32);
@@ -115,7 +117,8 @@ TEST(FusedLayerNorm, ManyRowsAndAWideRow) {
   EXPECT_FALSE(fused_layer_norm_applies(wide, at::Tensor(), v, v));
   const at::Tensor t = at::zeros({8, 4}, f32).t(), v4 = at::zeros({8}, f32);
   EXPECT_FALSE(fused_layer_norm_applies(t, at::Tensor(), v4, v4));
-  EXPECT_FALSE(fused_layer_norm_applies(at::zeros({2, 8}), at::Tensor(), at::zeros({8}), at::zeros({8})));
+  EXPECT_FALSE(
+      fused_layer_norm_applies(at::zeros({2, 8}), at::Tensor(), at::zeros({8}), at::zeros({8})));
 }
 
 }  // namespace

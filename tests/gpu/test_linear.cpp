@@ -64,10 +64,10 @@ void check_linear(const std::vector<int64_t>& in_shape, int64_t out, Precision p
 
 TEST(FusedLinear, MatchesAtLinear) {
   for (auto p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    check_linear({2, 64, 48}, 96, p);    // 3-d, vectorized widths
-    check_linear({1, 32}, 100, p);       // one row; 100 columns: the scalar path for 16-bit types
-    check_linear({5000, 24}, 8, p);      // many rows, few columns
-    check_linear({300, 16}, 3 * 256, p); // several column tiles
+    check_linear({2, 64, 48}, 96, p);     // 3-d, vectorized widths
+    check_linear({1, 32}, 100, p);        // one row; 100 columns: the scalar path for 16-bit types
+    check_linear({5000, 24}, 8, p);       // many rows, few columns
+    check_linear({300, 16}, 3 * 256, p);  // several column tiles
   }
 }
 
@@ -75,10 +75,10 @@ TEST(FusedLinear, RefusesWhatItDoesNotHandle) {
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
   const at::Tensor w = at::zeros({4, 8}, f32), b = at::zeros({4}, f32);
   EXPECT_TRUE(fused_linear_applies(at::zeros({2, 8}, f32), w, b));
-  EXPECT_FALSE(fused_linear_applies(at::zeros({2, 8}), w.cpu(), b.cpu()));  // CPU
-  EXPECT_FALSE(fused_linear_applies(at::zeros({2, 7}, f32), w, b));         // width
+  EXPECT_FALSE(fused_linear_applies(at::zeros({2, 8}), w.cpu(), b.cpu()));      // CPU
+  EXPECT_FALSE(fused_linear_applies(at::zeros({2, 7}, f32), w, b));             // width
   EXPECT_FALSE(fused_linear_applies(at::zeros({2, 8}, f32), w, at::Tensor()));  // no bias
-  EXPECT_FALSE(fused_linear_applies(at::zeros({0, 8}, f32), w, b));         // empty
+  EXPECT_FALSE(fused_linear_applies(at::zeros({0, 8}, f32), w, b));             // empty
 }
 
 }  // namespace

@@ -28,17 +28,19 @@ void compare(const at::Tensor& x0, const Pool& p, const std::string& what) {
   at::Tensor x = x0.clone().requires_grad_(true), xr = x0.clone().requires_grad_(true);
   // Unwritten gradient elements would keep this NaN: every one must be written.
   const at::Tensor y = max_pool(x, p.kernel, p.stride, p.padding);
-  const at::Tensor yr = at::max_pool2d(xr, {p.kernel, p.kernel}, {p.stride, p.stride},
-                                       {p.padding, p.padding});
+  const at::Tensor yr =
+      at::max_pool2d(xr, {p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding});
   ASSERT_EQ(y.sizes(), yr.sizes());
   EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
   EXPECT_EQ(y.scalar_type(), x0.scalar_type());
   const at::Tensor gy = at::randn(y.sizes(), y.options().dtype(at::kFloat))
-                            .to(y.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+                            .to(y.scalar_type())
+                            .contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor gx = torch::autograd::grad({y}, {x}, {gy})[0];
   const at::Tensor gxr = torch::autograd::grad({yr}, {xr}, {gy})[0];
-  EXPECT_TRUE(y.equal(yr) || (y.isnan().equal(yr.isnan()) &&
-                              y.nan_to_num(0).equal(yr.nan_to_num(0)))) << "output";
+  EXPECT_TRUE(y.equal(yr) ||
+              (y.isnan().equal(yr.isnan()) && y.nan_to_num(0).equal(yr.nan_to_num(0))))
+      << "output";
   // Each input element's gradient is a sum of at most four output gradients, in fp32 on both
   // sides: equal but for the order of the sum.
   const double tol = x0.scalar_type() == at::kFloat ? 1e-6 : 1e-2;
@@ -46,7 +48,9 @@ void compare(const at::Tensor& x0, const Pool& p, const std::string& what) {
   EXPECT_TRUE(gx.ne(0).equal(gxr.ne(0))) << "the gradient goes to other elements than ATen's";
 }
 
-at::Tensor channels_last(const at::Tensor& t) { return t.contiguous(at::MemoryFormat::ChannelsLast); }
+at::Tensor channels_last(const at::Tensor& t) {
+  return t.contiguous(at::MemoryFormat::ChannelsLast);
+}
 
 TEST(MaxPool, MatchesATenOnResnetsWindowAndOthers) {
   at::manual_seed(7);

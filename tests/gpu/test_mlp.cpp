@@ -32,7 +32,8 @@ void check_mlp(const std::vector<int64_t>& in_shape, int64_t hidden, Precision p
   const at::Tensor gy = at::randn(in_shape, f32);
   auto run = [&](bool fused) {
     std::vector<at::Tensor> p;
-    for (const at::Tensor* t : {&x0, &fw0, &fb0, &pw0, &pb0}) p.push_back(t->clone().requires_grad_(true));
+    for (const at::Tensor* t : {&x0, &fw0, &fb0, &pw0, &pb0})
+      p.push_back(t->clone().requires_grad_(true));
     at::Tensor y;
     {
       AutocastGuard autocast(kGpu, precision);
@@ -43,7 +44,8 @@ void check_mlp(const std::vector<int64_t>& in_shape, int64_t hidden, Precision p
                 : at::linear(at::gelu(at::linear(p[0], p[1], p[2]), "tanh"), p[3], p[4]);
     }
     std::vector<at::Tensor> out{y.detach()};
-    for (const at::Tensor& g : torch::autograd::grad({(y.to(at::kFloat) * gy).sum()}, p)) out.push_back(g);
+    for (const at::Tensor& g : torch::autograd::grad({(y.to(at::kFloat) * gy).sum()}, p))
+      out.push_back(g);
     return out;
   };
   const auto got = run(true), want = run(false);
@@ -56,21 +58,23 @@ void check_mlp(const std::vector<int64_t>& in_shape, int64_t hidden, Precision p
     EXPECT_LT(max_rel(got[i], want[i]), precision == Precision::kBf16 ? 3e-2 : 5e-3) << names[i];
   }
   const auto again = run(true);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(again[i].equal(got[i])) << "deterministic " << names[i];
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(again[i].equal(got[i])) << "deterministic " << names[i];
 }
 
 TEST(FusedMlp, MatchesLinearGeluLinear) {
   for (auto p : {Precision::kBf16, Precision::kFp16}) {
-    check_mlp({2, 64, 48}, 192, p);     // 3-d, GPT's 4x hidden
-    check_mlp({1, 16}, 64, p);          // one row
-    check_mlp({4096, 64}, 256, p);      // many rows
-    check_mlp({3, 40, 768}, 3072, p);   // GPT-2's widths
+    check_mlp({2, 64, 48}, 192, p);    // 3-d, GPT's 4x hidden
+    check_mlp({1, 16}, 64, p);         // one row
+    check_mlp({4096, 64}, 256, p);     // many rows
+    check_mlp({3, 40, 768}, 3072, p);  // GPT-2's widths
   }
 }
 
 TEST(FusedMlp, RefusesWhatItDoesNotHandle) {
   const auto f32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
-  const at::Tensor x = at::zeros({2, 16}, f32), fw = at::zeros({64, 16}, f32), fb = at::zeros({64}, f32);
+  const at::Tensor x = at::zeros({2, 16}, f32), fw = at::zeros({64, 16}, f32),
+                   fb = at::zeros({64}, f32);
   const at::Tensor pw = at::zeros({16, 64}, f32), pb = at::zeros({16}, f32);
   EXPECT_FALSE(fused_mlp_applies(x, fw, fb, pw, pb)) << "fp32: no autocast";
   AutocastGuard autocast(kGpu, Precision::kBf16);

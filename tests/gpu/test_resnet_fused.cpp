@@ -1,8 +1,8 @@
 // ResNets through the fused BatchNorm (Note [fused BatchNorm]) on the GPU: with
 // model.fused_kernels and channels-last every BatchNorm of resnet18 and resnet50 is the fused op
 // (none without); one fp32 training step's gradients and running statistics through it are as
-// close to double as LibTorch's; and ResNet-50 in bf16, its step captured in a CUDA graph, reaches over 200 steps
-// the loss that LibTorch's ops reach, within the distance between bf16 and fp32.
+// close to double as LibTorch's; and ResNet-50 in bf16, its step captured in a CUDA graph, reaches
+// over 200 steps the loss that LibTorch's ops reach, within the distance between bf16 and fp32.
 #include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
@@ -47,7 +47,8 @@ double rel(const at::Tensor& a, const at::Tensor& b) {
 // The nodes named `kind` (dtrain's fused BatchNorm or max-pool) in the autograd graph of one
 // training forward pass.
 int fused_nodes(const std::string& arch, bool fused, const std::string& kind = "FusedBatchNorm") {
-  const at::Tensor out = resnet(arch, fused)->forward(at::randn({4, 3, 32, 32}, at::TensorOptions().device(kGpu)));
+  const at::Tensor out =
+      resnet(arch, fused)->forward(at::randn({4, 3, 32, 32}, at::TensorOptions().device(kGpu)));
   std::set<torch::autograd::Node*> seen;
   std::vector<torch::autograd::Node*> todo = {out.grad_fn().get()};
   int count = 0;
@@ -67,7 +68,7 @@ TEST(ResnetFused, EveryBatchNormIsFusedOnCudaAndNoneWithoutTheKey) {
   EXPECT_EQ(fused_nodes("resnet50", true), 53);
   EXPECT_EQ(fused_nodes("resnet18", false), 0);
   // The stem's max-pool is dtrain's kernel (Note [max-pool kernels]) with the key only.
-  EXPECT_EQ(fused_nodes("resnet50", true, "MaxPool>"), 1);  // CppNode<...MaxPool>
+  EXPECT_EQ(fused_nodes("resnet50", true, "MaxPool>"), 1);   // CppNode<...MaxPool>
   EXPECT_EQ(fused_nodes("resnet50", false, "MaxPool>"), 0);  // not MaxPool2DWithIndicesBackward0
 }
 
@@ -110,8 +111,10 @@ TEST(ResnetFused, Fp32GradientsAndRunningStatisticsAsCloseToDoubleAsLibTorchs) {
       fused_err = std::max(fused_err, rel(fused.buffers[i], exact.buffers[i]));
       plain_err = std::max(plain_err, rel(plain.buffers[i], exact.buffers[i]));
     }
-    std::printf("%s: largest relative difference from double (gradients, running statistics): "
-                "fused %.3g, LibTorch %.3g\n", arch.c_str(), fused_err, plain_err);
+    std::printf(
+        "%s: largest relative difference from double (gradients, running statistics): "
+        "fused %.3g, LibTorch %.3g\n",
+        arch.c_str(), fused_err, plain_err);
     EXPECT_LE(fused_err, 2 * plain_err + 1e-6);
   }
   at::globalContext().setAllowTF32CuBLAS(true);
@@ -132,8 +135,8 @@ TEST(ResnetFused, ActivationCheckpointingGivesTheForkedRunsGradients) {
     std::vector<std::vector<at::Tensor>> runs;
     for (bool checkpoint : {false, true}) {
       auto model = resnet(arch, true);
-      ASSERT_TRUE(model->set_activation_checkpointing(
-          checkpoint ? ActivationCheckpointing::kBlocks : ActivationCheckpointing::kOff));
+      ASSERT_TRUE(model->set_activation_checkpointing(checkpoint ? ActivationCheckpointing::kBlocks
+                                                                 : ActivationCheckpointing::kOff));
       at::cross_entropy_loss(model->forward(images), labels).backward();
       std::vector<at::Tensor> out;
       for (const auto& t : model->parameters()) out.push_back(t.grad().clone());
@@ -142,7 +145,8 @@ TEST(ResnetFused, ActivationCheckpointingGivesTheForkedRunsGradients) {
     }
     ASSERT_EQ(runs[0].size(), runs[1].size());
     double worst = 0;
-    for (size_t i = 0; i < runs[0].size(); ++i) worst = std::max(worst, rel(runs[1][i], runs[0][i]));
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      worst = std::max(worst, rel(runs[1][i], runs[0][i]));
     EXPECT_LT(worst, 1e-4);
   }
   at::globalContext().setAllowTF32CuDNN(true);
@@ -151,10 +155,10 @@ TEST(ResnetFused, ActivationCheckpointingGivesTheForkedRunsGradients) {
 // A few hundred steps of memorizing 64 random images (AdamW): the fused bf16 run reaches the loss
 // of LibTorch's bf16 run within bf16's noise.
 TEST(ResnetFused, Resnet50Bf16In200GraphStepsReachesLibTorchsLoss) {
-  const std::vector<std::string> o = {"model.name=resnet50", "train.max_steps=200",
+  const std::vector<std::string> o = {"model.name=resnet50",    "train.max_steps=200",
                                       "data.synthetic_size=64", "train.optimizer=adamw",
-                                      "train.precision=bf16", "train.cuda_graph=on",
-                                      "train.lr=0.001", "train.weight_decay=0"};
+                                      "train.precision=bf16",   "train.cuda_graph=on",
+                                      "train.lr=0.001",         "train.weight_decay=0"};
   std::vector<std::string> plain_o = o, fp32_o = o;
   plain_o.push_back("model.fused_kernels=false");
   fp32_o[4] = "train.precision=fp32";
@@ -162,9 +166,12 @@ TEST(ResnetFused, Resnet50Bf16In200GraphStepsReachesLibTorchsLoss) {
   const TrainRun fused = train(kResnet, o, kGpu);
   const TrainRun plain = train(kResnet, plain_o, kGpu);
   const TrainRun fp32 = train(kResnet, fp32_o, kGpu);
-  const double lf = fused.summary.last_loss, lp = plain.summary.last_loss, l32 = fp32.summary.last_loss;
-  std::printf("ResNet-50, mean loss of steps 181-200: fused bf16 %.4f, LibTorch bf16 %.4f, "
-              "LibTorch fp32 %.4f\n", lf, lp, l32);
+  const double lf = fused.summary.last_loss, lp = plain.summary.last_loss,
+               l32 = fp32.summary.last_loss;
+  std::printf(
+      "ResNet-50, mean loss of steps 181-200: fused bf16 %.4f, LibTorch bf16 %.4f, "
+      "LibTorch fp32 %.4f\n",
+      lf, lp, l32);
   EXPECT_EQ(fused.summary.step_mode.rfind("CUDA graph", 0), 0u) << fused.summary.step_mode;
   // Both memorized the images (from ln 10 at the start), and the fused run's loss is as close to
   // LibTorch's bf16 one as that is to fp32, or within 5% of the starting loss (near zero the

@@ -69,8 +69,15 @@ class Mutator {
         break;
       case 1:
       case 2: {  // an integer that breaks size checks, as 1, 2, 4 or 8 bytes, either byte order
-        static const uint64_t kValues[] = {0, 0xff, 0x7f, 0x80, 0xffffffffull, 0x7fffffffull,
-                                           0x80000000ull, 0xffffffffffffffffull, 0x10000,
+        static const uint64_t kValues[] = {0,
+                                           0xff,
+                                           0x7f,
+                                           0x80,
+                                           0xffffffffull,
+                                           0x7fffffffull,
+                                           0x80000000ull,
+                                           0xffffffffffffffffull,
+                                           0x10000,
                                            0x7fffffffffffffffull};
         const uint64_t v = kValues[below(sizeof kValues / sizeof kValues[0])];
         const size_t width = size_t(1) << below(4);
@@ -214,19 +221,25 @@ inline std::vector<CaseResult> run_cases(int count, const std::function<void(int
       std::memcpy(&n, head + 1, 4);
       std::string msg(n, '\0');
       if (n > 0 && !detail::read_exactly(fds[0], msg.data(), n)) break;
-      if (head[0] == 'R') results.push_back({Outcome::kReturned, ""});
-      else if (head[0] == 'E' && !msg.empty()) results.push_back({Outcome::kError, msg});
-      else results.push_back({Outcome::kFailed, msg.empty() ? "a dtrain::Error without a message" : msg});
+      if (head[0] == 'R')
+        results.push_back({Outcome::kReturned, ""});
+      else if (head[0] == 'E' && !msg.empty())
+        results.push_back({Outcome::kError, msg});
+      else
+        results.push_back(
+            {Outcome::kFailed, msg.empty() ? "a dtrain::Error without a message" : msg});
     }
     ::close(fds[0]);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (static_cast<int>(results.size()) < count && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    if (static_cast<int>(results.size()) < count &&
+        !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      results.push_back({Outcome::kFailed,
-                         sig == SIGALRM ? "no answer within " + std::to_string(seconds) + " s (a hang)"
-                         : sig != 0     ? std::string("killed by signal ") + strsignal(sig)
+      results.push_back(
+          {Outcome::kFailed, sig == SIGALRM
+                                 ? "no answer within " + std::to_string(seconds) + " s (a hang)"
+                             : sig != 0 ? std::string("killed by signal ") + strsignal(sig)
                                         : "the child ended without an answer"});
     } else if (static_cast<int>(results.size()) < count) {
       results.push_back({Outcome::kFailed, "the child ended without an answer"});
@@ -237,7 +250,9 @@ inline std::vector<CaseResult> run_cases(int count, const std::function<void(int
 
 // One case alone (run_cases of one).
 inline CaseResult run_case(const std::function<void()>& read, unsigned seconds = kCaseSeconds) {
-  return run_cases(1, [&](int) { read(); }, seconds).at(0);
+  return run_cases(
+             1, [&](int) { read(); }, seconds)
+      .at(0);
 }
 
 // Counts of one format's cases.
@@ -247,8 +262,9 @@ struct FuzzTally {
 
 // `cases` mutations of `seed` (keeping its first `keep` bytes) drawn from `rng_seed`, each handed
 // to `read`; a failure of any case fails the test, naming `what`, the case and its mutations.
-inline FuzzTally fuzz(const std::string& what, uint64_t rng_seed, int cases, const std::string& seed,
-                      size_t keep, const std::function<void(const std::string&)>& read) {
+inline FuzzTally fuzz(const std::string& what, uint64_t rng_seed, int cases,
+                      const std::string& seed, size_t keep,
+                      const std::function<void(const std::string&)>& read) {
   std::vector<std::string> inputs, notes;
   Mutator m(rng_seed);
   for (int c = 0; c < cases; ++c) {
@@ -261,8 +277,8 @@ inline FuzzTally fuzz(const std::string& what, uint64_t rng_seed, int cases, con
     if (results[c].outcome == Outcome::kReturned) ++t.returned;
     if (results[c].outcome == Outcome::kError) ++t.errors;
     EXPECT_NE(results[c].outcome, Outcome::kFailed)
-        << what << ", case " << c << " (seed " << rng_seed << "; " << notes[c] << "): "
-        << results[c].message;
+        << what << ", case " << c << " (seed " << rng_seed << "; " << notes[c]
+        << "): " << results[c].message;
   }
   std::printf("%s: %d cases, %d read, %d ended in an Error\n", what.c_str(), cases, t.returned,
               t.errors);

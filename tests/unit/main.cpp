@@ -19,7 +19,9 @@ std::string filter_of_source(const std::string& source) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
     for (int j = 0; j < suite.total_test_count(); ++j) {
       const std::string file = suite.GetTestInfo(j)->file();
-      if (file.size() < tail.size() || file.compare(file.size() - tail.size(), tail.size(), tail) != 0) continue;
+      if (file.size() < tail.size() ||
+          file.compare(file.size() - tail.size(), tail.size(), tail) != 0)
+        continue;
       if (!filter.empty()) filter += ':';
       filter += std::string(suite.name()) + "." + suite.GetTestInfo(j)->name();
     }
@@ -36,8 +38,10 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--source=", 9) == 0) {
       source = argv[i] + 9;
     } else {
-      std::fprintf(stderr, "dtrain_unit_tests: unknown argument '%s' (GoogleTest's --gtest_* or --source=FILE)\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "dtrain_unit_tests: unknown argument '%s' (GoogleTest's --gtest_* or --source=FILE)\n",
+          argv[i]);
       return 2;
     }
   }

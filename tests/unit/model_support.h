@@ -34,11 +34,10 @@ inline void ensure_registered() {
 }
 
 inline std::shared_ptr<dtrain::Model> build(const std::string& name, const dtrain::ModelConfig& cfg,
-                                     const dtrain::DataSpec& spec) {
+                                            const dtrain::DataSpec& spec) {
   ensure_registered();
   return dtrain::make_model(name, cfg, spec);
 }
-
 
 inline int64_t count_parameters(torch::nn::Module& m) {
   int64_t n = 0;
@@ -62,7 +61,7 @@ inline dtrain::DataSpec image_spec(std::vector<int64_t> shape, int64_t classes) 
 }
 
 inline dtrain::ModelConfig gpt_config(int64_t layers, int64_t heads, int64_t embd, int64_t vocab,
-                               int64_t seq) {
+                                      int64_t seq) {
   dtrain::ModelConfig c;
   c.name = "gpt";
   c.n_layer = layers;
@@ -77,8 +76,8 @@ inline dtrain::ModelConfig gpt_config(int64_t layers, int64_t heads, int64_t emb
 // attention projection C*C + C, fc C*4C + 4C, MLP projection 4C*C + C) + final LayerNorm 2C.
 inline int64_t gpt_expected_parameters(int64_t layers, int64_t embd, int64_t vocab, int64_t seq) {
   const int64_t c = embd;
-  const int64_t block = 4 * c + (c * 3 * c + 3 * c) + (c * c + c) + (c * 4 * c + 4 * c) +
-                        (4 * c * c + c);
+  const int64_t block =
+      4 * c + (c * 3 * c + 3 * c) + (c * c + c) + (c * 4 * c + 4 * c) + (4 * c * c + c);
   return vocab * c + seq * c + layers * block + 2 * c;
 }
 

@@ -212,8 +212,10 @@ TEST(ActivationCheckpoint, GptWithDropoutRecomputesTheSameMasks) {
 // kind, and asking sets nothing.
 TEST(ActivationCheckpoint, HasBlocksIsWhatCheckpointingBlocksAnswers) {
   const std::vector<std::pair<std::string, DataSpec>> models = {
-      {"gpt", test::token_spec(8, 32)}, {"resnet18", test::image_spec({3, 16, 16}, 5)},
-      {"cnn", test::image_spec({1, 28, 28}, 10)}, {"mlp", test::image_spec({1, 28, 28}, 10)}};
+      {"gpt", test::token_spec(8, 32)},
+      {"resnet18", test::image_spec({3, 16, 16}, 5)},
+      {"cnn", test::image_spec({1, 28, 28}, 10)},
+      {"mlp", test::image_spec({1, 28, 28}, 10)}};
   for (const auto& [name, spec] : models) {
     ModelConfig c = name == "gpt" ? small_gpt() : ModelConfig{};
     c.name = name;

@@ -68,7 +68,8 @@ double difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
   double worst = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     const at::Tensor x = a[i].to(at::kDouble), y = b[i].to(at::kDouble);
-    worst = std::max(worst, (x - y).norm().item<double>() / std::max(y.norm().item<double>(), 1e-12));
+    worst =
+        std::max(worst, (x - y).norm().item<double>() / std::max(y.norm().item<double>(), 1e-12));
   }
   return worst;
 }

@@ -32,7 +32,8 @@ TEST(GradScaler, UnscalesOnceExactly) {
 
 TEST(GradScaler, InfSkipsAndBacksOff) {
   GradScaler s(at::kCPU);
-  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+  for (float bad :
+       {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
     const double before = s.current_scale();
     at::Tensor p = param_with_grad({1.f, bad});
     s.unscale({p});

@@ -3,8 +3,8 @@
 // options below are --sweep's aliases; test_bench_sweep.cpp holds --sweep itself), the
 // nearest-rank percentile, the recommendation (fastest with headroom, smaller within 3%), the
 // rungs of the memory ladder (--activation-checkpointing, --shard-optimizer), the image decoders
-// (--decode), the CSV and JSON, and never writing over an existing output. Expected values come from the rules'
-// formulas, worked out by hand in each test.
+// (--decode), the CSV and JSON, and never writing over an existing output. Expected values come
+// from the rules' formulas, worked out by hand in each test.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +27,8 @@ namespace bench = dtrain::bench;
 using dtrain::test::expect_all;
 
 TEST(BenchSizes, ParsesAList) {
-  EXPECT_EQ(bench::parse_sizes("32,64,128", "--micro-batches", 1), (std::vector<int64_t>{32, 64, 128}));
+  EXPECT_EQ(bench::parse_sizes("32,64,128", "--micro-batches", 1),
+            (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(bench::parse_sizes(" 8, 16 ", "--micro-batches", 1), (std::vector<int64_t>{8, 16}));
   EXPECT_EQ(bench::parse_sizes("0,2", "--workers", 0), (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(bench::parse_sizes("7", "--workers", 0), (std::vector<int64_t>{7}));
@@ -86,14 +87,17 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
     const bench::Setting& s = plan.settings[i];
     EXPECT_EQ(s.micro_batch, i < 4 ? 8 : 16);
     const bool blocks = (i / 2) % 2 == 1, shard = i % 2 == 1;
-    EXPECT_EQ(s.config.train.activation_checkpointing == ActivationCheckpointing::kBlocks, blocks) << i;
+    EXPECT_EQ(s.config.train.activation_checkpointing == ActivationCheckpointing::kBlocks, blocks)
+        << i;
     EXPECT_EQ(s.config.dist.shard_optimizer != dtrain::ShardOptimizer::kOff, shard) << i;
   }
   bench::SweepResult res;
   res.ladder = plan.ladder;
   bench::Row r;
-  r.micro_batch = 8, r.global_batch = 16, r.accum_steps = 1, r.samples_per_s = 100, r.timed_steps = 7;
-  r.checkpointing = ActivationCheckpointing::kBlocks, r.shard_optimizer = dtrain::ShardOptimizer::kState;
+  r.micro_batch = 8, r.global_batch = 16, r.accum_steps = 1, r.samples_per_s = 100,
+  r.timed_steps = 7;
+  r.checkpointing = ActivationCheckpointing::kBlocks,
+  r.shard_optimizer = dtrain::ShardOptimizer::kState;
   res.rows = {r};
   const bench::Recommendation rec = bench::recommend(res.rows);
   const std::string table = bench::table_text(res, rec);
@@ -108,28 +112,35 @@ TEST(BenchLadder, TheRungsAreCrossedWithTheSizesAndNamedInTheOutputs) {
 }
 
 // Plans `sweeps` (aliases "--workers=0,2", or "--sweep" entries "data.workers=0,2") on `base`.
-bench::SweepPlan plan_of(const Config& base, const std::vector<std::pair<std::string, std::string>>& sweeps,
+bench::SweepPlan plan_of(const Config& base,
+                         const std::vector<std::pair<std::string, std::string>>& sweeps,
                          const std::vector<std::string>& overrides = {}, int world = 1) {
   bench::SweepOptions o = options({}, {});
   for (const auto& [option, text] : sweeps)
-    o.sweeps.push_back(option == "--sweep" ? bench::parse_sweep(text) : bench::parse_alias(option, text));
+    o.sweeps.push_back(option == "--sweep" ? bench::parse_sweep(text)
+                                           : bench::parse_alias(option, text));
   return bench::plan_sweep(base, overrides, o, world);
 }
 
 TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
   const Config plain = Config::from_string(kYaml, "b.yaml");
-  expect_all(message_of([&] { plan_of(plain, {{"--activation-checkpointing", "off,on"}}); }),
+  expect_all(message_of([&] {
+               plan_of(plain, {{"--activation-checkpointing", "off,on"}});
+             }),
              {"train.activation_checkpointing: must be one of off | blocks, got 'on'",
               "(--activation-checkpointing 'off,on')"});
   expect_all(message_of([] { bench::parse_alias("--shard-optimizer", "true,true"); }),
              {"--shard-optimizer: ", "true is given twice"});
-  expect_all(message_of([&] { plan_of(plain, {{"--shard-optimizer", "maybe"}}); }),
+  expect_all(message_of([&] {
+               plan_of(plain, {{"--shard-optimizer", "maybe"}});
+             }),
              {"dist.shard_optimizer: must be one of false | true | gradients, got 'maybe'"});
   const Config base = Config::from_string(kYaml, "b.yaml", {"train.activation_checkpointing=off"});
   bench::SweepOptions o = options({}, {});
   o.sweeps = {bench::parse_alias("--activation-checkpointing", "off")};
-  expect_all(message_of([&] { bench::plan_sweep(base, {"train.activation_checkpointing=off"}, o, 1); }),
-             {"train.activation_checkpointing: ", "swept by --activation-checkpointing"});
+  expect_all(
+      message_of([&] { bench::plan_sweep(base, {"train.activation_checkpointing=off"}, o, 1); }),
+      {"train.activation_checkpointing: ", "swept by --activation-checkpointing"});
   o.sweeps = {bench::parse_alias("--shard-optimizer", "true")};
   expect_all(message_of([&] { bench::plan_sweep(base, {"dist.shard_optimizer=true"}, o, 1); }),
              {"dist.shard_optimizer: ", "swept by --shard-optimizer"});
@@ -137,7 +148,8 @@ TEST(BenchLadder, BadRungsAndKeysGivenTwiceAreNamed) {
 
 TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
   using dtrain::DecodeMode;
-  const Config base = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
+  const Config base =
+      Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
   bench::SweepOptions o = options({}, {2, 4});
   o.sweeps.push_back(bench::parse_alias("--decode", "gpu, cpu"));
   const bench::SweepPlan plan = bench::plan_sweep(base, {}, o, 1);
@@ -145,7 +157,8 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
   EXPECT_FALSE(plan.ladder);
   ASSERT_EQ(plan.settings.size(), 4u);  // 2 worker counts x 2 decoders, decoders innermost
   const int64_t workers[] = {2, 2, 4, 4};
-  const DecodeMode decode[] = {DecodeMode::kGpu, DecodeMode::kCpu, DecodeMode::kGpu, DecodeMode::kCpu};
+  const DecodeMode decode[] = {DecodeMode::kGpu, DecodeMode::kCpu, DecodeMode::kGpu,
+                               DecodeMode::kCpu};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(plan.settings[i].workers, workers[i]) << i;
     EXPECT_EQ(plan.settings[i].config.data.decode, decode[i]) << i;
@@ -153,7 +166,8 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
   bench::SweepResult res;
   res.decoders = plan.decoders;
   bench::Row r;
-  r.micro_batch = 32, r.workers = 2, r.global_batch = 64, r.accum_steps = 2, r.samples_per_s = 100, r.timed_steps = 7;
+  r.micro_batch = 32, r.workers = 2, r.global_batch = 64, r.accum_steps = 2, r.samples_per_s = 100,
+  r.timed_steps = 7;
   r.decode = DecodeMode::kGpu;
   res.rows = {r};
   const bench::Recommendation rec = bench::recommend(res.rows);
@@ -166,11 +180,15 @@ TEST(BenchDecode, TheDecodersAreCrossedWithTheWorkersAndNamedInTheOutputs) {
 }
 
 TEST(BenchDecode, BadDecodersKeysGivenTwiceAndOtherFormatsAreNamed) {
-  const Config images = Config::from_string(kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs",
-                                                              "data.decode=cpu"});
-  expect_all(message_of([&] { plan_of(images, {{"--decode", "cpu,nvjpeg"}}); }),
-             {"data.decode: must be one of cpu | gpu | auto, got 'nvjpeg' (--decode 'cpu,nvjpeg')"});
-  expect_all(message_of([] { bench::parse_alias("--decode", "gpu,gpu"); }), {"--decode: ", "gpu is given twice"});
+  const Config images = Config::from_string(
+      kYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs", "data.decode=cpu"});
+  expect_all(
+      message_of([&] {
+        plan_of(images, {{"--decode", "cpu,nvjpeg"}});
+      }),
+      {"data.decode: must be one of cpu | gpu | auto, got 'nvjpeg' (--decode 'cpu,nvjpeg')"});
+  expect_all(message_of([] { bench::parse_alias("--decode", "gpu,gpu"); }),
+             {"--decode: ", "gpu is given twice"});
   bench::SweepOptions o = options({}, {});
   o.sweeps = {bench::parse_alias("--decode", "gpu")};
   expect_all(message_of([&] { bench::plan_sweep(images, {"data.decode=cpu"}, o, 1); }),
@@ -227,7 +245,9 @@ TEST(BenchPlan, GlobalBatchOnTheCommandLineStaysFixed) {
     EXPECT_EQ(plan.settings[i].workers, 1);  // the config's
   }
   // 20 does not divide the per-rank batch 48.
-  expect_all(message_of([&] { bench::plan_sweep(base, ov, options({8, 20}, {}), 2); }),
+  expect_all(message_of([&] {
+               bench::plan_sweep(base, ov, options({8, 20}, {}), 2);
+             }),
              {"--micro-batches: micro-batch 20 on 2 rank(s): ", "train.micro_batch"});
 }
 
@@ -251,13 +271,19 @@ TEST(BenchPlan, RefusesKeysItSetsAndConflicts) {
   }
   {
     const Config base = Config::from_string(kYaml, "b.yaml", {"train.micro_batch=8"});
-    expect_all(message_of([&] { bench::plan_sweep(base, {"train.micro_batch=8"}, options({8}, {}), 1); }),
-               {"train.micro_batch: ", "--micro-batches"});
+    expect_all(
+        message_of([&] { bench::plan_sweep(base, {"train.micro_batch=8"}, options({8}, {}), 1); }),
+        {"train.micro_batch: ", "--micro-batches"});
     // Without a micro-batch sweep the override is the config's micro-batch.
-    EXPECT_EQ(bench::plan_sweep(base, {"train.micro_batch=8"}, options({}, {0}), 1).settings[0].accum_steps, 8);
+    EXPECT_EQ(bench::plan_sweep(base, {"train.micro_batch=8"}, options({}, {0}), 1)
+                  .settings[0]
+                  .accum_steps,
+              8);
   }
   const Config w = Config::from_string(kYaml, "b.yaml", {"data.workers=2"});
-  expect_all(message_of([&] { bench::plan_sweep(w, {"data.workers=2"}, options({}, {0, 1}), 1); }),
+  expect_all(message_of([&] {
+               bench::plan_sweep(w, {"data.workers=2"}, options({}, {0, 1}), 1);
+             }),
              {"data.workers: ", "--workers"});
   const Config base = Config::from_string(kYaml, "b.yaml");
   bench::SweepOptions o = options({8}, {});
@@ -269,8 +295,8 @@ TEST(BenchPlan, RefusesKeysItSetsAndConflicts) {
 
 TEST(BenchPercentile, NearestRank) {
   // Nearest rank: the ceil(p * n)-th smallest value.
-  EXPECT_EQ(bench::percentile({5, 1, 4, 2, 3}, 0.5), 3);   // ceil(2.5) = 3rd
-  EXPECT_EQ(bench::percentile({5, 1, 4, 2, 3}, 0.9), 5);   // ceil(4.5) = 5th
+  EXPECT_EQ(bench::percentile({5, 1, 4, 2, 3}, 0.5), 3);                  // ceil(2.5) = 3rd
+  EXPECT_EQ(bench::percentile({5, 1, 4, 2, 3}, 0.9), 5);                  // ceil(4.5) = 5th
   EXPECT_EQ(bench::percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.9), 9);  // 9th
   EXPECT_EQ(bench::percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.5), 5);  // 5th
   EXPECT_EQ(bench::percentile({7}, 0.5), 7);
@@ -291,7 +317,8 @@ bench::Row row(int64_t micro, int64_t workers, double rate, int64_t peak = 0, in
 
 TEST(BenchRecommend, SmallestWithinThreePercentOfTheFastest) {
   // Fastest 186; 3% below it is 180.42: 185 (32) is in, 180 (16) is not.
-  const std::vector<bench::Row> rows = {row(8, 1, 100), row(16, 1, 180), row(32, 1, 185), row(64, 1, 186)};
+  const std::vector<bench::Row> rows = {row(8, 1, 100), row(16, 1, 180), row(32, 1, 185),
+                                        row(64, 1, 186)};
   const bench::Recommendation rec = bench::recommend(rows);
   EXPECT_EQ(rec.fastest, 3);
   EXPECT_EQ(rec.row, 2);
@@ -301,12 +328,14 @@ TEST(BenchRecommend, SmallestWithinThreePercentOfTheFastest) {
   // The fastest alone when nothing else is close.
   const std::vector<bench::Row> far = {row(8, 1, 100), row(16, 1, 150)};
   EXPECT_EQ(bench::recommend(far).row, 1);
-  expect_all(bench::recommend(far).text, {"micro-batch 16, data.workers 1, the fastest (150.0 samples/s)"});
+  expect_all(bench::recommend(far).text,
+             {"micro-batch 16, data.workers 1, the fastest (150.0 samples/s)"});
 }
 
 TEST(BenchRecommend, HeadroomAndWhatDoesNotFit) {
   const int64_t gib = int64_t{1} << 30;
-  std::vector<bench::Row> rows = {row(32, 2, 300, 40 * gib, 80 * gib), row(64, 2, 400, 71 * gib, 80 * gib),
+  std::vector<bench::Row> rows = {row(32, 2, 300, 40 * gib, 80 * gib),
+                                  row(64, 2, 400, 71 * gib, 80 * gib),
                                   row(128, 2, 410, 75 * gib, 80 * gib), row(256, 2, 0)};
   rows[3].fits = false;
   rows[3].note = "does not fit: out of memory at step 0 (on some rank)";
@@ -357,7 +386,8 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
   const bench::Recommendation rec = bench::recommend(res.rows);
   const std::string csv = bench::csv_text(res, rec);
   std::vector<std::string> lines;
-  for (size_t b = 0, e; b < csv.size(); b = e + 1) lines.push_back(csv.substr(b, (e = csv.find('\n', b)) - b));
+  for (size_t b = 0, e; b < csv.size(); b = e + 1)
+    lines.push_back(csv.substr(b, (e = csv.find('\n', b)) - b));
   ASSERT_EQ(lines.size(), 3u);
   auto fields = [](const std::string& l) {
     size_t n = 1;
@@ -371,7 +401,8 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
   EXPECT_EQ(lines[1].rfind("8,1,16,1,true,250,", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find(",true,"), std::string::npos);  // recommended
   EXPECT_EQ(lines[2].rfind("1048576,1,2097152,1,false,", 0), 0u) << lines[2];
-  EXPECT_NE(lines[2].find("\"does not fit: out of memory, \"\"x\"\"\""), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("\"does not fit: out of memory, \"\"x\"\"\""), std::string::npos)
+      << lines[2];
 
   const nlohmann::json j = nlohmann::json::parse(bench::json_text(res, rec));
   EXPECT_EQ(j["world"], 2);
@@ -379,16 +410,17 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
   ASSERT_EQ(j["rows"].size(), 2u);
   EXPECT_EQ(j["rows"][0]["samples_per_s"], 250.0);
   EXPECT_EQ(j["rows"][0]["timed_samples"], 320);
-  EXPECT_TRUE(j["rows"][0]["tokens_per_s"].is_null());  // not a sequence model
+  EXPECT_TRUE(j["rows"][0]["tokens_per_s"].is_null());       // not a sequence model
   EXPECT_TRUE(j["rows"][0]["peak_memory_bytes"].is_null());  // CPU
   EXPECT_FALSE(j["rows"][1]["fits"]);
   EXPECT_TRUE(j["rows"][1]["samples_per_s"].is_null());
   EXPECT_EQ(j["recommended"]["micro_batch"], 8);
 
   const std::string table = bench::table_text(res, rec);
-  expect_all(table, {"configs/x.yaml on 2 rank(s), cpu; 5 warm-up and 20 timed steps",
-                     "global batch = micro-batch x 2 rank(s)", "250.0", "64.00", "25.0%",
-                     "<- recommended", "does not fit: out of memory", "recommended: micro-batch 8"});
+  expect_all(table,
+             {"configs/x.yaml on 2 rank(s), cpu; 5 warm-up and 20 timed steps",
+              "global batch = micro-batch x 2 rank(s)", "250.0", "64.00", "25.0%", "<- recommended",
+              "does not fit: out of memory", "recommended: micro-batch 8"});
 }
 
 TEST(BenchOutput, NeverWritesOverAnExistingFile) {

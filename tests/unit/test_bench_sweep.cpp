@@ -34,13 +34,15 @@ train: {epochs: 2, global_batch: 64, lr: 0.01}
 )";
 
 // `sweeps`: (option, text) pairs, "--sweep" or an alias.
-bench::SweepPlan sweep_plan_of(const Config& base, const std::vector<std::pair<std::string, std::string>>& sweeps,
-                         const std::vector<std::string>& overrides = {}, int world = 1) {
+bench::SweepPlan sweep_plan_of(const Config& base,
+                               const std::vector<std::pair<std::string, std::string>>& sweeps,
+                               const std::vector<std::string>& overrides = {}, int world = 1) {
   bench::SweepOptions o;
   o.warmup_steps = 3;
   o.steps = 7;
   for (const auto& [option, text] : sweeps)
-    o.sweeps.push_back(option == "--sweep" ? bench::parse_sweep(text) : bench::parse_alias(option, text));
+    o.sweeps.push_back(option == "--sweep" ? bench::parse_sweep(text)
+                                           : bench::parse_alias(option, text));
   return bench::plan_sweep(base, overrides, o, world);
 }
 
@@ -56,32 +58,49 @@ TEST(BenchKeys, ParsesAKeyAndItsValues) {
   EXPECT_EQ(s.option, "--sweep");
   EXPECT_EQ(s.values, (std::vector<std::string>{"0", "2", "4"}));
   // A list value is written in brackets; its commas do not separate.
-  EXPECT_EQ(bench::parse_sweep("model.hidden=[8,4],[16]").values, (std::vector<std::string>{"[8,4]", "[16]"}));
-  expect_all(message_of([] { bench::parse_sweep("data.workers"); }), {"--sweep: needs section.key=v1,v2"});
+  EXPECT_EQ(bench::parse_sweep("model.hidden=[8,4],[16]").values,
+            (std::vector<std::string>{"[8,4]", "[16]"}));
+  expect_all(message_of([] { bench::parse_sweep("data.workers"); }),
+             {"--sweep: needs section.key=v1,v2"});
   expect_all(message_of([] { bench::parse_sweep("=1,2"); }), {"--sweep: needs section.key=v1,v2"});
-  expect_all(message_of([] { bench::parse_sweep("data.workers="); }), {"--sweep: needs a comma-separated list"});
-  expect_all(message_of([] { bench::parse_sweep("data.workers=1,,2"); }), {"--sweep: an empty entry"});
-  expect_all(message_of([] { bench::parse_sweep("data.workers=2,2"); }), {"--sweep: 2 is given twice"});
+  expect_all(message_of([] { bench::parse_sweep("data.workers="); }),
+             {"--sweep: needs a comma-separated list"});
+  expect_all(message_of([] { bench::parse_sweep("data.workers=1,,2"); }),
+             {"--sweep: an empty entry"});
+  expect_all(message_of([] { bench::parse_sweep("data.workers=2,2"); }),
+             {"--sweep: 2 is given twice"});
   // The aliases keep their whole-number checks.
-  EXPECT_EQ(bench::parse_alias("--micro-batches", "8,16").values, (std::vector<std::string>{"8", "16"}));
+  EXPECT_EQ(bench::parse_alias("--micro-batches", "8,16").values,
+            (std::vector<std::string>{"8", "16"}));
   EXPECT_EQ(bench::parse_alias("--micro-batches", "8").key, "train.micro_batch");
-  expect_all(message_of([] { bench::parse_alias("--micro-batches", "0,8"); }), {"--micro-batches: must be >= 1, got 0"});
+  expect_all(message_of([] { bench::parse_alias("--micro-batches", "0,8"); }),
+             {"--micro-batches: must be >= 1, got 0"});
 }
 
 TEST(BenchKeys, ValuesAreReadByTheSchemaAndErrorsNameTheKeyAndTheValue) {
   expect_all(plan_error({{"--sweep", "data.workers=2,-1"}}),
              {"data.workers: must be >= 0, got -1 (--sweep 'data.workers=2,-1')"});
-  expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=25,abc"}}), {"dist.bucket_cap_mb: ", "'abc'"});
-  expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=0"}}), {"dist.bucket_cap_mb: ", "(--sweep 'dist.bucket_cap_mb=0')"});
-  // A value that reads as the command line reads it: 1e1 is a number, "auto" the micro-batch's word.
+  expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=25,abc"}}),
+             {"dist.bucket_cap_mb: ", "'abc'"});
+  expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=0"}}),
+             {"dist.bucket_cap_mb: ", "(--sweep 'dist.bucket_cap_mb=0')"});
+  // A value that reads as the command line reads it: 1e1 is a number, "auto" the micro-batch's
+  // word.
   const Config base = Config::from_string(kSweepYaml, "b.yaml");
-  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "dist.bucket_cap_mb=1e1"}}).settings[0].config.dist.bucket_cap_mb, 10.0);
-  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.micro_batch=auto"}}, {"train.global_batch=64"}).settings[0].micro_batch, -1);
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "dist.bucket_cap_mb=1e1"}})
+                .settings[0]
+                .config.dist.bucket_cap_mb,
+            10.0);
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.micro_batch=auto"}}, {"train.global_batch=64"})
+                .settings[0]
+                .micro_batch,
+            -1);
 }
 
 TEST(BenchKeys, RefusesUnknownInapplicableAndBenchSetKeys) {
-  expect_all(plan_error({{"--sweep", "data.worker=1,2"}}),
-             {"data.worker: unknown key (--sweep 'data.worker=1,2'); did you mean 'data.workers'?"});
+  expect_all(
+      plan_error({{"--sweep", "data.worker=1,2"}}),
+      {"data.worker: unknown key (--sweep 'data.worker=1,2'); did you mean 'data.workers'?"});
   expect_all(plan_error({{"--sweep", "data=1"}}), {"'data' is a section"});
   // The schema's applicability: an image folder's key on synthetic data, a key mlp does not read.
   expect_all(plan_error({{"--sweep", "data.image_size=64,128"}}),
@@ -90,31 +109,37 @@ TEST(BenchKeys, RefusesUnknownInapplicableAndBenchSetKeys) {
              {"--sweep: model.seq_len does not apply to this run (model.name is mlp)"});
   // Keys the bench sets.
   for (const std::string key : {"run.dir", "train.max_steps", "checkpoint.resume"})
-    expect_all(plan_error({{"--sweep", key + "=a,b"}}), {key + ": dtrain bench sets this key", "it cannot be swept"});
+    expect_all(plan_error({{"--sweep", key + "=a,b"}}),
+               {key + ": dtrain bench sets this key", "it cannot be swept"});
   // Twice, or on the command line too.
   expect_all(plan_error({{"--workers", "0,2"}, {"--sweep", "data.workers=1"}}),
              {"data.workers: is swept by --workers and by --sweep; give one list"});
-  expect_all(plan_error({{"--sweep", "dist.bucket_cap_mb=1,2"}}, {"dist.bucket_cap_mb=5"}),
-             {"dist.bucket_cap_mb: is given on the command line and swept by --sweep; give one of them"});
+  expect_all(
+      plan_error({{"--sweep", "dist.bucket_cap_mb=1,2"}}, {"dist.bucket_cap_mb=5"}),
+      {"dist.bucket_cap_mb: is given on the command line and swept by --sweep; give one of them"});
   // A micro-batch sweep that sets global batch = micro-batch x world needs sizes.
   expect_all(plan_error({{"--sweep", "train.micro_batch=8,auto"}}),
              {"--sweep: global batch = micro-batch x ranks needs a size >= 1, got auto"});
 }
 
 TEST(BenchKeys, TheOlderOptionsAreAliasesGivingTheSameSettings) {
-  const Config base = Config::from_string(kSweepYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
-  const bench::SweepPlan a = sweep_plan_of(base, {{"--micro-batches", "8,16"},
+  const Config base =
+      Config::from_string(kSweepYaml, "b.yaml", {"data.format=image_folder", "data.path=/imgs"});
+  const bench::SweepPlan a = sweep_plan_of(base,
+                                           {{"--micro-batches", "8,16"},
                                             {"--workers", "0,2"},
                                             {"--activation-checkpointing", "off,blocks"},
                                             {"--shard-optimizer", "false,true"},
                                             {"--decode", "cpu,gpu"}},
-                                     {}, 2);
-  const bench::SweepPlan b = sweep_plan_of(base, {{"--sweep", "train.micro_batch=8,16"},
-                                            {"--sweep", "data.workers=0,2"},
-                                            {"--sweep", "train.activation_checkpointing=off,blocks"},
-                                            {"--sweep", "dist.shard_optimizer=false,true"},
-                                            {"--sweep", "data.decode=cpu,gpu"}},
-                                     {}, 2);
+                                           {}, 2);
+  const bench::SweepPlan b =
+      sweep_plan_of(base,
+                    {{"--sweep", "train.micro_batch=8,16"},
+                     {"--sweep", "data.workers=0,2"},
+                     {"--sweep", "train.activation_checkpointing=off,blocks"},
+                     {"--sweep", "dist.shard_optimizer=false,true"},
+                     {"--sweep", "data.decode=cpu,gpu"}},
+                    {}, 2);
   EXPECT_EQ(a.rule, bench::GlobalBatch::kMicroTimesWorld);
   EXPECT_EQ(b.rule, a.rule);
   EXPECT_TRUE(a.ladder && b.ladder && a.decoders && b.decoders);
@@ -136,20 +161,24 @@ TEST(BenchKeys, TheOlderOptionsAreAliasesGivingTheSameSettings) {
   o.warmup_steps = 3, o.steps = 7;  // as sweep_plan_of()
   o.sweeps = {bench::parse_alias("--workers", "0,2")};
   const bench::SweepPlan c = bench::plan_sweep(base, {}, o, 2);
-  const bench::SweepPlan d = sweep_plan_of(base, {{"--micro-batches", "8,16"}, {"--workers", "0,2"}}, {}, 2);
+  const bench::SweepPlan d =
+      sweep_plan_of(base, {{"--micro-batches", "8,16"}, {"--workers", "0,2"}}, {}, 2);
   ASSERT_EQ(c.settings.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(c.settings[i].config.dump(), d.settings[i].config.dump()) << i;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(c.settings[i].config.dump(), d.settings[i].config.dump()) << i;
   // The first sweep outermost, the last innermost: setting 1 differs from 0 by the decoder,
   // setting 16 by the micro-batch.
-  EXPECT_EQ(a.settings[1].values.back(), (std::pair<std::string, std::string>{"data.decode", "gpu"}));
+  EXPECT_EQ(a.settings[1].values.back(),
+            (std::pair<std::string, std::string>{"data.decode", "gpu"}));
   EXPECT_EQ(a.settings[16].micro_batch, 16);
   EXPECT_EQ(a.settings[16].global_batch, 32);
 }
 
 TEST(BenchKeys, AnotherKeyIsCrossedAndHasAColumnNamedByIt) {
   const Config base = Config::from_string(kSweepYaml, "b.yaml");
-  const bench::SweepPlan plan =
-      sweep_plan_of(base, {{"--workers", "0,2"}, {"--sweep", "dist.bucket_cap_mb=25,0.5"}, {"--sweep", "train.lr=0.1,0.2"}});
+  const bench::SweepPlan plan = sweep_plan_of(base, {{"--workers", "0,2"},
+                                                     {"--sweep", "dist.bucket_cap_mb=25,0.5"},
+                                                     {"--sweep", "train.lr=0.1,0.2"}});
   EXPECT_EQ(plan.rule, bench::GlobalBatch::kConfig);
   EXPECT_EQ(plan.keys, (std::vector<std::string>{"dist.bucket_cap_mb", "train.lr"}));
   ASSERT_EQ(plan.settings.size(), 8u);
@@ -164,17 +193,20 @@ TEST(BenchKeys, AnotherKeyIsCrossedAndHasAColumnNamedByIt) {
   }
   EXPECT_EQ(plan.settings[2].values[1].second, "0.5");
   // train.global_batch swept: the rule says so.
-  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.global_batch=32,64"}}).rule, bench::GlobalBatch::kSwept);
+  EXPECT_EQ(sweep_plan_of(base, {{"--sweep", "train.global_batch=32,64"}}).rule,
+            bench::GlobalBatch::kSwept);
 
   bench::SweepResult res;
   res.keys = plan.keys;
   bench::Row r;
-  r.micro_batch = 64, r.workers = 0, r.global_batch = 64, r.accum_steps = 1, r.samples_per_s = 100, r.timed_steps = 7;
+  r.micro_batch = 64, r.workers = 0, r.global_batch = 64, r.accum_steps = 1, r.samples_per_s = 100,
+  r.timed_steps = 7;
   r.keys = {{"dist.bucket_cap_mb", "0.5"}, {"train.lr", "0.2"}};
   res.rows = {r};
   const bench::Recommendation rec = bench::recommend(res.rows);
   expect_all(bench::table_text(res, rec), {"dist.bucket_cap_mb", "train.lr", " 0.5 ", " 0.2 "});
-  expect_all(bench::csv_text(res, rec), {",decode,dist.bucket_cap_mb,train.lr\n", ",cpu,0.5,0.2\n"});
+  expect_all(bench::csv_text(res, rec),
+             {",decode,dist.bucket_cap_mb,train.lr\n", ",cpu,0.5,0.2\n"});
   const auto j = nlohmann::json::parse(bench::json_text(res, rec));
   EXPECT_EQ(j["rows"][0]["dist.bucket_cap_mb"], 0.5);
   EXPECT_EQ(j["recommended"]["train.lr"], 0.2);

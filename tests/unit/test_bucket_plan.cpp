@@ -1,8 +1,8 @@
 // plan_buckets: a pure function, checked against hand-computed plans.
 #include <gtest/gtest.h>
 
-#include "dtrain/error.h"
 #include "dist/bucket_plan.h"
+#include "dtrain/error.h"
 
 namespace dtrain {
 namespace {
@@ -25,15 +25,16 @@ TEST(BucketPlan, OneLargeParameterGetsItsOwnBucket) {
 }
 
 TEST(BucketPlan, DtypeChangeClosesBucket) {
-  Plan p = plan_buckets({4, 4, 4, 4}, {at::kFloat, at::kFloat, at::kHalf, at::kFloat},
-                        {0, 1, 2, 3}, 1 << 20, 1 << 20);
+  Plan p = plan_buckets({4, 4, 4, 4}, {at::kFloat, at::kFloat, at::kHalf, at::kFloat}, {0, 1, 2, 3},
+                        1 << 20, 1 << 20);
   EXPECT_EQ(p, (Plan{{0, 1}, {2}, {3}}));
 }
 
 TEST(BucketPlan, EveryParameterExactlyOnceInOrder) {
   std::vector<int64_t> bytes;
   std::vector<size_t> order;
-  for (size_t i = 0; i < 50; ++i) bytes.push_back(static_cast<int64_t>(37 * (i % 7) + 1)), order.push_back((i * 17) % 50);
+  for (size_t i = 0; i < 50; ++i)
+    bytes.push_back(static_cast<int64_t>(37 * (i % 7) + 1)), order.push_back((i * 17) % 50);
   Plan p = plan_buckets(bytes, std::vector<at::ScalarType>(50, at::kFloat), order, 64, 256);
   std::vector<size_t> flat;
   for (auto& b : p) {

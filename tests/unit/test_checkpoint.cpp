@@ -31,7 +31,8 @@ void write(const std::string& path, const std::string& text) {
 std::string make_checkpoint(const d::CheckpointFolder& folder, int64_t step, bool complete) {
   const std::string dir = folder.path_of(step);
   d::make_dirs(dir);
-  const auto state = d::write_checkpoint_file(dir, "state.pt", "state of step " + std::to_string(step));
+  const auto state =
+      d::write_checkpoint_file(dir, "state.pt", "state of step " + std::to_string(step));
   const auto rank = d::write_checkpoint_file(dir, "rank-00000.pt", "rank 0");
   if (complete) d::write_marker(dir, step, 1, {state, rank});
   return dir;
@@ -79,8 +80,9 @@ TEST(CheckpointFolder, TheMarkerCatchesMissingTruncatedAndChangedFiles) {
   EXPECT_EQ(again[1].name, "rank-00000.pt");
   EXPECT_EQ(again[1].bytes, 6);
   EXPECT_EQ(again[1].hash, 0x7f5ce36bu);
-  EXPECT_NE(message_of([&] { d::parse_marker_entries("{\"name\": 1}\n", "entries"); })
-                .find("entries: not a checkpoint file entry"),
+  EXPECT_NE(message_of([&] {
+              d::parse_marker_entries("{\"name\": 1}\n", "entries");
+            }).find("entries: not a checkpoint file entry"),
             std::string::npos);
 
   write(dir + "/state.pt", "state of step 8");  // same size, other bytes
@@ -88,7 +90,8 @@ TEST(CheckpointFolder, TheMarkerCatchesMissingTruncatedAndChangedFiles) {
   EXPECT_NE(msg.find(dir + "/state.pt: checkpoint file is corrupt"), std::string::npos) << msg;
   write(dir + "/state.pt", "state");
   msg = message_of([&] { d::checked(dir); });
-  EXPECT_NE(msg.find("truncated or changed: 5 bytes, the marker says 15"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated or changed: 5 bytes, the marker says 15"), std::string::npos)
+      << msg;
   std::remove((dir + "/rank-00000.pt").c_str());
   write(dir + "/state.pt", "state of step 7");
   msg = message_of([&] { d::checked(dir); });
@@ -122,7 +125,8 @@ TEST(CheckpointFolder, AMarkerOfFormatOneWithFnv1aHashesIsStillRead) {
   EXPECT_NE(msg.find(dir + "/rank-00000.pt: checkpoint file is corrupt: its FNV-1a hash"),
             std::string::npos)
       << msg;
-  write(dir + "/COMPLETE", R"({"format": "dtrain checkpoint 9", "step": 7, "world": 1, "files": []})");
+  write(dir + "/COMPLETE",
+        R"({"format": "dtrain checkpoint 9", "step": 7, "world": 1, "files": []})");
   EXPECT_NE(message_of([&] { d::checked(dir); }).find("unknown checkpoint format"),
             std::string::npos);
 }
@@ -155,8 +159,7 @@ TEST(CheckpointFolder, TheMarkerListsOnlyFilesThatAreThereWithTheirSize) {
       << msg;
   f.name = "rank-00001.pt";
   msg = message_of([&] { d::write_marker(dir, 1, 1, {f}); });
-  EXPECT_NE(msg.find(dir + "/rank-00001.pt: checkpoint file is missing"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find(dir + "/rank-00001.pt: checkpoint file is missing"), std::string::npos) << msg;
   EXPECT_FALSE(d::has_marker(dir));
 }
 
@@ -228,8 +231,9 @@ TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {
   s.position.stopped_early = true;
   s.position.stop_reason = "early stop: test_accuracy has not improved for 1 evaluation(s)";
   auto cfg = [](const std::vector<std::string>& overrides) {
-    return dtrain::Config::from_string("train: {epochs: 40, monitor: test_accuracy, early_stop_patience: 1}\n",
-                                       "resume", overrides);
+    return dtrain::Config::from_string(
+        "train: {epochs: 40, monitor: test_accuracy, early_stop_patience: 1}\n", "resume",
+        overrides);
   };
   s.config = d::config_values(cfg({}));
   std::string said;
@@ -237,20 +241,22 @@ TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {
   EXPECT_TRUE(d::resume_position(s, cfg({"train.epochs=80"}), &said).stopped_early);
   EXPECT_EQ(said, "");
   const std::string msg = d::finished_run_error(s.position, cfg({}).train);
-  for (const char* part : {"this run has finished: its checkpoint is at step 130, where it stopped early (early stop: "
-                           "test_accuracy has not improved for 1 evaluation(s))",
-                           "nothing was written", "More train.epochs or train.max_steps do not train on",
-                           "train.early_stop_patience (1 now; raise it, or 0 for no early stopping) or train.monitor",
-                           "another run.name"})
+  for (const char* part :
+       {"this run has finished: its checkpoint is at step 130, where it stopped early (early stop: "
+        "test_accuracy has not improved for 1 evaluation(s))",
+        "nothing was written", "More train.epochs or train.max_steps do not train on",
+        "train.early_stop_patience (1 now; raise it, or 0 for no early stopping) or train.monitor",
+        "another run.name"})
     EXPECT_NE(msg.find(part), std::string::npos) << part << "\n" << msg;
   // Another patience, or early stopping off, or another metric: it trains on from step 130.
-  for (const std::string& change : {"train.early_stop_patience=3", "train.early_stop_patience=0",
-                                    "train.monitor=test_loss"}) {
+  for (const std::string& change :
+       {"train.early_stop_patience=3", "train.early_stop_patience=0", "train.monitor=test_loss"}) {
     said.clear();
     const dtrain::LoopPosition p = d::resume_position(s, cfg({change}), &said);
     EXPECT_FALSE(p.stopped_early) << change;
     EXPECT_EQ(p.step, 130);
-    EXPECT_NE(said.find("the run stopped early at step 130 (early stop: "), std::string::npos) << said;
+    EXPECT_NE(said.find("the run stopped early at step 130 (early stop: "), std::string::npos)
+        << said;
     EXPECT_NE(said.find("now: it trains on from there"), std::string::npos) << said;
   }
   said.clear();

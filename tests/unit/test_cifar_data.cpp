@@ -29,7 +29,9 @@ using test::TempDir;
 
 constexpr int kRecordPlane = 32 * 32, kRecordPixels = 3 * kRecordPlane;
 
-int record_pixel(int i, int c, int y, int x, int salt) { return (7 * i + 50 * c + 3 * y + x + salt) % 256; }
+int record_pixel(int i, int c, int y, int x, int salt) {
+  return (7 * i + 50 * c + 3 * y + x + salt) % 256;
+}
 
 // `labels` records (each record's label bytes given), pixels from the formula with `salt`.
 std::vector<unsigned char> records(const std::vector<std::vector<int>>& labels, int salt) {
@@ -38,7 +40,9 @@ std::vector<unsigned char> records(const std::vector<std::vector<int>>& labels, 
     for (int l : labels[i]) out.push_back(static_cast<unsigned char>(l));
     for (int c = 0; c < 3; ++c)
       for (int y = 0; y < 32; ++y)
-        for (int x = 0; x < 32; ++x) out.push_back(static_cast<unsigned char>(record_pixel(static_cast<int>(i), c, y, x, salt)));
+        for (int x = 0; x < 32; ++x)
+          out.push_back(
+              static_cast<unsigned char>(record_pixel(static_cast<int>(i), c, y, x, salt)));
   }
   return out;
 }
@@ -60,13 +64,15 @@ std::vector<std::vector<int>> cifar10_labels(int b, int n) {
 const std::vector<int> kBatchSizes = {3, 2, 2, 2, 1};
 void write_cifar10_files(const std::string& dir) {
   for (int b = 0; b < 5; ++b)
-    write_bytes(dir + "/data_batch_" + std::to_string(b + 1) + ".bin", records(cifar10_labels(b, kBatchSizes[b]), b));
+    write_bytes(dir + "/data_batch_" + std::to_string(b + 1) + ".bin",
+                records(cifar10_labels(b, kBatchSizes[b]), b));
   write_bytes(dir + "/test_batch.bin", records(cifar10_labels(9, 4), 9));
 }
 
 DataConfig cifar_config(const std::string& path, DataFormat format = DataFormat::kCifar10) {
   // The defaults of a config file: no random crops or flips (Note [cifar augmentation]).
-  DataConfig cfg = Config::from_string(std::string("data: {format: ") + to_string(format) + "}\n").data;
+  DataConfig cfg =
+      Config::from_string(std::string("data: {format: ") + to_string(format) + "}\n").data;
   cfg.path = path;
   cfg.normalize = false;
   return cfg;
@@ -104,7 +110,8 @@ TEST(CifarData, Cifar10ShapesLabelsAndEveryPixel) {
       int wrong = 0;
       for (int c = 0; c < 3; ++c)
         for (int y = 0; y < 32; ++y)
-          for (int x = 0; x < 32; ++x) wrong += p[c * kRecordPlane + y * 32 + x] != record_pixel(i, c, y, x, batch);
+          for (int x = 0; x < 32; ++x)
+            wrong += p[c * kRecordPlane + y * 32 + x] != record_pixel(i, c, y, x, batch);
       EXPECT_EQ(wrong, 0) << "sample " << n;
     }
   const Batch t = s.test->get({3});
@@ -132,9 +139,11 @@ TEST(CifarData, StandardizedPerChannelWithTheTrainStatistics) {
     for (int batch = 0; batch < 5; ++batch)
       for (int i = 0; i < kBatchSizes[static_cast<size_t>(batch)]; ++i)
         for (int y = 0; y < 32; ++y)
-          for (int x = 0; x < 32; ++x) sq += std::pow(record_pixel(i, c, y, x, batch) / 255.0 - mean, 2);
+          for (int x = 0; x < 32; ++x)
+            sq += std::pow(record_pixel(i, c, y, x, batch) / 255.0 - mean, 2);
     EXPECT_NEAR(spec.pixel_mean[static_cast<size_t>(c)], mean, 1e-12) << "channel " << c;
-    EXPECT_NEAR(spec.pixel_std[static_cast<size_t>(c)], std::sqrt(sq / count), 1e-12) << "channel " << c;
+    EXPECT_NEAR(spec.pixel_std[static_cast<size_t>(c)], std::sqrt(sq / count), 1e-12)
+        << "channel " << c;
   }
   // The test split shares the train statistics; the batches stay uint8 and the device path
   // standardizes them: (x / 255 - mean[c]) / std[c].
@@ -148,7 +157,8 @@ TEST(CifarData, StandardizedPerChannelWithTheTrainStatistics) {
       for (int yx : {0, 33, 517, 1023}) {
         const int y = yx / 32, x = yx % 32;
         const double want =
-            (record_pixel(k + 1, c, y, x, 9) / 255.0 - spec.pixel_mean[static_cast<size_t>(c)]) / spec.pixel_std[static_cast<size_t>(c)];
+            (record_pixel(k + 1, c, y, x, 9) / 255.0 - spec.pixel_mean[static_cast<size_t>(c)]) /
+            spec.pixel_std[static_cast<size_t>(c)];
         EXPECT_NEAR(z[k][c][y][x].item<double>(), want, 1e-5) << k << " " << c << " " << yx;
       }
   // Straight into bf16 and channels-last (a ResNet under autocast): the fp32 values rounded
@@ -207,10 +217,12 @@ TEST(CifarData, MissingEmptyAndTruncatedFilesNameTheFile) {
 
   ASSERT_EQ(::remove(dir.file("data_batch_3.bin").c_str()), 0);
   expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {"data.path", "file not found", dir.file("data_batch_3.bin"), "data_batch_1.bin", "test_batch.bin"});
+             {"data.path", "file not found", dir.file("data_batch_3.bin"), "data_batch_1.bin",
+              "test_batch.bin"});
 
   write_bytes(dir.file("data_batch_3.bin"), {});
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {dir.file("data_batch_3.bin"), "empty file"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {dir.file("data_batch_3.bin"), "empty file"});
 
   // Two whole records and 100 bytes of a third: record 2 at byte offset 2 x 3073.
   std::vector<unsigned char> cut = records(cifar10_labels(2, 3), 2);
@@ -228,7 +240,8 @@ TEST(CifarData, MissingEmptyAndTruncatedFilesNameTheFile) {
   // A test split whose file is missing.
   write_cifar10_files(dir.path());
   ASSERT_EQ(::remove(dir.file("test_batch.bin").c_str()), 0);
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {dir.file("test_batch.bin"), "file not found"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {dir.file("test_batch.bin"), "file not found"});
   DataConfig named = cfg;
   named.test_files = "missing_*.bin";
   expect_all(message_of([&] { make_datasets(named, 0); }), {"data.test_files", "no file matches"});
@@ -241,21 +254,22 @@ TEST(CifarData, LabelOutsideTheClassesNamesFileRecordAndOffset) {
   write_bytes(dir.file("data_batch_4.bin"), records({{2}, {10}}, 3));
   DataConfig cfg = cifar_config(dir.path());
   expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {dir.file("data_batch_4.bin"), "label 10 of record 1 (label at byte offset 3073)", "[0, 10)",
-              "CIFAR-10 has 10 classes"});
+             {dir.file("data_batch_4.bin"), "label 10 of record 1 (label at byte offset 3073)",
+              "[0, 10)", "CIFAR-10 has 10 classes"});
   // data.num_classes narrows the classes: every label is checked against it. Batches 1 and 2
   // hold labels 0..4; record 0 of batch 3 has label 6.
   write_cifar10_files(dir.path());
   cfg.num_classes = 5;
   expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {dir.file("data_batch_3.bin"), "label 6 of record 0 (label at byte offset 0)", "[0, 5)",
-              "data.num_classes"});
+             {dir.file("data_batch_3.bin"), "label 6 of record 0 (label at byte offset 0)",
+              "[0, 5)", "data.num_classes"});
   // A fine label of 100 in CIFAR-100 (byte 1 of the record).
   write_bytes(dir.file("train.bin"), records({{0, 1}, {1, 2}, {2, 100}}, 0));
   write_bytes(dir.file("test.bin"), records({{0, 1}}, 0));
   cfg = cifar_config(dir.path(), DataFormat::kCifar100);
-  expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {dir.file("train.bin"), "label 100 of record 2 (label at byte offset 6149)", "[0, 100)"});
+  expect_all(
+      message_of([&] { make_datasets(cfg, 0); }),
+      {dir.file("train.bin"), "label 100 of record 2 (label at byte offset 6149)", "[0, 100)"});
 }
 
 TEST(CifarData, TheLabelNameFileNamesTheClassesUnlessTheConfigDoes) {
@@ -271,21 +285,23 @@ TEST(CifarData, TheLabelNameFileNamesTheClassesUnlessTheConfigDoes) {
   std::string text;
   for (const auto& n : names) text += n + "\n";
   write_bytes(sub + "/batches.meta.txt", std::vector<unsigned char>(text.begin(), text.end()));
-  {
-    std::ofstream(sub + "/batches.meta.txt", std::ios::app) << "\n \n";
-  }
+  { std::ofstream(sub + "/batches.meta.txt", std::ios::app) << "\n \n"; }
   DataConfig cfg = cifar_config(dir.path());
   Splits s = make_datasets(cfg, 0);
   EXPECT_EQ(s.train->spec().recipe.class_names, names);
   EXPECT_EQ(s.test->spec().recipe.class_names, names);
   // dtrain eval's test split reads them too.
-  EXPECT_EQ(detail::make_recorded_test_split(cfg, s.train->spec(), 0, at::kCPU)->spec().recipe.class_names, names);
+  EXPECT_EQ(detail::make_recorded_test_split(cfg, s.train->spec(), 0, at::kCPU)
+                ->spec()
+                .recipe.class_names,
+            names);
   // data.class_names wins, and is held to the classes.
   cfg.class_names = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
   EXPECT_EQ(make_datasets(cfg, 0).train->spec().recipe.class_names, cfg.class_names);
   cfg.class_names.pop_back();
-  expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {"data.class_names", "gives 9 names for the model's 10 classes", "CIFAR-10 has 10 classes"});
+  expect_all(
+      message_of([&] { make_datasets(cfg, 0); }),
+      {"data.class_names", "gives 9 names for the model's 10 classes", "CIFAR-10 has 10 classes"});
   // A file that does not name every class is not used (a warning names it).
   cfg.class_names.clear();
   write_bytes(sub + "/batches.meta.txt", std::vector<unsigned char>{'c', 'a', 't', '\n'});
@@ -299,8 +315,10 @@ TEST(CifarData, Cifar100NamesFineOrCoarseLabelsByTheirFiles) {
   std::string fine, coarse;
   for (int i = 0; i < 100; ++i) fine += "fine" + std::to_string(i) + "\n";
   for (int i = 0; i < 20; ++i) coarse += "coarse" + std::to_string(i) + "\r\n";  // CRs dropped
-  write_bytes(dir.file("fine_label_names.txt"), std::vector<unsigned char>(fine.begin(), fine.end()));
-  write_bytes(dir.file("coarse_label_names.txt"), std::vector<unsigned char>(coarse.begin(), coarse.end()));
+  write_bytes(dir.file("fine_label_names.txt"),
+              std::vector<unsigned char>(fine.begin(), fine.end()));
+  write_bytes(dir.file("coarse_label_names.txt"),
+              std::vector<unsigned char>(coarse.begin(), coarse.end()));
   DataConfig cfg = cifar_config(dir.path(), DataFormat::kCifar100);
   const auto fine_names = make_datasets(cfg, 0).train->spec().recipe.class_names;
   ASSERT_EQ(fine_names.size(), 100u);

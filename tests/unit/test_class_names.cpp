@@ -25,19 +25,23 @@ namespace {
 using test::message_of;
 using test::TempDir;
 
-const std::vector<std::string> kFashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                           "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+const std::vector<std::string> kFashion = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                           "Coat",        "Sandal",    "Shirt",    "Sneaker",
+                                           "Bag",         "Ankle boot"};
 
 using dtrain::test::expect_all;
 
 TEST(ClassNames, ParsedFromYamlAndTheCommandLineAndDumpedBack) {
   const Config yaml = Config::from_string(
-      "data:\n  format: idx\n  class_names: [T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, "
+      "data:\n  format: idx\n  class_names: [T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, "
+      "Shirt, Sneaker, "
       "Bag, Ankle boot]\n");
   EXPECT_EQ(yaml.data.class_names, kFashion);
-  EXPECT_EQ(Config::from_string("data: {format: idx}\n", "<s>", {"data.class_names=cat,dog, bird"}).data.class_names,
+  EXPECT_EQ(Config::from_string("data: {format: idx}\n", "<s>", {"data.class_names=cat,dog, bird"})
+                .data.class_names,
             (std::vector<std::string>{"cat", "dog", "bird"}));
-  const Config quoted = Config::from_string("data: {format: idx}\n", "<s>", {"data.class_names=[\"a, b\", 'c]', d]"});
+  const Config quoted =
+      Config::from_string("data: {format: idx}\n", "<s>", {"data.class_names=[\"a, b\", 'c]', d]"});
   EXPECT_EQ(quoted.data.class_names, (std::vector<std::string>{"a, b", "c]", "d"}));
   EXPECT_TRUE(Config::from_string("data: {format: idx}\n").data.class_names.empty());
   // The dump loads back as the same names (config.yaml of a run).
@@ -46,23 +50,29 @@ TEST(ClassNames, ParsedFromYamlAndTheCommandLineAndDumpedBack) {
 }
 
 TEST(ClassNames, AnEmptyOrRepeatedNameOrNotAListIsAnErrorNamingTheKey) {
-  const std::string empty = message_of([] { Config::from_string("data: {class_names: [a, '', b]}\n", "x.yaml"); });
+  const std::string empty =
+      message_of([] { Config::from_string("data: {class_names: [a, '', b]}\n", "x.yaml"); });
   expect_all(empty, {"data.class_names", "entry 2 is an empty name", "x.yaml"});
-  const std::string twice = message_of([] { Config::from_string("data: {}\n", "x.yaml", {"data.class_names=a,b,a"}); });
+  const std::string twice =
+      message_of([] { Config::from_string("data: {}\n", "x.yaml", {"data.class_names=a,b,a"}); });
   expect_all(twice, {"data.class_names", "names 'a' twice (entries 1 and 3)", "command line"});
-  const std::string map = message_of([] { Config::from_string("data: {class_names: {a: 1}}\n", "x.yaml"); });
+  const std::string map =
+      message_of([] { Config::from_string("data: {class_names: {a: 1}}\n", "x.yaml"); });
   expect_all(map, {"data.class_names", "expected a list of strings"});
-  const std::string nested = message_of([] { Config::from_string("data: {class_names: [a, [b]]}\n", "x.yaml"); });
+  const std::string nested =
+      message_of([] { Config::from_string("data: {class_names: [a, [b]]}\n", "x.yaml"); });
   expect_all(nested, {"data.class_names", "expected a string"});
 }
 
 // Two IDX files of 4 images of 1 x 2 with labels 0, 1, 2, 1 (3 classes) in `dir`.
 void write_idx(const TempDir& dir) {
   auto file = [](const std::string& path, std::vector<unsigned char> bytes) {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   };
-  file(dir.file("img"), {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2, 0, 255, 51, 102, 153, 204, 10, 20});
+  file(dir.file("img"),
+       {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2, 0, 255, 51, 102, 153, 204, 10, 20});
   file(dir.file("lab"), {0, 0, 8, 1, 0, 0, 0, 4, 0, 1, 2, 1});
 }
 
@@ -92,29 +102,35 @@ TEST(ClassNames, AnIdxRunCarriesThemIntoBothSplitsAndPreprocessJson) {
   EXPECT_EQ(detail::preprocess_difference(text, "p.json", recorded->spec(), cfg), "");
   // Other names under eval: the difference names the key.
   const DataConfig renamed = idx_config(dir, {"a", "b", "c"});
-  const std::string diff = detail::preprocess_difference(text, "p.json", make_datasets(renamed, 0).test->spec(), renamed);
-  expect_all(diff, {"data.class_names", "class_names [\"zero\",\"one\",\"two\"]", "[\"a\",\"b\",\"c\"]"});
+  const std::string diff = detail::preprocess_difference(
+      text, "p.json", make_datasets(renamed, 0).test->spec(), renamed);
+  expect_all(diff,
+             {"data.class_names", "class_names [\"zero\",\"one\",\"two\"]", "[\"a\",\"b\",\"c\"]"});
   // Without the key: no names, and no class_names field.
   const Splits plain = make_datasets(idx_config(dir, {}), 0);
   EXPECT_TRUE(plain.train->spec().recipe.class_names.empty());
-  EXPECT_FALSE(nlohmann::json::parse(detail::preprocess_json(plain.train->spec(), cfg)).contains("class_names"));
+  EXPECT_FALSE(nlohmann::json::parse(detail::preprocess_json(plain.train->spec(), cfg))
+                   .contains("class_names"));
 }
 
 TEST(ClassNames, ACountOtherThanTheClassesIsAnErrorNamingKeyCountAndRule) {
   TempDir dir;
   write_idx(dir);
   const std::string few = message_of([&] { make_datasets(idx_config(dir, {"zero", "one"}), 0); });
-  expect_all(few, {"data.class_names", "gives 2 names for the model's 3 classes", "taken from the train labels"});
+  expect_all(few, {"data.class_names", "gives 2 names for the model's 3 classes",
+                   "taken from the train labels"});
   DataConfig more = idx_config(dir, {"a", "b", "c"});
   more.num_classes = 4;
-  expect_all(message_of([&] { make_datasets(more, 0); }),
-             {"data.class_names", "gives 3 names for the model's 4 classes", "set by data.num_classes"});
+  expect_all(
+      message_of([&] { make_datasets(more, 0); }),
+      {"data.class_names", "gives 3 names for the model's 4 classes", "set by data.num_classes"});
 }
 
 TEST(ClassNames, ACsvClassificationRunCarriesThem) {
   TempDir dir;
   std::ofstream(dir.file("t.csv")) << "x,y\n0.5,0\n1.5,1\n2.5,0\n3.5,1\n4.5,1\n";
-  DataConfig cfg = Config::from_string("data: {format: csv, target_columns: y, test_fraction: 0.4}\n").data;
+  DataConfig cfg =
+      Config::from_string("data: {format: csv, target_columns: y, test_fraction: 0.4}\n").data;
   cfg.path = dir.path();
   cfg.train_files = "t.csv";
   cfg.num_classes = 2;
@@ -123,21 +139,26 @@ TEST(ClassNames, ACsvClassificationRunCarriesThem) {
   EXPECT_EQ(s.train->spec().recipe.class_names, cfg.class_names);
   EXPECT_EQ(s.test->spec().recipe.class_names, cfg.class_names);
   cfg.class_names = {"no", "yes", "maybe"};
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.class_names", "gives 3 names for the model's 2 classes"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.class_names", "gives 3 names for the model's 2 classes"});
 }
 
 TEST(ClassNames, ImageFoldersAndRegressionDoNotReadTheKey) {
   std::string all;
-  for (const auto& line : detail::unused_keys(Config::from_string("data: {format: image_folder, class_names: [a, b]}\n")))
+  for (const auto& line : detail::unused_keys(
+           Config::from_string("data: {format: image_folder, class_names: [a, b]}\n")))
     all += line + "\n";
   EXPECT_NE(all.find("data.class_names is set"), std::string::npos) << all;
-  EXPECT_NE(all.find("image folders name their classes by their folders"), std::string::npos) << all;
+  EXPECT_NE(all.find("image folders name their classes by their folders"), std::string::npos)
+      << all;
   all.clear();
-  for (const auto& line :
-       detail::unused_keys(Config::from_string("data: {format: csv, csv_task: regression, class_names: [a]}\n")))
+  for (const auto& line : detail::unused_keys(
+           Config::from_string("data: {format: csv, csv_task: regression, class_names: [a]}\n")))
     all += line + "\n";
   EXPECT_NE(all.find("data.csv_task is regression"), std::string::npos) << all;
-  EXPECT_TRUE(detail::unused_keys(Config::from_string("data: {format: cifar10, class_names: [a]}\n")).empty());
+  EXPECT_TRUE(
+      detail::unused_keys(Config::from_string("data: {format: cifar10, class_names: [a]}\n"))
+          .empty());
 }
 
 }  // namespace

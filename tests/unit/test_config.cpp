@@ -57,7 +57,8 @@ TEST(Config, OverridesUseTheSameKeysAndWinOverTheFile) {
 }
 
 TEST(Config, UnknownKeyNamesKeyLineAndSuggestion) {
-  std::string msg = error_of([] { Config::from_string("train:\n  epochs: 1\n  lrr: 0.1\n", "x.yaml"); });
+  std::string msg =
+      error_of([] { Config::from_string("train:\n  epochs: 1\n  lrr: 0.1\n", "x.yaml"); });
   EXPECT_NE(msg.find("train.lrr"), std::string::npos) << msg;
   EXPECT_NE(msg.find("x.yaml:3:3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'train.lr'"), std::string::npos) << msg;
@@ -70,7 +71,8 @@ TEST(Config, UnknownSectionIsAnError) {
 }
 
 TEST(Config, WrongTypeNamesKeyAndLine) {
-  std::string msg = error_of([] { Config::from_string("run: {}\ntrain:\n  lr: fast\n", "y.yaml"); });
+  std::string msg =
+      error_of([] { Config::from_string("run: {}\ntrain:\n  lr: fast\n", "y.yaml"); });
   EXPECT_NE(msg.find("train.lr"), std::string::npos) << msg;
   EXPECT_NE(msg.find("y.yaml:3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
@@ -94,7 +96,8 @@ TEST(Config, ImpossibleValuesAreErrors) {
 }
 
 TEST(Config, MalformedYamlNamesFileAndLine) {
-  std::string msg = error_of([] { Config::from_string("train:\n  lr: [0.1\n  epochs: 2\n", "bad.yaml"); });
+  std::string msg =
+      error_of([] { Config::from_string("train:\n  lr: [0.1\n  epochs: 2\n", "bad.yaml"); });
   EXPECT_NE(msg.find("malformed YAML"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bad.yaml:"), std::string::npos) << msg;
 }
@@ -105,7 +108,9 @@ TEST(Config, MissingFileIsAnError) {
 }
 
 TEST(Config, OverrideErrors) {
-  EXPECT_NE(error_of([] { Config::from_string("run: {}\n", "f", {"train.lr"}); }).find("section.key=value"),
+  EXPECT_NE(error_of([] {
+              Config::from_string("run: {}\n", "f", {"train.lr"});
+            }).find("section.key=value"),
             std::string::npos);
   std::string msg = error_of([] { Config::from_string("run: {}\n", "f", {"train.lr=abc"}); });
   EXPECT_NE(msg.find("train.lr"), std::string::npos) << msg;

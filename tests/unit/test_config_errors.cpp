@@ -6,8 +6,8 @@
 #include <fstream>
 #include <string>
 
-#include "session/unused_keys.h"
 #include "dtrain/config.h"
+#include "session/unused_keys.h"
 #include "test_support.h"
 
 namespace dtrain {
@@ -18,11 +18,14 @@ using test::TempDir;
 
 // Expects `msg` to hold every one of `parts`.
 void expect_all(const std::string& msg, std::initializer_list<const char*> parts) {
-  for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
+  for (const char* p : parts)
+    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
 }
 
 TEST(ConfigErrors, DuplicateKeyNamesFileBothLinesAndKey) {
-  expect_all(message_of([] { Config::from_string("train:\n  lr: 0.1\n  epochs: 2\n  lr: 0.2\n", "d.yaml"); }),
+  expect_all(message_of([] {
+               Config::from_string("train:\n  lr: 0.1\n  epochs: 2\n  lr: 0.2\n", "d.yaml");
+             }),
              {"train.lr", "duplicate key", "d.yaml:4:3", "first at d.yaml:2:3"});
   // In flow style, on one line: the columns tell them apart.
   expect_all(message_of([] { Config::from_string("train: {lr: 0.1, lr: 0.2}\n", "f.yaml"); }),
@@ -31,13 +34,16 @@ TEST(ConfigErrors, DuplicateKeyNamesFileBothLinesAndKey) {
 
 TEST(ConfigErrors, DuplicateSectionNamesFileBothLines) {
   // The keys differ, so only the section is repeated: the later one must not replace the first.
-  expect_all(message_of([] { Config::from_string("train:\n  lr: 0.1\nmodel: {}\ntrain:\n  epochs: 2\n", "s.yaml"); }),
+  expect_all(message_of([] {
+               Config::from_string("train:\n  lr: 0.1\nmodel: {}\ntrain:\n  epochs: 2\n", "s.yaml");
+             }),
              {"train", "duplicate section", "s.yaml:4:1", "first at s.yaml:1:1"});
 }
 
 TEST(ConfigErrors, EmptyOrCommentOnlyConfigIsAnError) {
   for (const char* text : {"", "\n\n", "# just a comment\n# and another\n", "---\n...\n"})
-    expect_all(message_of([&] { Config::from_string(text, "e.yaml"); }), {"e.yaml", "the config is empty"});
+    expect_all(message_of([&] { Config::from_string(text, "e.yaml"); }),
+               {"e.yaml", "the config is empty"});
   TempDir dir;
   { std::ofstream(dir.file("c.yaml")) << "# nothing but comments\n"; }
   expect_all(message_of([&] { Config::from_file(dir.file("c.yaml")); }),
@@ -52,14 +58,17 @@ TEST(ConfigErrors, DirectoryAsConfigIsAnError) {
 
 TEST(ConfigErrors, NonMapDocumentsAreErrors) {
   for (const char* text : {"hello\n", "- run\n- train\n", "42\n"})
-    expect_all(message_of([&] { Config::from_string(text, "n.yaml"); }), {"n.yaml:1:1", "must be a map"});
+    expect_all(message_of([&] { Config::from_string(text, "n.yaml"); }),
+               {"n.yaml:1:1", "must be a map"});
   expect_all(message_of([] { Config::from_string("train: [lr, 0.1]\n", "n.yaml"); }),
              {"train", "expected a map of keys"});
 }
 
 TEST(ConfigErrors, SecondYamlDocumentIsAnError) {
   // YAML::Load would read the first document and drop the second without a word.
-  expect_all(message_of([] { Config::from_string("train: {lr: 0.1}\n---\ntrain: {lr: 0.2}\n", "m.yaml"); }),
+  expect_all(message_of([] {
+               Config::from_string("train: {lr: 0.1}\n---\ntrain: {lr: 0.2}\n", "m.yaml");
+             }),
              {"m.yaml", "2 YAML documents", "m.yaml:3:1"});
 }
 
@@ -109,7 +118,8 @@ TEST(ConfigErrors, NumbersWithTrailingJunkOrOutOfRangeAreErrors) {
   expect_all(msg("train.lr=0.1.2"), {"train.lr", "'0.1.2'"});
   expect_all(msg("train.lr=1e-3abc"), {"train.lr", "'1e-3abc'"});
   expect_all(msg("train.lr=nan"), {"train.lr", "finite"});
-  expect_all(msg("train.epochs=99999999999999999999"), {"train.epochs", "out of range for a 64-bit"});
+  expect_all(msg("train.epochs=99999999999999999999"),
+             {"train.epochs", "out of range for a 64-bit"});
   expect_all(msg("train.epochs=1e19"), {"train.epochs", "out of range for a 64-bit"});
   expect_all(msg("train.epochs=2.5"), {"train.epochs", "'2.5'"});
   EXPECT_EQ(Config::from_string("run: {}\n", "f", {"train.epochs=1e3"}).train.epochs, 1000);
@@ -130,8 +140,11 @@ TEST(ConfigErrors, OverrideOfASectionOrWithoutAValueIsAnError) {
 }
 
 TEST(ConfigErrors, SameKeyTwiceOnTheCommandLineIsAnError) {
-  expect_all(message_of([] { Config::from_string("run: {}\n", "f", {"train.lr=0.1", "train.epochs=2", "train.lr=0.2"}); }),
-             {"train.lr", "set twice on the command line", "'train.lr=0.1'", "'train.lr=0.2'"});
+  expect_all(
+      message_of([] {
+        Config::from_string("run: {}\n", "f", {"train.lr=0.1", "train.epochs=2", "train.lr=0.2"});
+      }),
+      {"train.lr", "set twice on the command line", "'train.lr=0.1'", "'train.lr=0.2'"});
 }
 
 TEST(ConfigErrors, RunNameMustStayInsideRunDir) {
@@ -165,7 +178,8 @@ TEST(ConfigErrors, SettingsYamlLoadsAgainAsTheSameConfig) {
   // Values that YAML would read as something else unless the dump quotes them.
   Config c = Config::from_string(
       "run: {name: 'yes', dir: ''}\nmodel: {name: mlp, hidden: []}\n"
-      "data: {test_images: '', test_labels: 'null', path: '#x: y'}\ntrain: {lr: 0.1, micro_batch: auto}\n",
+      "data: {test_images: '', test_labels: 'null', path: '#x: y'}\ntrain: {lr: 0.1, micro_batch: "
+      "auto}\n",
       "q.yaml");
   const std::string yaml = c.settings_yaml();
   EXPECT_EQ(yaml.find('#' + std::string(" resolved")), std::string::npos) << yaml;
@@ -182,7 +196,8 @@ TEST(ConfigErrors, SettingsYamlLoadsAgainAsTheSameConfig) {
 
 TEST(ConfigErrors, KeysTheRunDoesNotReadAreWarnedAbout) {
   Config c = Config::from_string(
-      "model:\n  name: mlp\n  channels: [8]\n  hidden: [4]\ndata:\n  format: synthetic\n  path: /x\n"
+      "model:\n  name: mlp\n  channels: [8]\n  hidden: [4]\ndata:\n  format: synthetic\n  path: "
+      "/x\n"
       "train:\n  optimizer: adam\n  momentum: 0.9\n",
       "u.yaml", {"model.n_embd=64"});
   const auto lines = detail::unused_keys(c);
@@ -195,13 +210,16 @@ TEST(ConfigErrors, KeysTheRunDoesNotReadAreWarnedAbout) {
                    "train.momentum is set (u.yaml:10:3) but not used: train.optimizer is adam"});
   // Defaults are never reported, and a model dtrain does not know may read any key.
   EXPECT_TRUE(detail::unused_keys(Config()).empty());
-  EXPECT_TRUE(detail::unused_keys(Config::from_string("model: {name: mine, channels: [8]}\n")).empty());
+  EXPECT_TRUE(
+      detail::unused_keys(Config::from_string("model: {name: mine, channels: [8]}\n")).empty());
 }
 
 // An override without its section, in the wrong section, or under another framework's name is
 // told the key it means (and, without a section, how overrides are written).
 TEST(ConfigErrors, OverridesGetTheKeyTheyMean) {
-  const auto said = [](const std::string& o) { return message_of([&] { Config::from_string("run: {}\n", "s.yaml", {o}); }); };
+  const auto said = [](const std::string& o) {
+    return message_of([&] { Config::from_string("run: {}\n", "s.yaml", {o}); });
+  };
   test::expect_all(said("max_steps=5"), {"'train.max_steps'", "overrides are section.key=value"});
   test::expect_all(said("model.lr=0.1"), {"did you mean 'train.lr'"});
   test::expect_all(said("train.learning_rate=0.1"), {"did you mean 'train.lr'"});

@@ -54,7 +54,8 @@ std::vector<int64_t> iota(int64_t n) {
 std::string rows_text(int n, const std::string& header = "x,label,y\n") {
   std::string s = header;
   for (int i = 0; i < n; ++i)
-    s += std::to_string(i / 2.0) + "," + std::to_string(i % 3) + "," + std::to_string(10 - i) + "\n";
+    s +=
+        std::to_string(i / 2.0) + "," + std::to_string(i % 3) + "," + std::to_string(10 - i) + "\n";
   return s;
 }
 
@@ -126,7 +127,8 @@ TEST(CsvData, StandardizedPerColumnWithTheTrainStatistics) {
     EXPECT_NEAR(tr.inputs[i][0].item<double>(), (i / 2.0 - mx) / sx, 1e-6);
     EXPECT_NEAR(tr.inputs[i][1].item<double>(), (10.0 - i - my) / sy, 1e-6);
   }
-  for (int i = 0; i < 3; ++i) EXPECT_NEAR(te.inputs[i][1].item<double>(), (10.0 - i - my) / sy, 1e-6);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(te.inputs[i][1].item<double>(), (10.0 - i - my) / sy, 1e-6);
 }
 
 TEST(CsvData, HeldOutRowsAreSeededAndDisjoint) {
@@ -150,7 +152,7 @@ TEST(CsvData, HeldOutRowsAreSeededAndDisjoint) {
   EXPECT_EQ(test.size(), 20u);
   std::set<int64_t> all(train.begin(), train.end());
   all.insert(test.begin(), test.end());
-  EXPECT_EQ(all.size(), 100u);  // disjoint, every row once
+  EXPECT_EQ(all.size(), 100u);                            // disjoint, every row once
   EXPECT_TRUE(std::is_sorted(test.begin(), test.end()));  // in file order
   EXPECT_EQ(rows(5).second, test);  // the same seed holds out the same rows (every rank alike)
   EXPECT_NE(rows(6).second, test);
@@ -166,14 +168,17 @@ TEST(CsvData, MalformedFilesNameFileLineAndColumn) {
   expect_all(error_for(""), {f, "empty file"});
   expect_all(error_for("\n \n"), {f, "only blank lines"});
   expect_all(error_for("x,label\n"), {f, "no data rows after the header (line 1)"});
-  expect_all(error_for("x,label\n1,0\n", "target"),
-             {"data.target_columns", "no column 'target'", "the columns of " + f + " are: x, label"});
+  expect_all(error_for("x,label\n1,0\n", "target"), {"data.target_columns", "no column 'target'",
+                                                     "the columns of " + f + " are: x, label"});
   expect_all(error_for("x,y\n1,0\n", ""), {"data.target_columns", "is empty"});
-  expect_all(error_for("x,label\n1,0\n2,1\n3,abc\n"), {f + ":4:2", "column 2 'label'", "'abc' is not a number"});
-  expect_all(error_for("x,label\n1,0\n1.5e,1\n"), {f + ":3:1", "column 1 'x'", "'1.5e' is not a number"});
+  expect_all(error_for("x,label\n1,0\n2,1\n3,abc\n"),
+             {f + ":4:2", "column 2 'label'", "'abc' is not a number"});
+  expect_all(error_for("x,label\n1,0\n1.5e,1\n"),
+             {f + ":3:1", "column 1 'x'", "'1.5e' is not a number"});
   expect_all(error_for("x,label\n1,0\nnan,1\n"), {f + ":3:1", "'nan' is not a finite number"});
   expect_all(error_for("x,label\n1,0\n,1\n"), {f + ":3:1", "empty field"});
-  expect_all(error_for("x,label\n1,0\n\n2,1,7\n"), {f + ":4", "3 field(s), the header has 2 columns"});
+  expect_all(error_for("x,label\n1,0\n\n2,1,7\n"),
+             {f + ":4", "3 field(s), the header has 2 columns"});
   expect_all(error_for("x,label\n1\n"), {f + ":2", "1 field(s), the header has 2 columns"});
   expect_all(error_for("x,label\n1,-1\n"), {f + ":2:2", "class id -1 is negative"});
   expect_all(error_for("x,label\n1,2.5\n"), {f + ":2:2", "class id 2.5 is not a whole number"});
@@ -207,22 +212,27 @@ TEST(CsvData, ColumnsAndSettingsThatDoNotFit) {
   write(dir.file("b.csv"), "label,x\n1,0\n");
   write(dir.file("c.csv"), "x,y,label\n1,5,0\n2,5,1\n");
   DataConfig cfg = csv_config(dir, "a.csv,b.csv", "label");
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {dir.file("b.csv") + ":1", "header differs", "x, label"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {dir.file("b.csv") + ":1", "header differs", "x, label"});
   cfg = csv_config(dir, "a.csv", "label,x");
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.target_columns", "classification takes one column"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.target_columns", "classification takes one column"});
   cfg.csv_task = task("regression");
   expect_all(message_of([&] { make_datasets(cfg, 0); }), {"no feature columns"});
   cfg = csv_config(dir, "c.csv", "label");
   cfg.feature_columns = "x,label";
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.feature_columns", "'label' is both"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.feature_columns", "'label' is both"});
   cfg.feature_columns = "";
   cfg.normalize = true;  // column y is 5 in every row
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.normalize", "'y'", "same value in every train row"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.normalize", "'y'", "same value in every train row"});
   cfg = csv_config(dir, "nothing*.csv", "label");
   expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.train_files", "no file matches"});
   cfg = csv_config(dir, "c.csv", "label");
   cfg.test_files = "a.csv";  // no column y
-  expect_all(message_of([&] { make_datasets(cfg, 0); }), {"data.test_files", "are not the train files'"});
+  expect_all(message_of([&] { make_datasets(cfg, 0); }),
+             {"data.test_files", "are not the train files'"});
 }
 
 }  // namespace

@@ -68,7 +68,8 @@ TEST(Cursor, AResumedRunStartsMidEpochOrAtAnEpochEndThatHadNotRun) {
 
 TEST(Cursor, AnEarlyStoppedRunHasFinishedWhereverItStoppedAndWhateverItsPlan) {
   // Stopped by a hook mid-epoch (step 13 of 30), at an epoch's end (20), and at the last step.
-  for (const auto& [step, end_done] : {std::pair<int64_t, bool>{13, false}, {20, true}, {30, true}}) {
+  for (const auto& [step, end_done] :
+       {std::pair<int64_t, bool>{13, false}, {20, true}, {30, true}}) {
     LoopPosition p = at(step, end_done);
     p.stopped_early = true;
     EXPECT_TRUE(LoopCursor(config({}), &p, 10, 30, true).finished()) << step;
@@ -98,7 +99,8 @@ TEST(Cursor, LossReadsAreDueEveryLogEveryStepsAndAtTheEndOfEachEpochAndOfTheRun)
 }
 
 TEST(Cursor, SavesAreDueBySchedule) {
-  LoopCursor c(config({"checkpoint.every_steps=3", "checkpoint.every_epoch=true"}), nullptr, 10, 30, true);
+  LoopCursor c(config({"checkpoint.every_steps=3", "checkpoint.every_epoch=true"}), nullptr, 10, 30,
+               true);
   std::vector<int64_t> due;
   for (int64_t s = 0; c.runs(s); ++s) {
     c.step_done();

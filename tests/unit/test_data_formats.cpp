@@ -27,7 +27,7 @@ namespace {
 using test::expect_all;
 using test::message_of;
 
-const std::vector<std::string> kFormats = {"idx",      "synthetic", "tokens", "text",
+const std::vector<std::string> kFormats = {"idx",     "synthetic", "tokens", "text",
                                            "cifar10", "cifar100",  "csv",    "image_folder"};
 
 std::vector<std::string> config_names() {
@@ -48,13 +48,15 @@ std::vector<std::string> registered_with(Has what) {
 TEST(DataFormats, TheConfigAndTheRegistryListTheSameFormatsInHelpOrder) {
   EXPECT_EQ(config_names(), kFormats);
   std::vector<std::string> registered = detail::registered_format_names();
-  registered.erase(std::remove_if(registered.begin(), registered.end(),
-                                  [](const std::string& n) { return n.rfind("test_", 0) == 0; }),  // this file's
-                   registered.end());
+  registered.erase(
+      std::remove_if(registered.begin(), registered.end(),
+                     [](const std::string& n) { return n.rfind("test_", 0) == 0; }),  // this file's
+      registered.end());
   EXPECT_EQ(registered, kFormats);
   // The constants of config.h name formats of both halves.
-  for (const DataFormat f : {DataFormat::kIdx, DataFormat::kSynthetic, DataFormat::kTokens, DataFormat::kText,
-                             DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder}) {
+  for (const DataFormat f :
+       {DataFormat::kIdx, DataFormat::kSynthetic, DataFormat::kTokens, DataFormat::kText,
+        DataFormat::kCifar10, DataFormat::kCifar100, DataFormat::kCsv, DataFormat::kImageFolder}) {
     EXPECT_NE(config::find_format(f.name()), nullptr) << f.name();
     EXPECT_EQ(detail::registered_format(f).name, f.name());
   }
@@ -65,14 +67,18 @@ TEST(DataFormats, TheConfigAndTheRegistryListTheSameFormatsInHelpOrder) {
 TEST(DataFormats, DataFormatsChoiceIsTheRowsNames) {
   const config::Field* f = config::find_field("data.format");
   ASSERT_NE(f, nullptr);
-  expect_all(f->help, {"idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), "
-                       "cifar10 / cifar100 (the official binary version), csv",
-                       "(idx | synthetic | tokens | text | cifar10 | cifar100 | csv | image_folder)"});
+  expect_all(
+      f->help,
+      {"idx (MNIST-style files), synthetic, tokens (nanoGPT / llm.c token files), text (bytes), "
+       "cifar10 / cifar100 (the official binary version), csv",
+       "(idx | synthetic | tokens | text | cifar10 | cifar100 | csv | image_folder)"});
   expect_all(message_of([] { Config::from_string("data: {format: parquet}\n", "d.yaml"); }),
              {"data.format", "d.yaml:1:",
-              "must be one of idx | synthetic | tokens | text | cifar10 | cifar100 | csv | image_folder, got 'parquet'"});
+              "must be one of idx | synthetic | tokens | text | cifar10 | cifar100 | csv | "
+              "image_folder, got 'parquet'"});
   for (const auto& name : kFormats)
-    EXPECT_STREQ(Config::from_string("data: {format: " + name + "}\n").data.format.name(), name.c_str());
+    EXPECT_STREQ(Config::from_string("data: {format: " + name + "}\n").data.format.name(),
+                 name.c_str());
 }
 
 TEST(DataFormats, TheFormatsListTheKeysTheirRunsRead) {
@@ -81,13 +87,15 @@ TEST(DataFormats, TheFormatsListTheKeysTheirRunsRead) {
     if (f.read_by_formats) by_format.insert(f.key);
   for (const auto& format : config::data_formats()) {
     for (const auto& key : format.reads) {
-      EXPECT_TRUE(by_format.count(key)) << format.name << " reads " << key << ", not a .by_format() row";
+      EXPECT_TRUE(by_format.count(key))
+          << format.name << " reads " << key << ", not a .by_format() row";
       listed.insert(key);
     }
     for (const auto& [key, why] : format.not_read) EXPECT_TRUE(by_format.count(key)) << key;
   }
   EXPECT_EQ(listed, by_format);  // every .by_format() key is read by some format
-  auto unused = [](const std::string& format, const std::string& key, const std::vector<std::string>& set = {}) {
+  auto unused = [](const std::string& format, const std::string& key,
+                   const std::vector<std::string>& set = {}) {
     const Config c = Config::from_string("data: {format: " + format + "}\n", "<string>", set);
     return config::find_field(key)->unused_because(c);
   };
@@ -97,13 +105,16 @@ TEST(DataFormats, TheFormatsListTheKeysTheirRunsRead) {
   EXPECT_EQ(unused("cifar100", "data.cifar_labels"), "");
   EXPECT_EQ(unused("cifar10", "data.cifar_labels"), "data.format is cifar10");
   // A format's own reason, and the rows' conditions beyond the format.
-  EXPECT_EQ(unused("image_folder", "data.class_names"), "image folders name their classes by their folders");
+  EXPECT_EQ(unused("image_folder", "data.class_names"),
+            "image folders name their classes by their folders");
   EXPECT_EQ(unused("csv", "data.class_names"), "");
-  EXPECT_EQ(unused("csv", "data.class_names", {"data.csv_task=regression"}), "data.csv_task is regression");
+  EXPECT_EQ(unused("csv", "data.class_names", {"data.csv_task=regression"}),
+            "data.csv_task is regression");
   EXPECT_EQ(unused("tokens", "data.class_names"), "data.format is tokens");
   EXPECT_EQ(unused("text", "data.test_fraction", {"data.test_files=t.txt"}), "");
   EXPECT_EQ(unused("csv", "data.test_fraction"), "");
-  EXPECT_EQ(unused("csv", "data.test_fraction", {"data.test_files=t.csv"}), "data.test_files names the test split");
+  EXPECT_EQ(unused("csv", "data.test_fraction", {"data.test_files=t.csv"}),
+            "data.test_files names the test split");
   EXPECT_EQ(unused("tokens", "data.test_fraction"), "data.format is tokens");
 }
 
@@ -120,10 +131,12 @@ TEST(DataFormats, DerivedDefaultsComeFromTheFormatsRow) {
     c.resolve(1);
     return c.data;
   };
-  const DataConfig tokens = resolved("model: {seq_len: 48, vocab_size: 300}\ndata: {format: tokens}\n");
+  const DataConfig tokens =
+      resolved("model: {seq_len: 48, vocab_size: 300}\ndata: {format: tokens}\n");
   EXPECT_EQ(tokens.seq_len, 48);
   EXPECT_EQ(tokens.num_classes, 300);
-  const DataConfig text = resolved("model: {seq_len: 48, vocab_size: 300}\ndata: {format: text, seq_len: 8}\n");
+  const DataConfig text =
+      resolved("model: {seq_len: 48, vocab_size: 300}\ndata: {format: text, seq_len: 8}\n");
   EXPECT_EQ(text.seq_len, 8);
   EXPECT_EQ(text.num_classes, 256);
   EXPECT_EQ(resolved("data: {format: image_folder, image_size: 112}\n").resize, 128);
@@ -135,11 +148,15 @@ TEST(DataFormats, DerivedDefaultsComeFromTheFormatsRow) {
 
 TEST(DataFormats, EachFormatsReadingComesFromItsRegistration) {
   using detail::FormatRegistration;
-  EXPECT_EQ(registered_with([](const FormatRegistration& r) { return static_cast<bool>(r.predict_inputs); }),
+  EXPECT_EQ(registered_with(
+                [](const FormatRegistration& r) { return static_cast<bool>(r.predict_inputs); }),
             (std::vector<std::string>{"idx", "cifar10", "cifar100", "csv", "image_folder"}));
-  EXPECT_EQ(registered_with([](const FormatRegistration& r) { return static_cast<bool>(r.prompt_tokens); }),
+  EXPECT_EQ(registered_with(
+                [](const FormatRegistration& r) { return static_cast<bool>(r.prompt_tokens); }),
             (std::vector<std::string>{"tokens", "text"}));
-  EXPECT_EQ(registered_with([](const FormatRegistration& r) { return static_cast<bool>(r.recorded_test_split); }),
+  EXPECT_EQ(registered_with([](const FormatRegistration& r) {
+              return static_cast<bool>(r.recorded_test_split);
+            }),
             (std::vector<std::string>{"idx", "cifar10", "cifar100", "csv"}));
   EXPECT_EQ(registered_with([](const FormatRegistration& r) { return r.host_pixels; }),
             (std::vector<std::string>{"idx"}));
@@ -147,8 +164,10 @@ TEST(DataFormats, EachFormatsReadingComesFromItsRegistration) {
             (std::vector<std::string>{"image_folder"}));
   // preprocess.json's keys: the format's own, then the shared ones.
   const auto csv = detail::registered_format(DataFormat::kCsv).preprocess_keys;
-  EXPECT_NE(std::find(csv.begin(), csv.end(), std::make_pair(std::string("/input_shape"), std::string("data.feature_columns"))),
-            csv.end());
+  EXPECT_NE(
+      std::find(csv.begin(), csv.end(),
+                std::make_pair(std::string("/input_shape"), std::string("data.feature_columns"))),
+      csv.end());
   DataSpec spec;
   spec.input_shape = {4};
   spec.num_classes = 3;
@@ -156,7 +175,8 @@ TEST(DataFormats, EachFormatsReadingComesFromItsRegistration) {
   cfg.format = DataFormat::kSynthetic;
   const std::string written = detail::preprocess_json(spec, cfg);
   spec.input_shape = {5};
-  EXPECT_EQ(detail::preprocess_difference(written, "p", spec, cfg).rfind("data.synthetic_features, data.synthetic_shape:", 0),
+  EXPECT_EQ(detail::preprocess_difference(written, "p", spec, cfg)
+                .rfind("data.synthetic_features, data.synthetic_shape:", 0),
             0u);
   // dtrain predict's prompts: token ids written in decimal, or text's bytes.
   const auto tokens = detail::registered_format(DataFormat::kTokens);
@@ -176,8 +196,9 @@ TEST(DataFormats, MakeDatasetsBuildsTheRegisteredSplits) {
   r.name = "test_only_format";
   r.make_splits = [](const DataConfig&, int64_t seed, const at::Device&) {
     Splits s;
-    s.train = std::make_shared<TensorDataset>(at::full({3, 1}, static_cast<double>(seed)), at::zeros({3}, at::kLong),
-                                              DataSpec{}, "registered in the test");
+    s.train = std::make_shared<TensorDataset>(at::full({3, 1}, static_cast<double>(seed)),
+                                              at::zeros({3}, at::kLong), DataSpec{},
+                                              "registered in the test");
     return s;
   };
   detail::register_format(r);
@@ -192,14 +213,16 @@ TEST(DataFormats, MakeDatasetsBuildsTheRegisteredSplits) {
 TEST(DataFormats, AnUnknownFormatIsAnErrorNamingDataFormat) {
   DataConfig cfg;
   cfg.format = DataFormat("imagefolder");
-  expect_all(message_of([&] { make_datasets(cfg, 0); }),
-             {"data.format", "unknown data format 'imagefolder' (did you mean 'image_folder'?)",
-              "the data formats: idx, synthetic, tokens, text, cifar10, cifar100, csv, image_folder"});
+  expect_all(
+      message_of([&] { make_datasets(cfg, 0); }),
+      {"data.format", "unknown data format 'imagefolder' (did you mean 'image_folder'?)",
+       "the data formats: idx, synthetic, tokens, text, cifar10, cifar100, csv, image_folder"});
   Config c;
   c.data.format = DataFormat("parquet");
   expect_all(message_of([&] { c.resolve(1); }), {"data.format", "unknown data format 'parquet'"});
-  expect_all(message_of([] { detail::read_preprocess(R"({"format": "parquet"})", "pre.json"); }),
-             {"pre.json", "preprocess.json's format 'parquet' is not a data.format of this dtrain"});
+  expect_all(
+      message_of([] { detail::read_preprocess(R"({"format": "parquet"})", "pre.json"); }),
+      {"pre.json", "preprocess.json's format 'parquet' is not a data.format of this dtrain"});
 }
 
 }  // namespace

@@ -110,8 +110,9 @@ TEST(Datasets, SyntheticClassification) {
   const std::string msg = message_of([&] { dtrain::make_datasets(bad, 0); });
   EXPECT_NE(msg.find("data.synthetic_task"), std::string::npos) << msg;
   // An unknown task stops at the parser, naming the key (past it, a task is an enum).
-  EXPECT_NE(message_of([] { dtrain::Config::from_string("data: {synthetic_task: nonsense}\n"); })
-                .find("data.synthetic_task"),
+  EXPECT_NE(message_of([] {
+              dtrain::Config::from_string("data: {synthetic_task: nonsense}\n");
+            }).find("data.synthetic_task"),
             std::string::npos);
   auto no_test = cfg;
   no_test.synthetic_test_size = 0;
@@ -148,7 +149,8 @@ TEST(Datasets, IdxStatisticsAreExactOnAnyThreadCount) {
   const int64_t n = 2000, side = 28;
   std::vector<unsigned char> px(static_cast<size_t>(n * side * side));
   uint32_t r = 12345;
-  for (auto& p : px) r = r * 1664525u + 1013904223u, p = static_cast<unsigned char>((r >> 24) % 200 + 40);
+  for (auto& p : px)
+    r = r * 1664525u + 1013904223u, p = static_cast<unsigned char>((r >> 24) % 200 + 40);
   write_gzip(dir.file("img.gz"), idx({0, 0, 8, 3, 0, 0, 0x07, 0xd0, 0, 0, 0, 28, 0, 0, 0, 28}, px));
   std::vector<unsigned char> labels(static_cast<size_t>(n), 1);
   write_gzip(dir.file("lab.gz"), idx({0, 0, 8, 1, 0, 0, 0x07, 0xd0}, labels));
@@ -188,11 +190,10 @@ TEST(Datasets, IdxSplitsUseTrainStatistics) {
   // train: 4 images 1x2, test: 2 images 1x2 (dims: N, 1, 2)
   const std::vector<unsigned char> train_px = {0, 255, 51, 102, 153, 204, 0, 0};
   const std::vector<unsigned char> test_px = {255, 0, 51, 51};
-  write_gzip(dir.file("tr-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2},
-                                        train_px));
+  write_gzip(dir.file("tr-img.gz"),
+             idx({0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2}, train_px));
   write_gzip(dir.file("tr-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 4}, {0, 1, 2, 3}));
-  write_gzip(dir.file("te-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2},
-                                        test_px));
+  write_gzip(dir.file("te-img.gz"), idx({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}, test_px));
   write_gzip(dir.file("te-lab.gz"), idx({0, 0, 8, 1, 0, 0, 0, 2}, {3, 3}));
 
   dtrain::DataConfig cfg;
@@ -237,7 +238,6 @@ TEST(Datasets, IdxSplitsUseTrainStatistics) {
   const std::string msg = message_of([&] { dtrain::make_datasets(cfg, 0); });
   EXPECT_NE(msg.find("data.test_labels"), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir.file("nope.gz")), std::string::npos) << msg;
-
 }
 
 TEST(Datasets, TensorDatasetGetValidatesIndices) {
@@ -389,7 +389,9 @@ TEST(SyntheticImages, Uint8PixelsAreStandardizedOnTheDevice) {
   two.pixel_std = {0.5};
   EXPECT_NE(message_of([&] { dtrain::detail::PixelNormalizer(two, at::kCPU); }).find("per channel"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { pixels(at::zeros({2, 1, 8, 8}, at::kByte)); }).find("channels"),
+  EXPECT_NE(message_of([&] {
+              pixels(at::zeros({2, 1, 8, 8}, at::kByte));
+            }).find("channels"),
             std::string::npos);
   // uint8 is for images only, and the error names the key.
   auto tokens = synthetic("tokens", {8}, 16, 8, 0);
@@ -404,10 +406,9 @@ TEST(SyntheticImages, Uint8PixelsAreStandardizedOnTheDevice) {
 // safe from several loader threads at once ---------------------------------------------------
 
 TEST(Datasets, GetFollowsTheIndicesOnTheCpuFromManyThreadsAtOnce) {
-  const std::vector<dtrain::DataConfig> cfgs = {synthetic("regression"),
-                                                synthetic("classification"),
-                                                synthetic("tokens", {8}, 50, 256, 0),
-                                                synthetic("images", {3, 4, 4}, 5, 256, 0)};
+  const std::vector<dtrain::DataConfig> cfgs = {
+      synthetic("regression"), synthetic("classification"), synthetic("tokens", {8}, 50, 256, 0),
+      synthetic("images", {3, 4, 4}, 5, 256, 0)};
   for (const auto& cfg : cfgs) {
     const auto splits = dtrain::make_datasets(cfg, 5);
     const auto& ds = tensors(splits.train);

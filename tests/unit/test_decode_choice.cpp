@@ -29,10 +29,12 @@ TEST(DecodeChoice, TheKeyTakesCpuGpuAndAutoAndDefaultsToAuto) {
   const std::string yaml = "data:\n  format: image_folder\n  path: /x\n";
   for (const auto& [name, mode] : std::vector<std::pair<std::string, DecodeMode>>{
            {"cpu", DecodeMode::kCpu}, {"gpu", DecodeMode::kGpu}, {"auto", DecodeMode::kAuto}}) {
-    EXPECT_EQ(dtrain::Config::from_string(yaml, "t", {"data.decode=" + name}).data.decode, mode) << name;
+    EXPECT_EQ(dtrain::Config::from_string(yaml, "t", {"data.decode=" + name}).data.decode, mode)
+        << name;
     EXPECT_STREQ(dtrain::to_string(mode), name.c_str());
   }
-  const std::string bad = message_of([&] { dtrain::Config::from_string(yaml, "t", {"data.decode=nvjpeg"}); });
+  const std::string bad =
+      message_of([&] { dtrain::Config::from_string(yaml, "t", {"data.decode=nvjpeg"}); });
   EXPECT_NE(bad.find("data.decode"), std::string::npos) << bad;
 }
 
@@ -40,7 +42,9 @@ TEST(DecodeChoice, CpuIsTheCpuAndAutoOnACpuRankSaysWhy) {
   EXPECT_FALSE(choose_decode(DecodeMode::kCpu, kCuda, 2).gpu);
   const auto c = choose_decode(DecodeMode::kAuto, at::kCPU, 2);
   EXPECT_FALSE(c.gpu);
-  EXPECT_NE(c.why.find("data.decode auto: the CPU, as this rank computes on cpu"), std::string::npos) << c.why;
+  EXPECT_NE(c.why.find("data.decode auto: the CPU, as this rank computes on cpu"),
+            std::string::npos)
+      << c.why;
   const std::string m = message_of([] { choose_decode(DecodeMode::kGpu, at::kCPU, 2); });
   EXPECT_NE(m.find("data.decode"), std::string::npos) << m;
   EXPECT_NE(m.find("needs a CUDA device"), std::string::npos) << m;
@@ -54,14 +58,16 @@ TEST(DecodeChoice, AutoIsTheGpuForFewLoaderThreadsAndTheCpuForMany) {
   for (int threads : {1, 2, 3, 11}) {
     const auto c = choose_decode(DecodeMode::kAuto, kCuda, threads, nvjpeg);
     EXPECT_TRUE(c.gpu) << threads;
-    EXPECT_EQ(c.why, "data.decode auto: the GPU, nvJPEG 13.0.1 on cuda:0, as only " + std::to_string(threads) +
+    EXPECT_EQ(c.why, "data.decode auto: the GPU, nvJPEG 13.0.1 on cuda:0, as only " +
+                         std::to_string(threads) +
                          " loader thread(s) can decode at once (fewer than 12)");
   }
   for (int threads : {12, 15, 63}) {
     const auto c = choose_decode(DecodeMode::kAuto, kCuda, threads, nvjpeg);
     EXPECT_FALSE(c.gpu) << threads;
     EXPECT_EQ(c.why, "data.decode auto: the CPU, as " + std::to_string(threads) +
-                         " loader thread(s) can decode at once (12 or more keep up with a fast GPU, and the GPU's "
+                         " loader thread(s) can decode at once (12 or more keep up with a fast "
+                         "GPU, and the GPU's "
                          "decoder takes GPU time from training)");
   }
   EXPECT_TRUE(choose_decode(DecodeMode::kGpu, kCuda, 63, nvjpeg).gpu);
@@ -71,7 +77,8 @@ TEST(DecodeChoice, AutoIsTheGpuForFewLoaderThreadsAndTheCpuForMany) {
 
 TEST(DecodeChoice, WithoutNvjpegAutoIsTheCpuAndGpuAnErrorNamingTheKey) {
   const dtrain::detail::NvjpegStatus nvjpeg = dtrain::detail::nvjpeg_status();
-  if (nvjpeg.usable) GTEST_SKIP() << "nvJPEG is usable here (" << nvjpeg.text << "): the gpu tier tests it";
+  if (nvjpeg.usable)
+    GTEST_SKIP() << "nvJPEG is usable here (" << nvjpeg.text << "): the gpu tier tests it";
   if (!DTRAIN_WITH_CUDA) {
     EXPECT_NE(nvjpeg.text.find("CPU build"), std::string::npos) << nvjpeg.text;
   }
@@ -98,7 +105,8 @@ TEST(DecodeChoice, TheImageFolderSaysWhereItDecodes) {
   cfg.resize = 256;
   cfg.decode = DecodeMode::kAuto;
   const std::string d = dtrain::make_datasets(cfg, 0).train->describe();
-  EXPECT_NE(d.find("decoded on the CPU (data.decode auto: the CPU, as this rank computes on cpu)"), std::string::npos)
+  EXPECT_NE(d.find("decoded on the CPU (data.decode auto: the CPU, as this rank computes on cpu)"),
+            std::string::npos)
       << d;
   cfg.decode = DecodeMode::kGpu;
   const std::string m = message_of([&] { dtrain::make_datasets(cfg, 0); });
@@ -113,8 +121,8 @@ std::vector<uint8_t> jpeg_bytes(uint8_t sof, uint8_t precision, uint8_t componen
                                 std::vector<uint8_t> app = {}) {
   std::vector<uint8_t> v = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 'J', 'F'};  // SOI, an APP0 segment
   for (uint8_t b : app) v.push_back(b);
-  v.insert(v.end(), {0xff, sof, 0x00, static_cast<uint8_t>(8 + 3 * components), precision, 0x00, 0x10, 0x00, 0x10,
-                     components});
+  v.insert(v.end(), {0xff, sof, 0x00, static_cast<uint8_t>(8 + 3 * components), precision, 0x00,
+                     0x10, 0x00, 0x10, components});
   for (uint8_t c = 0; c < components; ++c)
     v.insert(v.end(), {c < ids.size() ? ids[c] : static_cast<uint8_t>(c + 1),
                        c < sampling.size() ? sampling[c] : uint8_t{0x11}, 0x00});
@@ -129,8 +137,10 @@ TEST(DecodeChoice, TheFrameCheckSendsWhatNvjpegDoesNotTakeToTheCpu) {
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3)), "");  // baseline
   EXPECT_EQ(refusal(jpeg_bytes(0xc1, 8, 1)), "");  // extended sequential, grayscale
   EXPECT_EQ(refusal(jpeg_bytes(0xc2, 8, 3)), "a progressive JPEG");
-  EXPECT_EQ(refusal(jpeg_bytes(0xc9, 8, 3)), "a JPEG that is neither baseline nor sequential Huffman-coded");
-  EXPECT_EQ(refusal(jpeg_bytes(0xc3, 8, 3)), "a JPEG that is neither baseline nor sequential Huffman-coded");
+  EXPECT_EQ(refusal(jpeg_bytes(0xc9, 8, 3)),
+            "a JPEG that is neither baseline nor sequential Huffman-coded");
+  EXPECT_EQ(refusal(jpeg_bytes(0xc3, 8, 3)),
+            "a JPEG that is neither baseline nor sequential Huffman-coded");
   EXPECT_EQ(refusal(jpeg_bytes(0xc1, 12, 3)), "a JPEG of 12-bit samples");
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 4)), "a JPEG of 4 components (CMYK)");
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, /*end=*/false)), "a JPEG without its end marker");
@@ -141,17 +151,23 @@ TEST(DecodeChoice, TheFrameCheckSendsWhatNvjpegDoesNotTakeToTheCpu) {
   broken[8] = 0x12;  // where the frame header's FF should be
   EXPECT_EQ(refusal(broken), "a JPEG whose markers cannot be followed");
   // Chroma sampled at 1, 1/2 (4:2:2, 4:2:0, 4:4:0) or 1/4 (4:1:1) of the luma: the kernels' shifts.
-  for (uint8_t y : {0x11, 0x21, 0x22, 0x12, 0x41}) EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {y, 0x11, 0x11})), "");
+  for (uint8_t y : {0x11, 0x21, 0x22, 0x12, 0x41})
+    EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {y, 0x11, 0x11})), "");
   const std::string fractional = "a JPEG whose chroma is not sampled at 1, 1/2 or 1/4 of the luma";
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x31, 0x11, 0x11})), fractional);  // 1/3
-  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x11, 0x21, 0x11})), fractional);  // chroma above the luma
-  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x42, 0x21, 0x11})), "");  // Cb at 1/2, Cr at 1/4 x 1/2: shifts each
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x11, 0x21, 0x11})),
+            fractional);  // chroma above the luma
+  EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x42, 0x21, 0x11})),
+            "");  // Cb at 1/2, Cr at 1/4 x 1/2: shifts each
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {0x32, 0x11, 0x11})), fractional);  // 1/3 across
   // RGB rather than YCbCr, by libjpeg's rule: an Adobe marker's transform 0, or the ids R, G, B
   // without a JFIF or Adobe marker; a JFIF marker makes it YCbCr whatever the ids.
-  const std::vector<uint8_t> adobe0 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0};
-  const std::vector<uint8_t> adobe1 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 1};
-  const std::vector<uint8_t> jfif = {0xff, 0xe0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0};
+  const std::vector<uint8_t> adobe0 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b',
+                                       'e',  0,    100,  0,    0,   0,   0,   0};
+  const std::vector<uint8_t> adobe1 = {0xff, 0xee, 0x00, 0x0e, 'A', 'd', 'o', 'b',
+                                       'e',  0,    100,  0,    0,   0,   0,   1};
+  const std::vector<uint8_t> jfif = {0xff, 0xe0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0,
+                                     1,    1,    0,    0,    1,   0,   1,   0,   0};
   const std::string rgb = "a JPEG of RGB components (no YCbCr)";
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {}, adobe0)), rgb);
   EXPECT_EQ(refusal(jpeg_bytes(0xc0, 8, 3, true, {}, {}, adobe1)), "");
@@ -166,12 +182,17 @@ TEST(DecodeChoice, TheFrameGivesThePlanesAndTheirShifts) {
     dtrain::detail::set_planes(dtrain::detail::jpeg_frame(v.data(), v.size()), g);
     return std::vector<int>{g.planes, g.shift_x[0], g.shift_y[0], g.shift_x[1], g.shift_y[1]};
   };
-  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3)), (std::vector<int>{3, 0, 0, 0, 0}));                      // 4:4:4
-  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x11, 0x11})), (std::vector<int>{3, 1, 1, 1, 1}));  // 4:2:0
-  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x21, 0x11, 0x11})), (std::vector<int>{3, 1, 0, 1, 0}));  // 4:2:2
-  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x41, 0x11, 0x11})), (std::vector<int>{3, 2, 0, 2, 0}));  // 4:1:1
-  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x21, 0x11})), (std::vector<int>{3, 0, 1, 1, 1}));  // Cb 4:2:2 of Y
-  EXPECT_EQ(planes(jpeg_bytes(0xc1, 8, 1, true, {0x22})), (std::vector<int>{1, 0, 0, 0, 0}));          // grayscale
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3)), (std::vector<int>{3, 0, 0, 0, 0}));  // 4:4:4
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x11, 0x11})),
+            (std::vector<int>{3, 1, 1, 1, 1}));  // 4:2:0
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x21, 0x11, 0x11})),
+            (std::vector<int>{3, 1, 0, 1, 0}));  // 4:2:2
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x41, 0x11, 0x11})),
+            (std::vector<int>{3, 2, 0, 2, 0}));  // 4:1:1
+  EXPECT_EQ(planes(jpeg_bytes(0xc0, 8, 3, true, {0x22, 0x21, 0x11})),
+            (std::vector<int>{3, 0, 1, 1, 1}));  // Cb 4:2:2 of Y
+  EXPECT_EQ(planes(jpeg_bytes(0xc1, 8, 1, true, {0x22})),
+            (std::vector<int>{1, 0, 0, 0, 0}));  // grayscale
 }
 
 }  // namespace

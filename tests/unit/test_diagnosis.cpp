@@ -47,11 +47,15 @@ std::optional<Finding> find(const std::vector<Finding>& fs, const std::string& k
   return std::nullopt;
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string all_text(const std::vector<Finding>& fs) { return dtrain::detail::diagnosis_text(fs); }
 
-std::string percent(double share) { return std::to_string(static_cast<int>(std::lround(100 * share))) + "%"; }
+std::string percent(double share) {
+  return std::to_string(static_cast<int>(std::lround(100 * share))) + "%";
+}
 
 TEST(Diagnosis, SlowLoaderIsDataBoundAndNamesTheWorkers) {
   const PhaseTimes p = phases(4.1, 5.0, 0.5, 0.4);
@@ -69,11 +73,13 @@ TEST(Diagnosis, ABindingThatStarvesTheLoaderIsNamedWithItsFix) {
   // mpirun -np 2 on a 16-CPU host: each rank bound to 1 core, 2 loader threads, 14 CPUs idle.
   DiagnosisInput in = run(phases(4.1, 5.0, 0.5, 0.4));
   in.rank_cpus = 1, in.idle_cpus = 14;
-  in.binding_fix = "with mpirun, --bind-to none or --map-by slot:PE=8 gives each of the 2 rank(s) more";
+  in.binding_fix =
+      "with mpirun, --bind-to none or --map-by slot:PE=8 gives each of the 2 rank(s) more";
   std::optional<Finding> f = find(diagnose(in), "data-bound");
   ASSERT_TRUE(f);
-  EXPECT_TRUE(has(f->what, "each rank may use 1 CPU(s) (the launcher's binding) for its 2 loader "
-                           "thread(s) and its training thread, while 14 CPUs of the host stay idle"))
+  EXPECT_TRUE(has(f->what,
+                  "each rank may use 1 CPU(s) (the launcher's binding) for its 2 loader "
+                  "thread(s) and its training thread, while 14 CPUs of the host stay idle"))
       << f->what;
   EXPECT_EQ(f->fix.rfind("give each rank more CPUs: with mpirun, --bind-to none", 0), 0u) << f->fix;
   EXPECT_TRUE(has(f->fix, "raise data.workers from 2")) << f->fix;
@@ -109,7 +115,8 @@ TEST(Diagnosis, ManyWorkersAlreadySuggestsPrefetchAndPinning) {
 
 TEST(Diagnosis, ExposedWaitStartsAtBackwardEndOrThePreviousWait) {
   // Bucket 0 done at 12 ms, bucket 1 at 30 ms; backward ended at 10 ms.
-  const std::vector<BucketTiming> b = {{0, 1 << 20, 0.002, 0.002, 0.012}, {1, 24 << 20, 0.009, 0.010, 0.030}};
+  const std::vector<BucketTiming> b = {{0, 1 << 20, 0.002, 0.002, 0.012},
+                                       {1, 24 << 20, 0.009, 0.010, 0.030}};
   EXPECT_DOUBLE_EQ(dtrain::detail::exposed_wait(b, 0, 0.010), 0.012 - 0.010);
   EXPECT_DOUBLE_EQ(dtrain::detail::exposed_wait(b, 1, 0.010), 0.030 - 0.012);
   // A bucket whose wait returned before backward ended (hidden) has none.
@@ -124,12 +131,16 @@ TEST(Diagnosis, CommunicationBoundNamesTheBucketsAndTheirWaits) {
   const auto fs = diagnose(in);
   std::optional<Finding> f = find(fs, "communication-bound");
   ASSERT_TRUE(f) << all_text(fs);
-  EXPECT_TRUE(has(f->what, percent(3.0 / 10.0) + " of step time waiting for gradient all-reduces")) << f->what;
+  EXPECT_TRUE(has(f->what, percent(3.0 / 10.0) + " of step time waiting for gradient all-reduces"))
+      << f->what;
   EXPECT_TRUE(has(f->what, "backward ended at 10.0 ms")) << f->what;
-  EXPECT_TRUE(has(f->what, "2 bucket(s) waited " + format("%.1f ms", 1e3 * (0.030 - 0.010)))) << f->what;
+  EXPECT_TRUE(has(f->what, "2 bucket(s) waited " + format("%.1f ms", 1e3 * (0.030 - 0.010))))
+      << f->what;
   // The worst first: bucket 1 (24 MiB) 18 ms, then bucket 0 (1 MiB) 2 ms.
-  const size_t b1 = f->what.find("bucket 1 (24.0 MiB) ready 9.0 ms, launched 10.0 ms, done 30.0 ms: 18.0 ms exposed");
-  const size_t b0 = f->what.find("bucket 0 (1.0 MiB) ready 2.0 ms, launched 2.0 ms, done 12.0 ms: 2.0 ms exposed");
+  const size_t b1 = f->what.find(
+      "bucket 1 (24.0 MiB) ready 9.0 ms, launched 10.0 ms, done 30.0 ms: 18.0 ms exposed");
+  const size_t b0 = f->what.find(
+      "bucket 0 (1.0 MiB) ready 2.0 ms, launched 2.0 ms, done 12.0 ms: 2.0 ms exposed");
   ASSERT_NE(b1, std::string::npos) << f->what;
   ASSERT_NE(b0, std::string::npos) << f->what;
   EXPECT_LT(b1, b0);
@@ -161,7 +172,8 @@ TEST(Diagnosis, CollectiveTimeTheBucketsDoNotExplainIsWaitingForOtherRanks) {
   EXPECT_FALSE(find(fs, "communication-bound")) << all_text(fs);
   std::optional<Finding> f = find(fs, "waiting for other ranks");
   ASSERT_TRUE(f) << all_text(fs);
-  EXPECT_TRUE(has(f->what, "but not for the gradients: the last step's 1 bucket(s) waited 0.03 ms")) << f->what;
+  EXPECT_TRUE(has(f->what, "but not for the gradients: the last step's 1 bucket(s) waited 0.03 ms"))
+      << f->what;
   EXPECT_TRUE(has(f->what, "against 30.0 ms of collective time per step")) << f->what;
   EXPECT_TRUE(has(f->fix, "a larger per-rank batch")) << f->fix;
   // Buckets that waited a tenth of it or more: communication-bound, as before.
@@ -171,7 +183,8 @@ TEST(Diagnosis, CollectiveTimeTheBucketsDoNotExplainIsWaitingForOtherRanks) {
 
 TEST(Diagnosis, ManySmallBucketsSuggestBiggerOnes) {
   DiagnosisInput in = run(phases(0.1, 6.0, 3.0, 0.9), 2);
-  for (int b = 0; b < 40; ++b) in.buckets.push_back({b, 64 << 10, 0.001 * b, 0.001 * b, 0.05 + 0.001 * b});
+  for (int b = 0; b < 40; ++b)
+    in.buckets.push_back({b, 64 << 10, 0.001 * b, 0.001 * b, 0.05 + 0.001 * b});
   in.backward_end = 0.045;
   std::optional<Finding> f = find(diagnose(in), "communication-bound");
   ASSERT_TRUE(f);
@@ -189,12 +202,16 @@ TEST(Diagnosis, SmallBucketsAreLatencyNotBandwidth) {
   const auto fs = diagnose(in);
   std::optional<Finding> f = find(fs, "communication-bound");
   ASSERT_TRUE(f) << all_text(fs);
-  EXPECT_TRUE(has(f->what, "the buckets are small (0 KiB in all, 0 KiB of them exposed): the wait is each "
-                           "all-reduce's fixed cost and the ranks' skew, not bytes on the wire")) << f->what;
+  EXPECT_TRUE(has(f->what,
+                  "the buckets are small (0 KiB in all, 0 KiB of them exposed): the wait is each "
+                  "all-reduce's fixed cost and the ranks' skew, not bytes on the wire"))
+      << f->what;
   EXPECT_FALSE(has(f->fix, "grad_dtype")) << f->fix;
   EXPECT_TRUE(has(f->fix, "fewer ranks")) << f->fix;
-  EXPECT_TRUE(has(f->fix, "a larger per-rank batch (train.global_batch) gives backward more to hide it "
-                          "behind, but it changes the training recipe: scale train.lr with it")) << f->fix;
+  EXPECT_TRUE(has(f->fix,
+                  "a larger per-rank batch (train.global_batch) gives backward more to hide it "
+                  "behind, but it changes the training recipe: scale train.lr with it"))
+      << f->fix;
   // One bucket of 1 MiB that waited as long: bytes on the wire, and bf16 halves them.
   in.buckets = {{0, 1 << 20, 0.0001, 0.0001, 0.0031}};
   f = find(diagnose(in), "communication-bound");
@@ -215,7 +232,8 @@ TEST(Diagnosis, ALargerBatchIsOfferedAsARecipeChange) {
     std::optional<Finding> f = find(fs, kind);
     ASSERT_TRUE(f) << kind << all_text(fs);
     EXPECT_TRUE(has(f->fix, "train.global_batch")) << f->fix;
-    EXPECT_TRUE(has(f->fix, "it changes the training recipe: scale train.lr with it")) << kind << ": " << f->fix;
+    EXPECT_TRUE(has(f->fix, "it changes the training recipe: scale train.lr with it"))
+        << kind << ": " << f->fix;
   }
 }
 
@@ -227,15 +245,19 @@ TEST(Diagnosis, HeadroomIsThePowerOfTwoThatFitsNinetyPercent) {
   const double gib = 1024.0 * 1024 * 1024;
   DiagnosisInput in = run(phases(0.1, 9, 0, 0.9));
   in.on_cuda = true, in.gpu_busy_percent = 95;
-  in.memory_peak = static_cast<int64_t>(9.9 * gib), in.memory_total = static_cast<int64_t>(141 * gib);
+  in.memory_peak = static_cast<int64_t>(9.9 * gib),
+  in.memory_total = static_cast<int64_t>(141 * gib);
   const int64_t expected = int64_t{1} << static_cast<int>(std::floor(std::log2(0.9 * 141 / 9.9)));
   EXPECT_EQ(expected, 8);
   EXPECT_EQ(dtrain::detail::micro_batch_growth(in.memory_peak, in.memory_total), expected);
   in.micro_batch = 32;  // of a per-rank batch of 64
   std::optional<Finding> f = find(diagnose(in), "memory headroom");
   ASSERT_TRUE(f);
-  EXPECT_TRUE(has(f->what, "peak 9.9 of 141.0 GiB on rank 0: micro_batch can grow about 8x (now 32)")) << f->what;
-  EXPECT_TRUE(has(f->fix, "raise train.micro_batch toward 64")) << f->fix;  // capped at the rank's batch
+  EXPECT_TRUE(
+      has(f->what, "peak 9.9 of 141.0 GiB on rank 0: micro_batch can grow about 8x (now 32)"))
+      << f->what;
+  EXPECT_TRUE(has(f->fix, "raise train.micro_batch toward 64"))
+      << f->fix;  // capped at the rank's batch
   // Less than twice the room: no headroom line; above 90%: a warning instead.
   EXPECT_EQ(dtrain::detail::micro_batch_growth(60, 100), 1);
   EXPECT_EQ(dtrain::detail::micro_batch_growth(45, 100), 2);
@@ -258,7 +280,8 @@ TEST(Diagnosis, SlowestRankIsNamedWithItsHost) {
   std::optional<Finding> f = find(fs, "slowest rank");
   ASSERT_TRUE(f) << all_text(fs);
   EXPECT_TRUE(has(f->what, "rank 3 on node-b spent 11.0 s")) << f->what;
-  EXPECT_TRUE(has(f->what, percent(11.0 / 9.0 - 1) + " more than rank 0 on node-a (9.0 s)")) << f->what;
+  EXPECT_TRUE(has(f->what, percent(11.0 / 9.0 - 1) + " more than rank 0 on node-a (9.0 s)"))
+      << f->what;
   EXPECT_TRUE(has(f->what, "most of it in compute")) << f->what;
   EXPECT_TRUE(has(f->fix, "rank 3's host")) << f->fix;
   // A rank slow in its data wait: the loader is named.
@@ -280,7 +303,8 @@ TEST(Diagnosis, QuietWhenBalanced) {
   const auto fs = diagnose(in);
   ASSERT_EQ(fs.size(), 1u) << all_text(fs);
   EXPECT_EQ(fs[0].kind, "compute-bound");
-  EXPECT_EQ(fs[0].what, percent(9.3 / 10.0) + " of step time in forward/backward: the CPU is the limit");
+  EXPECT_EQ(fs[0].what,
+            percent(9.3 / 10.0) + " of step time in forward/backward: the CPU is the limit");
   EXPECT_TRUE(fs[0].fix.empty());
   in.on_cuda = true, in.gpu_busy_percent = 93;
   EXPECT_TRUE(has(diagnose(in)[0].what, "the GPU is the limit"));
@@ -306,8 +330,10 @@ TEST(Diagnosis, LowGpuBusyIsLaunchBound) {
   f = find(diagnose(in), "launch-bound");
   ASSERT_TRUE(f);
   EXPECT_TRUE(has(f->what, "steps ran eager")) << f->what;
-  EXPECT_TRUE(has(f->fix, "it needs gradients over NCCL (dist.backend), a fused optimizer")) << f->fix;
-  EXPECT_TRUE(has(f->fix, "train.micro_batch=0 runs the per-rank batch of 64 at once (now 16)")) << f->fix;
+  EXPECT_TRUE(has(f->fix, "it needs gradients over NCCL (dist.backend), a fused optimizer"))
+      << f->fix;
+  EXPECT_TRUE(has(f->fix, "train.micro_batch=0 runs the per-rank batch of 64 at once (now 16)"))
+      << f->fix;
   // A busy GPU is not launch-bound; a CPU run never is.
   in.gpu_busy_percent = 90;
   EXPECT_FALSE(find(diagnose(in), "launch-bound"));
@@ -340,7 +366,8 @@ TEST(Diagnosis, RecoveriesAndSkippedSteps) {
   auto fs = diagnose(in);
   std::optional<Finding> f = find(fs, "out of memory");
   ASSERT_TRUE(f);
-  EXPECT_TRUE(has(f->what, "2 step(s) redone after running out of memory: the micro-batch went from 64 to 16"));
+  EXPECT_TRUE(has(
+      f->what, "2 step(s) redone after running out of memory: the micro-batch went from 64 to 16"));
   EXPECT_TRUE(has(f->fix, "train.micro_batch=16"));
   f = find(fs, "skipped steps");
   ASSERT_TRUE(f);
@@ -360,9 +387,11 @@ TEST(Diagnosis, MemoryByKindSplitsTheMeasuredPeak) {
   in.on_cuda = true, in.memory_peak = 10 * gib, in.memory_total = 140 * gib;
   const auto f = find(diagnose(in), "memory by kind");
   ASSERT_TRUE(f);
-  EXPECT_TRUE(has(f->what, "rank 0's peak of 10.00 GiB: weights 1.00 GiB, gradients 1.00 GiB, "
-                           "optimizer state 2.00 GiB (its shard of 2), activations and workspace "
-                           "6.00 GiB")) << f->what;
+  EXPECT_TRUE(has(f->what,
+                  "rank 0's peak of 10.00 GiB: weights 1.00 GiB, gradients 1.00 GiB, "
+                  "optimizer state 2.00 GiB (its shard of 2), activations and workspace "
+                  "6.00 GiB"))
+      << f->what;
 }
 
 TEST(Diagnosis, NoSteps) {
@@ -376,7 +405,8 @@ TEST(Diagnosis, NoSteps) {
 TEST(Diagnosis, TextHasOneLinePerFindingAndItsFix) {
   const auto fs = diagnose(run(phases(4.1, 5.0, 0.5, 0.4)));
   const std::string text = dtrain::detail::diagnosis_text(fs);
-  EXPECT_EQ(text.rfind("diagnosis:\n  data-bound: 41% of step time waiting for data", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("diagnosis:\n  data-bound: 41% of step time waiting for data", 0), 0u)
+      << text;
   EXPECT_TRUE(has(text, "\n    fix: raise data.workers from 2")) << text;
   EXPECT_EQ(text.back(), '\n');
 }

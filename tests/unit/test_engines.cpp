@@ -173,7 +173,8 @@ TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
     window.read(13);
     FAIL() << "a nan loss was read as a number";
   } catch (const Error& x) {
-    EXPECT_NE(std::string(x.what()).find("the training loss is nan at step"), std::string::npos) << x.what();
+    EXPECT_NE(std::string(x.what()).find("the training loss is nan at step"), std::string::npos)
+        << x.what();
     EXPECT_EQ(x.where(), "train.skip_nonfinite");
   }
 }
@@ -191,7 +192,9 @@ class OomAlways : public FaultInjector {
   int first_, asked_ = 0;
 };
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(MemoryLadder, TheKindsAreTheParametersTheirGradientsAndTheOptimizerState) {
   Engine e;
@@ -218,7 +221,8 @@ TEST(MemoryLadder, OneSampleOutOfMemoryMidRunNamesTheSettingsThatFreeMemory) {
     const std::string w = x.what();
     EXPECT_EQ(x.where(), "train.micro_batch");
     EXPECT_TRUE(has(w, "out of memory even with a micro-batch of 1 sample at step 0")) << w;
-    EXPECT_TRUE(has(w, "this rank holds weights 0.00 GiB, gradients 0.00 GiB, optimizer state")) << w;
+    EXPECT_TRUE(has(w, "this rank holds weights 0.00 GiB, gradients 0.00 GiB, optimizer state"))
+        << w;
     EXPECT_TRUE(has(w, "dist.shard_optimizer=true on N ranks")) << w;
     EXPECT_TRUE(has(w, "a smaller model (model.*)")) << w;
     EXPECT_FALSE(has(w, "train.activation_checkpointing")) << "an mlp has no blocks: " << w;
@@ -236,24 +240,36 @@ TEST(MemoryLadder, TheShardedOptimizersRungSaysWhatTheFullestShardKeeps) {
   e.ctx.world = 4;
   const std::string four = memory_ladder(e.ctx, 0);
   EXPECT_TRUE(has(four, "dist.shard_optimizer=true (frees ")) << four;
-  EXPECT_TRUE(has(four, "on each of the 4 ranks, 75%: each keeps the state of 25% of the values)")) << four;
+  EXPECT_TRUE(has(four, "on each of the 4 ranks, 75%: each keeps the state of 25% of the values)"))
+      << four;
   // 163 fp32 gradients are 652 bytes: 0.00 GiB at two decimals, so only the shares are checked.
-  EXPECT_TRUE(has(four, "dist.shard_optimizer=gradients (frees the optimizer state as above, and ")) << four;
-  EXPECT_TRUE(has(four, " of gradients on each of the 4 ranks, 75%: past backward each keeps the averaged "
-                        "gradients of 25% of the values)")) << four;
+  EXPECT_TRUE(has(four, "dist.shard_optimizer=gradients (frees the optimizer state as above, and "))
+      << four;
+  EXPECT_TRUE(
+      has(four,
+          " of gradients on each of the 4 ranks, 75%: past backward each keeps the averaged "
+          "gradients of 25% of the values)"))
+      << four;
   e.ctx.world = 164;  // more ranks than values: sharding would refuse, so it is not offered
   EXPECT_FALSE(has(memory_ladder(e.ctx, 0), "dist.shard_optimizer")) << memory_ladder(e.ctx, 0);
   e.ctx.world = 1;
   const std::string one = memory_ladder(e.ctx, 0);
   EXPECT_TRUE(has(one, "dist.shard_optimizer=true on N ranks (each keeps 1/N of the ")) << one;
-  EXPECT_TRUE(has(one, "dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer state and of the "))
+  EXPECT_TRUE(has(one,
+                  "dist.shard_optimizer=gradients on N ranks (each keeps 1/N of the optimizer "
+                  "state and of the "))
       << one;
 }
 
-const std::vector<std::string> kGpt = {
-    "model.name=gpt", "model.n_layer=2", "model.n_head=2", "model.n_embd=16", "model.vocab_size=32",
-    "model.seq_len=8", "data.synthetic_task=tokens", "data.synthetic_shape=[8]",
-    "data.synthetic_classes=32"};
+const std::vector<std::string> kGpt = {"model.name=gpt",
+                                       "model.n_layer=2",
+                                       "model.n_head=2",
+                                       "model.n_embd=16",
+                                       "model.vocab_size=32",
+                                       "model.seq_len=8",
+                                       "data.synthetic_task=tokens",
+                                       "data.synthetic_shape=[8]",
+                                       "data.synthetic_classes=32"};
 
 TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
   {
@@ -267,9 +283,11 @@ TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
       const std::string w = x.what();
       EXPECT_EQ(x.where(), "train.micro_batch");
       EXPECT_TRUE(has(w, "one sample runs out of memory in forward and backward")) << w;
-      EXPECT_TRUE(has(w, "train.activation_checkpointing=blocks (each block keeps only its inputs, "
-                         "for one more forward pass; measured: one sample runs out of memory with "
-                         "it too)")) << w;
+      EXPECT_TRUE(has(w,
+                      "train.activation_checkpointing=blocks (each block keeps only its inputs, "
+                      "for one more forward pass; measured: one sample runs out of memory with "
+                      "it too)"))
+          << w;
     }
   }
   Engine e(kGpt);
@@ -317,18 +335,23 @@ TEST(MemoryLadder, AStartUpAllocationThatRunsOutOfMemoryIsOneAgreedLine) {
   const std::string sixteen = "this state takes 16 bytes per parameter value on each rank";
   OomAtStartUp move(S::kModelToDevice);
   std::string w = start_up_line(move);
-  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory moving the model to the device (injected "
-                     "out-of-memory error (fault injector)): the training state needs ")) << w;
+  EXPECT_TRUE(
+      has(w,
+          "start-up failed on rank 0: out of memory moving the model to the device (injected "
+          "out-of-memory error (fault injector)): the training state needs "))
+      << w;
   EXPECT_TRUE(has(w, "no device limit is known on the CPU. Settings that free memory: ")) << w;
   EXPECT_TRUE(has(w, sixteen)) << w;
   EXPECT_EQ(move.asked.size(), 1u) << "nothing after the move is tried";
   OomAtStartUp state(S::kOptimizerState);
   w = start_up_line(state);
-  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the optimizer state")) << w;
+  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the optimizer state"))
+      << w;
   EXPECT_TRUE(has(w, sixteen)) << w;
   OomAtStartUp buckets(S::kGradientBuckets);
   w = start_up_line(buckets, {"dist.reduce_single_rank=true", "dist.grad_dtype=bf16"});
-  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the gradient buckets")) << w;
+  EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory allocating the gradient buckets"))
+      << w;
   EXPECT_TRUE(has(w, "this state takes 18 bytes per parameter value on each rank")) << w;
   EXPECT_EQ(buckets.asked.back(), S::kGradientBuckets) << "the optimizer state is not tried";
   // Built, the same settings hold what was planned.
@@ -349,8 +372,11 @@ TEST(MemoryLadder, TheFirstOptimizerStepRunningOutOfMemoryIsOneAgreedLine) {
     FAIL() << "the first optimizer step ran out of memory, and the step went on";
   } catch (const StateDoesNotFit& x) {
     const std::string w = x.what();
-    EXPECT_TRUE(has(w, "start-up failed on rank 0: out of memory in the first optimizer step (injected "
-                       "out-of-memory error (fault injector)): the training state needs ")) << w;
+    EXPECT_TRUE(
+        has(w,
+            "start-up failed on rank 0: out of memory in the first optimizer step (injected "
+            "out-of-memory error (fault injector)): the training state needs "))
+        << w;
     EXPECT_TRUE(has(w, "this state takes 16 bytes per parameter value on each rank")) << w;
   }
   EXPECT_EQ(e.micro->size(), 8) << "the micro-batch does not shrink for the state";

@@ -18,7 +18,8 @@ using Env = std::map<std::string, std::string>;
 // A CPU build on a machine without GPUs, one rank alone: nothing to say.
 MachineFacts cpu_machine() {
   MachineFacts m;
-  m.nvml_reason = "NVML not found (libnvidia-ml.so.1: cannot open shared object file): no GPU statistics";
+  m.nvml_reason =
+      "NVML not found (libnvidia-ml.so.1: cannot open shared object file): no GPU statistics";
   return m;
 }
 
@@ -74,13 +75,15 @@ TEST(EnvHints, ACpuOnlyLibTorchOnAMachineWithGpus) {
   ASSERT_EQ(h.size(), 1u) << all(h);
   EXPECT_FALSE(h[0].stops);
   EXPECT_NE(h[0].text.find("NVML sees 2 GPU(s) but this dtrain was built with a CPU-only LibTorch"),
-            std::string::npos) << h[0].text;
+            std::string::npos)
+      << h[0].text;
   // Asked for CUDA, it cannot train at all.
   h = env_hints(m, rank("cpu"), DeviceKind::kCuda);
   ASSERT_EQ(h.size(), 1u) << all(h);
   EXPECT_TRUE(h[0].stops);
-  EXPECT_EQ(h[0].text, "run.device is cuda but no CUDA device is visible (this dtrain was built "
-                       "with a CPU-only LibTorch)");
+  EXPECT_EQ(h[0].text,
+            "run.device is cuda but no CUDA device is visible (this dtrain was built "
+            "with a CPU-only LibTorch)");
 }
 
 TEST(EnvHints, NoGpuWhileRunDeviceWantsOne) {
@@ -93,8 +96,9 @@ TEST(EnvHints, NoGpuWhileRunDeviceWantsOne) {
   h = env_hints(m, rank("cpu"), DeviceKind::kCuda);
   ASSERT_EQ(h.size(), 1u) << all(h);
   EXPECT_TRUE(h[0].stops);
-  EXPECT_EQ(h[0].text, "run.device is cuda but no CUDA device is visible (NVML sees 4 GPU(s) "
-                       "(CUDA_VISIBLE_DEVICES='' hides the others))");
+  EXPECT_EQ(h[0].text,
+            "run.device is cuda but no CUDA device is visible (NVML sees 4 GPU(s) "
+            "(CUDA_VISIBLE_DEVICES='' hides the others))");
   // run.device auto: it trains on the CPU, and says so.
   h = env_hints(m, rank("cpu"), DeviceKind::kAuto);
   ASSERT_EQ(h.size(), 1u) << all(h);
@@ -121,7 +125,8 @@ TEST(EnvHints, ADriverOlderThanTheRuntime) {
   EXPECT_TRUE(h[0].stops);
   EXPECT_NE(h[0].text.find("the NVIDIA driver 555.42.06 supports CUDA up to 11.8, older than this "
                            "dtrain's CUDA runtime 12.4: CUDA cannot start"),
-            std::string::npos) << h[0].text;
+            std::string::npos)
+      << h[0].text;
   m.cuda.driver = m.nvml_cuda_driver = 12020;  // 12.2 driver, 12.4 runtime: minor version compat
   h = env_hints(m, rank("cuda:0"), DeviceKind::kAuto);
   ASSERT_EQ(h.size(), 1u) << all(h);
@@ -200,11 +205,12 @@ TEST(LaunchRules, TheLauncherByItsVariables) {
   EXPECT_EQ(detail::launcher_name({{"OMPI_COMM_WORLD_SIZE", "2"}}), "mpirun");
   EXPECT_EQ(detail::launcher_name({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}}), "srun");
   // A batch script (no step of srun: Slurm's batch step id is 0xfffffffb).
-  EXPECT_EQ(detail::launcher_name({{"SLURM_STEP_ID", "4294967291"}, {"SLURM_PROCID", "0"}}), "none");
+  EXPECT_EQ(detail::launcher_name({{"SLURM_STEP_ID", "4294967291"}, {"SLURM_PROCID", "0"}}),
+            "none");
   EXPECT_EQ(detail::launcher_name({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}), "none");
   // mpirun inside an allocation: Open MPI's variables win.
-  EXPECT_EQ(detail::launcher_name({{"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_STEP_ID", "0"},
-                                   {"SLURM_PROCID", "0"}}),
+  EXPECT_EQ(detail::launcher_name(
+                {{"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}}),
             "mpirun");
 }
 
@@ -217,9 +223,8 @@ TEST(LaunchRules, ABatchScriptThatDidNotUseSrunIsAdvice) {
   EXPECT_EQ(detail::launch_advice({{"SLURM_NTASKS", "1"}}, 1), "");
   EXPECT_EQ(detail::launch_advice({}, 1), "");
   // An srun task is the launch check's business (an error there), not advice.
-  EXPECT_EQ(detail::launch_advice({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
-                                   {"SLURM_NTASKS", "2"}},
-                                  1),
+  EXPECT_EQ(detail::launch_advice(
+                {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, 1),
             "");
 }
 

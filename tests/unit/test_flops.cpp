@@ -13,8 +13,8 @@
 #include "dtrain/config.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/models.h"
-#include "test_support.h"
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace dtrain::detail {
 void register_gpt_models();     // models/gpt.cpp
@@ -64,7 +64,8 @@ struct Gpt {
 // (4C² + C); the final LayerNorm 2C.
 double all_parameters(const Gpt& g) {
   const double c = static_cast<double>(g.embd);
-  const double block = 4 * c + (3 * c * c + 3 * c) + (c * c + c) + (4 * c * c + 4 * c) + (4 * c * c + c);
+  const double block =
+      4 * c + (3 * c * c + 3 * c) + (c * c + c) + (4 * c * c + 4 * c) + (4 * c * c + c);
   return static_cast<double>(g.vocab) * c + static_cast<double>(g.positions) * c +
          static_cast<double>(g.layers) * block + 2 * c;
 }
@@ -80,8 +81,8 @@ dtrain::ModelConfig config_of(const Gpt& g) {
 TEST(Flops, GptFollowsNanoGptsEstimateMfu) {
   // nanoGPT: N = get_num_params() (every parameter but wpe), L, H, Q = n_embd / n_head, T;
   // flops_per_token = 6N + 12·L·H·Q·T; per sample (one sequence) × T.
-  for (const Gpt g : {Gpt{12, 12, 768, 50257, 1024, 1024}, Gpt{2, 2, 16, 32, 8, 8},
-                      Gpt{3, 4, 32, 100, 20, 12}}) {
+  for (const Gpt g :
+       {Gpt{12, 12, 768, 50257, 1024, 1024}, Gpt{2, 2, 16, 32, 8, 8}, Gpt{3, 4, 32, 100, 20, 12}}) {
     const double n = all_parameters(g) - static_cast<double>(g.positions * g.embd);
     const double h = static_cast<double>(g.heads), q = static_cast<double>(g.embd / g.heads);
     const double t = static_cast<double>(g.tokens), l = static_cast<double>(g.layers);
@@ -136,8 +137,10 @@ TEST(Flops, ResNetsCountTheMultiplyAddsPyTorchRuns) {
     const char* kind;
     int64_t c, h, w, classes;
   };
-  const std::vector<Case> cases = {{"resnet50", 3, 224, 224, 1000}, {"resnet18", 3, 224, 224, 1000},
-                                   {"resnet18", 1, 28, 28, 10},     {"resnet50", 3, 65, 47, 7},
+  const std::vector<Case> cases = {{"resnet50", 3, 224, 224, 1000},
+                                   {"resnet18", 3, 224, 224, 1000},
+                                   {"resnet18", 1, 28, 28, 10},
+                                   {"resnet50", 3, 65, 47, 7},
                                    {"resnet18", 3, 32, 33, 100}};
   std::string args = std::string("'") + dtrain::test::source_dir() + "'";
   for (const Case& k : cases)

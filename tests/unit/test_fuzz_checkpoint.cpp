@@ -50,7 +50,9 @@ d::SharedState small_state() {
   s.dtrain_version = "0.1.0";
   s.libtorch_version = "1.13.1";
   const at::Tensor w = at::arange(12, at::kFloat).reshape({3, 4});
-  s.model = {{"fc.weight", w}, {"head.weight", w}, {"fc.bias", at::ones({3})},
+  s.model = {{"fc.weight", w},
+             {"head.weight", w},
+             {"fc.bias", at::ones({3})},
              {"bn.num_batches_tracked", at::full({}, 7, at::kLong)}};
   s.optimizer = {{"exp_avg.0", at::full({3, 4}, 0.5)}, {"step.0", at::full({}, 3.0)}};
   s.scaler = {{"scale", at::full({}, 65536.0)}};
@@ -107,7 +109,8 @@ void decode_state(const std::string& bytes) {
     const d::SharedState s = d::decode_shared(bytes, "fuzz/state.pt");
     touch(s.model), touch(s.optimizer), touch(s.scaler);
   } catch (const dtrain::Error& e) {
-    if (e.where() != "fuzz/state.pt") throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
+    if (e.where() != "fuzz/state.pt")
+      throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
     throw;
   }
 }
@@ -117,7 +120,8 @@ void decode_rank(const std::string& bytes) {
     const d::RankState r = d::decode_rank(bytes, "fuzz/rank-00001.pt");
     (void)r.cpu_rng.contiguous();
   } catch (const dtrain::Error& e) {
-    if (e.where() != "fuzz/rank-00001.pt") throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
+    if (e.where() != "fuzz/rank-00001.pt")
+      throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
     throw;
   }
 }
@@ -135,11 +139,17 @@ TEST(FuzzCheckpoint, TheSeedsReadAndTheHarnessSeesEachOutcome) {
   EXPECT_NE(e.message.find("f.pt"), std::string::npos) << e.message;
   EXPECT_EQ(run_case([] { throw std::runtime_error("x"); }).outcome, Outcome::kFailed);
   EXPECT_EQ(run_case([] { ::raise(SIGSEGV); }).outcome, Outcome::kFailed);
-  const auto spin = run_case([] { while (true) std::this_thread::yield(); }, 1);
+  const auto spin = run_case(
+      [] {
+        while (true) std::this_thread::yield();
+      },
+      1);
   EXPECT_EQ(spin.outcome, Outcome::kFailed);
   EXPECT_NE(spin.message.find("a hang"), std::string::npos) << spin.message;
   // after a case that killed its child, the next case runs in a new one
-  const auto three = dtrain::test::run_cases(3, [](int c) { if (c == 1) ::abort(); });
+  const auto three = dtrain::test::run_cases(3, [](int c) {
+    if (c == 1) ::abort();
+  });
   ASSERT_EQ(three.size(), 3u);
   EXPECT_EQ(three[0].outcome, Outcome::kReturned);
   EXPECT_EQ(three[1].outcome, Outcome::kFailed);
@@ -183,8 +193,8 @@ TEST(FuzzCheckpoint, MutatedStateFilesEndInAnErrorOrLoad) {
   expect_some_errors(fuzz("state.pt bytes", 1, 400, state, 0, decode_state), "state.pt bytes");
   const std::string pickle = pickle_of(state);
   expect_some_errors(fuzz("state.pt pickle", 2, 1500, pickle, 0,
-                    [&](const std::string& p) { decode_state(with_pickle(state, p)); }),
-               "state.pt pickle");
+                          [&](const std::string& p) { decode_state(with_pickle(state, p)); }),
+                     "state.pt pickle");
 }
 
 TEST(FuzzCheckpoint, MutatedRankFilesEndInAnErrorOrLoad) {
@@ -192,8 +202,8 @@ TEST(FuzzCheckpoint, MutatedRankFilesEndInAnErrorOrLoad) {
   expect_some_errors(fuzz("rank-00001.pt bytes", 3, 200, rank, 0, decode_rank), "rank bytes");
   const std::string pickle = pickle_of(rank);
   expect_some_errors(fuzz("rank-00001.pt pickle", 4, 400, pickle, 0,
-                    [&](const std::string& p) { decode_rank(with_pickle(rank, p)); }),
-               "rank pickle");
+                          [&](const std::string& p) { decode_rank(with_pickle(rank, p)); }),
+                     "rank pickle");
 }
 
 TEST(FuzzCheckpoint, MutatedWeightFilesEndInAnErrorOrLoad) {
@@ -206,15 +216,16 @@ TEST(FuzzCheckpoint, MutatedWeightFilesEndInAnErrorOrLoad) {
     try {
       touch(d::torch_load_file(path));
     } catch (const dtrain::Error& e) {
-      if (e.where() != path) throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
+      if (e.where() != path)
+        throw std::runtime_error("an Error not naming the file: " + std::string(e.what()));
       throw;
     }
   };
   expect_some_errors(fuzz("model.pt bytes", 5, 300, weights, 0, load), "model.pt bytes");
   const std::string pickle = pickle_of(weights);
   expect_some_errors(fuzz("model.pt pickle", 6, 1000, pickle, 0,
-                    [&](const std::string& p) { load(with_pickle(weights, p)); }),
-               "model.pt pickle");
+                          [&](const std::string& p) { load(with_pickle(weights, p)); }),
+                     "model.pt pickle");
 }
 
 }  // namespace

@@ -164,8 +164,7 @@ std::string with_png_crcs(std::string png) {
     const auto* p = reinterpret_cast<const unsigned char*>(png.data() + at);
     const uint64_t len = (uint64_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
     if (len > png.size() - at - 12) break;
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(0, p + 4, static_cast<uInt>(len + 4)));
+    const uint32_t crc = static_cast<uint32_t>(crc32(0, p + 4, static_cast<uInt>(len + 4)));
     png.replace(at + 8 + len, 4, big_endian32(crc));
     at += 12 + len;
   }
@@ -211,8 +210,8 @@ TEST(FuzzData, MutatedImagesEndInAnErrorOrDecode) {
 }
 
 TEST(FuzzData, MutatedYamlConfigsEndInAnErrorOrParse) {
-  const std::string seed =
-      dtrain::test::read_text(std::string(dtrain::test::source_dir()) + "/configs/fashion_mnist.yaml");
+  const std::string seed = dtrain::test::read_text(std::string(dtrain::test::source_dir()) +
+                                                   "/configs/fashion_mnist.yaml");
   ASSERT_GT(seed.size(), 200u);
   auto read = [&](const std::string& text) {
     expect_named([&] { (void)dtrain::Config::from_string(text, "fuzz.yaml"); }, "fuzz.yaml");
@@ -231,9 +230,11 @@ TEST(FuzzData, MutatedPreprocessFilesEndInAnErrorOrRead) {
   dtrain::DataConfig cfg;
   cfg.format = dtrain::DataFormat::kImageFolder;
   auto read = [&](const std::string& text) {
-    expect_named([&] { (void)d::read_preprocess(text, "runs/x/preprocess.json"); }, "runs/x/preprocess.json");
+    expect_named([&] { (void)d::read_preprocess(text, "runs/x/preprocess.json"); },
+                 "runs/x/preprocess.json");
   };
-  expect_some_errors(fuzz("preprocess.json", 61, 400, d::preprocess_json(spec, cfg), 0, read), "preprocess.json");
+  expect_some_errors(fuzz("preprocess.json", 61, 400, d::preprocess_json(spec, cfg), 0, read),
+                     "preprocess.json");
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 #include "telemetry/gpu_monitor.h"
 #include "telemetry/gpu_samples.h"
 #include "telemetry/nvml.h"
+#include "test_paths.h"
 #include "test_support.h"
 #include "util/versions.h"
-#include "test_paths.h"
 
 namespace dtrain::detail {
 namespace {
@@ -215,7 +215,8 @@ TEST(Nvml, ADriverThatDoesNotStartIsAReason) {
   Nvml n({dtrain::test::fake_nvml()});
   ::unsetenv("FAKE_NVML_INIT_ERROR");
   EXPECT_FALSE(n.ok());
-  EXPECT_EQ(n.reason(), "NVML could not start (nvmlInit_v2: Driver Not Loaded [9]): no GPU statistics");
+  EXPECT_EQ(n.reason(),
+            "NVML could not start (nvmlInit_v2: Driver Not Loaded [9]): no GPU statistics");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -62,20 +62,21 @@ Planes random_planes(const GpuJpeg& g, uint32_t seed) {
 
 // resample.cu's horizontal then vertical kernel on the host: the job as the decoder builds it (the
 // sample in slot 1 of a batch of 2), then every thread's work of each pass, one after another.
-std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps, std::vector<uint8_t>& planes,
-                                     int64_t size) {
+std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps,
+                                     std::vector<uint8_t>& planes, int64_t size) {
   g.slot = 1;
   std::vector<uint8_t> mid(static_cast<size_t>((g.rows_end - g.rows_first) * size * 3));
   std::vector<uint8_t> batch(static_cast<size_t>(2 * 3 * size * size), 0);
-  const dtrain::cuda::ResampleJob j =
-      dtrain::cuda::resample_job(g, planes.data(), mid.data(), batch.data(), taps.data() + g.taps, size);
+  const dtrain::cuda::ResampleJob j = dtrain::cuda::resample_job(
+      g, planes.data(), mid.data(), batch.data(), taps.data() + g.taps, size);
   const int s = static_cast<int>(size);
   for (int r = 0; r < j.rows; ++r)
     for (int x = 0; x < s; ++x) dtrain::cuda::horizontal_pixel(j, s, x, r);
   for (int y = 0; y < s; ++y)
     for (int x = 0; x < s; ++x) dtrain::cuda::vertical_pixel(j, s, x, y);
-  EXPECT_TRUE(std::all_of(batch.begin(), batch.begin() + 3 * size * size, [](uint8_t b) { return b == 0; }))
-      << "the job wrote outside its slot";
+  EXPECT_TRUE(std::all_of(batch.begin(), batch.begin() + 3 * size * size, [](uint8_t b) {
+    return b == 0;
+  })) << "the job wrote outside its slot";
   return {batch.begin() + 3 * size * size, batch.end()};
 }
 
@@ -90,7 +91,8 @@ void expect_same(const Case& c, int64_t size, int sampling = 444) {
   ResampleTaps h, v;
   GpuJpeg g = dtrain::detail::gpu_jpeg(c.width, c.height, c.plan, size, taps, h, v);
   g.planes = sampling == 1 ? 1 : 3;
-  for (int k = 0; k < 2; ++k) g.shift_x[k] = sampling == 444 ? 0 : 1, g.shift_y[k] = sampling == 420 ? 1 : 0;
+  for (int k = 0; k < 2; ++k)
+    g.shift_x[k] = sampling == 444 ? 0 : 1, g.shift_y[k] = sampling == 420 ? 1 : 0;
   Planes p = random_planes(g, static_cast<uint32_t>(12345 + sampling));
   std::vector<uint8_t> cpu(static_cast<size_t>(3 * size * size));
   dtrain::detail::Resampler resampler;
@@ -98,26 +100,38 @@ void expect_same(const Case& c, int64_t size, int sampling = 444) {
   resampler.run(view, c.plan, cpu.data());
   const ResamplePlan& q = c.plan;
   EXPECT_EQ(kernels_on_host(g, taps, p.bytes, size), cpu)
-      << "sampling " << sampling << " region " << q.region.left << "," << q.region.top << " " << q.region.width
-      << "x" << q.region.height << " grid " << q.grid_width << "x" << q.grid_height << " flip " << q.flip;
+      << "sampling " << sampling << " region " << q.region.left << "," << q.region.top << " "
+      << q.region.width << "x" << q.region.height << " grid " << q.grid_width << "x"
+      << q.grid_height << " flip " << q.flip;
 }
 
 TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
   const int64_t s = 24;
   for (bool flip : {false, true}) {
-    expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}}, s);  // shrink
-    expect_same({120, 90, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}}, s);    // enlarge
-    expect_same({120, 90, {{30, 40, s, s}, {0, 0, 24, 24}, s, s, {0, 0, s, s}, flip}}, s);    // identity
-    expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s);  // whole image
+    expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}},
+                s);  // shrink
+    expect_same({120, 90, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}},
+                s);  // enlarge
+    expect_same({120, 90, {{30, 40, s, s}, {0, 0, 24, 24}, s, s, {0, 0, s, s}, flip}},
+                s);  // identity
+    expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}},
+                s);  // whole image
     // A crop mapped into a scaled decode: fractional box within the whole-pixel region.
     expect_same({60, 45, {{5, 10, 31, 38}, {0.5, 0.25, 37.5, 30.75}, s, s, {0, 0, s, s}, flip}}, s);
   }
   // Random crops as the image folder draws them.
   for (int64_t i = 0; i < 20; ++i) {
     dtrain::detail::SampleRandom random(3, 1, i);
-    const CropBox c = dtrain::detail::random_resized_crop(97, 61, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
-    expect_same({97, 61, {c, {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)}, s, s, {0, 0, s, s},
-                          i % 2 == 0}},
+    const CropBox c =
+        dtrain::detail::random_resized_crop(97, 61, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
+    expect_same({97,
+                 61,
+                 {c,
+                  {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)},
+                  s,
+                  s,
+                  {0, 0, s, s},
+                  i % 2 == 0}},
                 s);
   }
 }
@@ -126,9 +140,12 @@ TEST(GpuTaps, SubsampledAndGrayPlanesAreTheResamplersBytes) {
   const int64_t s = 24;
   for (int sampling : {422, 420, 1})
     for (bool flip : {false, true}) {
-      expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}}, s, sampling);
-      expect_same({121, 91, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}}, s, sampling);  // odd sizes
-      expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s, sampling);
+      expect_same({120, 90, {{10, 20, 60, 75}, {0, 0, 75, 60}, s, s, {0, 0, s, s}, flip}}, s,
+                  sampling);
+      expect_same({121, 91, {{3, 5, 17, 11}, {0, 0, 11, 17}, s, s, {0, 0, s, s}, flip}}, s,
+                  sampling);  // odd sizes
+      expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s,
+                  sampling);
     }
 }
 
@@ -146,16 +163,22 @@ TEST(GpuTaps, PixelConversionIsLibjpegTurbosDecodeWithChromaReplicated) {
       p[2] = static_cast<uint8_t>((x * 7 + y * 13) % 256);
       if ((x - 30) * (x - 30) + (y - 25) * (y - 25) < 200) p[0] = 230, p[1] = 20, p[2] = 40;
     }
-  for (const auto& [subsamp, sx, sy] : std::vector<std::tuple<int, int, int>>{
-           {TJSAMP_444, 0, 0}, {TJSAMP_422, 1, 0}, {TJSAMP_420, 1, 1}, {TJSAMP_440, 0, 1}, {TJSAMP_GRAY, 0, 0}}) {
+  for (const auto& [subsamp, sx, sy] :
+       std::vector<std::tuple<int, int, int>>{{TJSAMP_444, 0, 0},
+                                              {TJSAMP_422, 1, 0},
+                                              {TJSAMP_420, 1, 1},
+                                              {TJSAMP_440, 0, 1},
+                                              {TJSAMP_GRAY, 0, 0}}) {
     tjhandle tj = tjInitCompress();
     unsigned char* jpeg = nullptr;
     unsigned long size = 0;
-    ASSERT_EQ(tjCompress2(tj, src.data(), w, 0, h, TJPF_RGB, &jpeg, &size, subsamp, 85, 0), 0) << tjGetErrorStr2(tj);
+    ASSERT_EQ(tjCompress2(tj, src.data(), w, 0, h, TJPF_RGB, &jpeg, &size, subsamp, 85, 0), 0)
+        << tjGetErrorStr2(tj);
     tjDestroy(tj);
     tjhandle d = tjInitDecompress();
     std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
-    ASSERT_EQ(tjDecompress2(d, jpeg, size, rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_FASTUPSAMPLE), 0) << tjGetErrorStr2(d);
+    ASSERT_EQ(tjDecompress2(d, jpeg, size, rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_FASTUPSAMPLE), 0)
+        << tjGetErrorStr2(d);
     const int planes = subsamp == TJSAMP_GRAY ? 1 : 3;
     std::vector<std::vector<uint8_t>> plane(3);
     unsigned char* dst[3] = {};
@@ -165,7 +188,8 @@ TEST(GpuTaps, PixelConversionIsLibjpegTurbosDecodeWithChromaReplicated) {
       plane[c].resize(static_cast<size_t>(tjPlaneSizeYUV(c, w, strides[c], h, subsamp)));
       dst[c] = plane[c].data();
     }
-    ASSERT_EQ(tjDecompressToYUVPlanes(d, jpeg, size, dst, w, strides, h, 0), 0) << tjGetErrorStr2(d);
+    ASSERT_EQ(tjDecompressToYUVPlanes(d, jpeg, size, dst, w, strides, h, 0), 0)
+        << tjGetErrorStr2(d);
     tjDestroy(d);
     tjFree(jpeg);
     int differ = 0;
@@ -175,20 +199,29 @@ TEST(GpuTaps, PixelConversionIsLibjpegTurbosDecodeWithChromaReplicated) {
         const int32_t l = plane[0][static_cast<size_t>(y) * strides[0] + x];
         int32_t r = l, g = l, b = l;
         if (planes == 3)
-          dtrain::cuda::ycc_to_rgb(l, plane[1][static_cast<size_t>(y >> sy) * strides[1] + (x >> sx)],
-                                   plane[2][static_cast<size_t>(y >> sy) * strides[2] + (x >> sx)], r, g, b);
+          dtrain::cuda::ycc_to_rgb(
+              l, plane[1][static_cast<size_t>(y >> sy) * strides[1] + (x >> sx)],
+              plane[2][static_cast<size_t>(y >> sy) * strides[2] + (x >> sx)], r, g, b);
         differ += (r != want[0]) + (g != want[1]) + (b != want[2]);
       }
-    EXPECT_EQ(differ, 0) << "subsampling " << subsamp << ": values that differ from libjpeg-turbo's";
+    EXPECT_EQ(differ, 0) << "subsampling " << subsamp
+                         << ": values that differ from libjpeg-turbo's";
   }
 }
 
 TEST(GpuTaps, EvaluationCropsAreTheResamplersBytes) {
   const int64_t s = 24;
-  for (const auto& [w, h] : std::vector<std::pair<int64_t, int64_t>>{{120, 90}, {61, 97}, {27, 40}, {28, 28}}) {
+  for (const auto& [w, h] :
+       std::vector<std::pair<int64_t, int64_t>>{{120, 90}, {61, 97}, {27, 40}, {28, 28}}) {
     const auto center = dtrain::detail::resize_center_crop(w, h, 28, s);
-    expect_same({w, h, {{0, 0, h, w}, {0, 0, static_cast<double>(w), static_cast<double>(h)}, center.resized_width,
-                        center.resized_height, center.crop, false}},
+    expect_same({w,
+                 h,
+                 {{0, 0, h, w},
+                  {0, 0, static_cast<double>(w), static_cast<double>(h)},
+                  center.resized_width,
+                  center.resized_height,
+                  center.crop,
+                  false}},
                 s);
   }
 }

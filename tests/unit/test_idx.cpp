@@ -225,9 +225,8 @@ TEST(Idx, ClassificationPairScalesAndChecksCounts) {
   EXPECT_EQ(wide->spec().num_classes, 12);
 
   write_gzip(dir.file("lab2.gz"), uint8_labels({0, 1}));
-  const std::string msg = message_of([&] {
-    dtrain::load_idx_classification(dir.file("img.gz"), dir.file("lab2.gz"), false);
-  });
+  const std::string msg = message_of(
+      [&] { dtrain::load_idx_classification(dir.file("img.gz"), dir.file("lab2.gz"), false); });
   EXPECT_NE(msg.find(dir.file("img.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir.file("lab2.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("3 images"), std::string::npos) << msg;

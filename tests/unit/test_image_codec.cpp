@@ -27,7 +27,8 @@ using dtrain::test::TempDir;
 using dtrain::test::write_bytes;
 
 std::vector<uint8_t> rgb_of(const RgbImage& image) {
-  return std::vector<uint8_t>(image.pixels.begin(), image.pixels.begin() + image.width * image.height * 3);
+  return std::vector<uint8_t>(image.pixels.begin(),
+                              image.pixels.begin() + image.width * image.height * 3);
 }
 
 RgbImage decode_file(const std::string& path, JpegScale scale = {}) {
@@ -47,7 +48,8 @@ TEST(ImageCodec, PngOfEveryColorTypeDecodesToPilsPixels) {
   ASSERT_TRUE(ref.ok()) << ref.error();
   // RGB, RGBA and grey + alpha (alpha dropped), grey, a palette with a transparent entry, 1-bit,
   // and 16-bit grey (its high byte, the documented rule).
-  for (const char* name : {"rgb.png", "rgba.png", "gray.png", "la.png", "palette.png", "bit1.png", "big.png", "gray16.png"}) {
+  for (const char* name : {"rgb.png", "rgba.png", "gray.png", "la.png", "palette.png", "bit1.png",
+                           "big.png", "gray16.png"}) {
     SCOPED_TRACE(name);
     const RgbImage image = decode_file(ref.path(name));
     EXPECT_EQ(image.width, ref.size(name).first);
@@ -60,7 +62,8 @@ TEST(ImageCodec, JpegDecodesToPilsPixels) {
   const auto& ref = ImageReference::get();
   ASSERT_TRUE(ref.ok()) << ref.error();
   // 4:2:0 and 4:4:4 chroma, grey (replicated), CMYK (PIL's conversion), progressive.
-  for (const char* name : {"rgb.jpg", "rgb444.jpg", "gray.jpg", "cmyk.jpg", "progressive.jpg", "big.jpg"}) {
+  for (const char* name :
+       {"rgb.jpg", "rgb444.jpg", "gray.jpg", "cmyk.jpg", "progressive.jpg", "big.jpg"}) {
     SCOPED_TRACE(name);
     const std::vector<uint8_t> bytes = read_bytes(ref.path(name));
     JpegDecoder jpeg;
@@ -89,16 +92,18 @@ TEST(ImageCodec, ScaledJpegDecodeIsLibjpegsScaling) {
 
 TEST(ImageCodec, ScaleIsTheSmallestPowerOfTwoThatCoversTheOutput) {
   JpegDecoder jpeg;
-  auto expect = [&](double need_w, double need_h, int64_t out_w, int64_t out_h, int num, int denom) {
+  auto expect = [&](double need_w, double need_h, int64_t out_w, int64_t out_h, int num,
+                    int denom) {
     const JpegScale s = jpeg.scale_for(need_w, need_h, out_w, out_h);
-    EXPECT_EQ(s.num * denom, num * s.denom) << need_w << "x" << need_h << " -> " << out_w << "x" << out_h;
+    EXPECT_EQ(s.num * denom, num * s.denom)
+        << need_w << "x" << need_h << " -> " << out_w << "x" << out_h;
   };
-  expect(403, 301, 224, 224, 1, 1);     // 224 / 301 = 0.744 > 1/2: full size
-  expect(1000, 900, 224, 224, 1, 4);    // 224 / 900 = 0.249 <= 1/4
-  expect(1792, 1792, 224, 224, 1, 8);   // 1792 / 8 = 224 exactly
-  expect(1791, 1792, 224, 224, 1, 4);   // 1791 / 8 = 223.9 < 224
-  expect(100, 300, 224, 224, 1, 1);     // smaller than the output: no scale above 1
-  expect(340, 2000, 160, 100, 1, 2);    // the width decides: 340 / 2 = 170 >= 160, / 4 = 85
+  expect(403, 301, 224, 224, 1, 1);    // 224 / 301 = 0.744 > 1/2: full size
+  expect(1000, 900, 224, 224, 1, 4);   // 224 / 900 = 0.249 <= 1/4
+  expect(1792, 1792, 224, 224, 1, 8);  // 1792 / 8 = 224 exactly
+  expect(1791, 1792, 224, 224, 1, 4);  // 1791 / 8 = 223.9 < 224
+  expect(100, 300, 224, 224, 1, 1);    // smaller than the output: no scale above 1
+  expect(340, 2000, 160, 100, 1, 2);   // the width decides: 340 / 2 = 170 >= 160, / 4 = 85
 }
 
 TEST(ImageCodec, TheContentNotTheNamePicksTheDecoder) {
@@ -116,7 +121,8 @@ TEST(ImageCodec, DamagedFilesAreErrorsNamingTheFile) {
   const auto& ref = ImageReference::get();
   ASSERT_TRUE(ref.ok()) << ref.error();
   TempDir dir;
-  auto expect_error = [&](const std::string& name, const std::vector<uint8_t>& bytes, const std::string& says) {
+  auto expect_error = [&](const std::string& name, const std::vector<uint8_t>& bytes,
+                          const std::string& says) {
     SCOPED_TRACE(name);
     const std::string path = dir.file(name);
     write_bytes(path, bytes);
@@ -127,17 +133,22 @@ TEST(ImageCodec, DamagedFilesAreErrorsNamingTheFile) {
   std::vector<uint8_t> jpeg = read_bytes(ref.path("big.jpg"));
   std::vector<uint8_t> png = read_bytes(ref.path("rgb.png"));
   // A JPEG cut in the middle of its entropy-coded data decodes only with libjpeg's warning.
-  expect_error("cut.jpg", std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + static_cast<long>(jpeg.size() / 2)),
-               "libjpeg-turbo");
+  expect_error(
+      "cut.jpg",
+      std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + static_cast<long>(jpeg.size() / 2)),
+      "libjpeg-turbo");
   // The start of a JPEG and nothing after it.
   expect_error("header_only.jpg", {0xff, 0xd8, 0xff, 0xe0, 0, 16}, "not a readable JPEG");
-  expect_error("cut.png", std::vector<uint8_t>(png.begin(), png.begin() + static_cast<long>(png.size() * 2 / 3)),
-               "truncated");
+  expect_error(
+      "cut.png",
+      std::vector<uint8_t>(png.begin(), png.begin() + static_cast<long>(png.size() * 2 / 3)),
+      "truncated");
   // One flipped byte inside the image data (IDAT): its CRC no longer matches.
   std::vector<uint8_t> flipped = png;
   flipped[png.size() / 2] ^= 0x55;
   expect_error("flipped.png", flipped, "libpng");
-  expect_error("text.jpg", {'h', 'e', 'l', 'l', 'o'}, "neither a JPEG nor a PNG (5 bytes, starting with 68 65 6c 6c 6f)");
+  expect_error("text.jpg", {'h', 'e', 'l', 'l', 'o'},
+               "neither a JPEG nor a PNG (5 bytes, starting with 68 65 6c 6c 6f)");
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ constexpr int64_t kSeed = 17;
 void put(const std::string& root, const std::string& to, const std::string& from) {
   const std::string path = root + "/" + to;
   dtrain::detail::make_dirs(path.substr(0, path.rfind('/')));
-  write_bytes(path, from.empty() ? std::vector<uint8_t>{'n', 'o', 't', 'e'} : read_bytes(ImageReference::get().path(from)));
+  write_bytes(path, from.empty() ? std::vector<uint8_t>{'n', 'o', 't', 'e'}
+                                 : read_bytes(ImageReference::get().path(from)));
 }
 
 DataConfig folder_config(const std::string& path) {
@@ -69,11 +70,14 @@ struct Layout {
   TempDir dir;
   // The training files in the order ImageFolder lists them, with the reference image of each.
   std::vector<std::pair<std::string, std::string>> train = {
-      {"train/a_cls/img.PNG", "gray.png"},         {"train/b_cls/x.jpg", "rgb.jpg"},
-      {"train/b_cls/y.png", "rgb.png"},            {"train/c_cls/top.png", "palette.png"},
+      {"train/a_cls/img.PNG", "gray.png"},
+      {"train/b_cls/x.jpg", "rgb.jpg"},
+      {"train/b_cls/y.png", "rgb.png"},
+      {"train/c_cls/top.png", "palette.png"},
       {"train/c_cls/sub/deep.jpeg", "progressive.jpg"}};
   std::vector<int64_t> train_labels = {0, 1, 1, 2, 2};
-  std::vector<std::pair<std::string, std::string>> test = {{"val/a_cls/w.jpg", "gray.jpg"}, {"val/c_cls/v.png", "rgb.png"}};
+  std::vector<std::pair<std::string, std::string>> test = {{"val/a_cls/w.jpg", "gray.jpg"},
+                                                           {"val/c_cls/v.png", "rgb.png"}};
   std::vector<int64_t> test_labels = {0, 2};
   Layout() {
     for (const auto& [to, from] : train) put(dir.path(), to, from);
@@ -102,10 +106,12 @@ TEST(ImageFolder, ClassesAreSortedFoldersAndEvaluationIsResizeAndCenterCrop) {
   const dtrain::Batch b = splits.train->get(all(*splits.train));
   EXPECT_EQ(b.inputs.scalar_type(), at::kByte);
   EXPECT_EQ(b.inputs.sizes(), (at::IntArrayRef{5, 3, 32, 32}));
-  EXPECT_EQ(std::vector<int64_t>(b.targets.data_ptr<int64_t>(), b.targets.data_ptr<int64_t>() + 5), l.train_labels);
+  EXPECT_EQ(std::vector<int64_t>(b.targets.data_ptr<int64_t>(), b.targets.data_ptr<int64_t>() + 5),
+            l.train_labels);
   // The test folder's classes by name: c_cls keeps label 2 although a_cls is the only other.
   const dtrain::Batch t = splits.test->fetch(all(*splits.test), 3, false);
-  EXPECT_EQ(std::vector<int64_t>(t.targets.data_ptr<int64_t>(), t.targets.data_ptr<int64_t>() + 2), l.test_labels);
+  EXPECT_EQ(std::vector<int64_t>(t.targets.data_ptr<int64_t>(), t.targets.data_ptr<int64_t>() + 2),
+            l.test_labels);
   std::vector<std::string> jobs;
   for (const auto& [to, from] : l.test) jobs.push_back("eval " + l.dir.file(to) + " 40 32");
   const auto pil = ref.run(jobs);
@@ -118,8 +124,10 @@ TEST(ImageFolder, ClassesAreSortedFoldersAndEvaluationIsResizeAndCenterCrop) {
   // data.normalize false: pixels / 255 only.
   auto raw = folder_config(l.dir.path());
   raw.normalize = false;
-  EXPECT_EQ(dtrain::make_datasets(raw, kSeed).train->spec().pixel_std, (std::vector<double>{1, 1, 1}));
-  EXPECT_EQ(dtrain::make_datasets(raw, kSeed).train->spec().pixel_mean, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(dtrain::make_datasets(raw, kSeed).train->spec().pixel_std,
+            (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(dtrain::make_datasets(raw, kSeed).train->spec().pixel_mean,
+            (std::vector<double>{0, 0, 0}));
 }
 
 TEST(ImageFolder, TrainingCropsAndFlipsAreTorchvisionsOnPilsPixels) {
@@ -137,8 +145,9 @@ TEST(ImageFolder, TrainingCropsAndFlipsAreTorchvisionsOnPilsPixels) {
     SampleRandom random(kSeed, epoch, static_cast<int64_t>(i));
     const auto c = random_resized_crop(w, h, cfg.crop_scale, cfg.crop_ratio, random);
     const bool flip = random.uniform(0, 1) < 0.5;
-    jobs.push_back("crop " + l.dir.file(l.train[i].first) + " " + std::to_string(c.top) + " " + std::to_string(c.left) +
-                   " " + std::to_string(c.height) + " " + std::to_string(c.width) + " 32 " + (flip ? "1" : "0"));
+    jobs.push_back("crop " + l.dir.file(l.train[i].first) + " " + std::to_string(c.top) + " " +
+                   std::to_string(c.left) + " " + std::to_string(c.height) + " " +
+                   std::to_string(c.width) + " 32 " + (flip ? "1" : "0"));
   }
   const auto pil = ref.run(jobs);
   for (size_t i = 0; i < l.train.size(); ++i) {
@@ -161,8 +170,10 @@ TEST(ImageFolder, DrawsDependOnSeedEpochAndIndexOnly) {
   EXPECT_TRUE(pair[1].equal(e1[2]));
   int other_epoch = 0, other_seed = 0;
   const at::Tensor e2 = train->fetch(all(*train), 2, false).inputs;
-  const at::Tensor s2 = dtrain::make_datasets(cfg, kSeed + 1).train->fetch(all(*train), 1, false).inputs;
-  for (int64_t i = 0; i < 5; ++i) other_epoch += !e2[i].equal(e1[i]), other_seed += !s2[i].equal(e1[i]);
+  const at::Tensor s2 =
+      dtrain::make_datasets(cfg, kSeed + 1).train->fetch(all(*train), 1, false).inputs;
+  for (int64_t i = 0; i < 5; ++i)
+    other_epoch += !e2[i].equal(e1[i]), other_seed += !s2[i].equal(e1[i]);
   EXPECT_GE(other_epoch, 4);
   EXPECT_GE(other_seed, 4);
 }
@@ -179,7 +190,8 @@ TEST(ImageFolder, HalfTheCropsAreFlipped) {
   cfg.crop_ratio = {97.0 / 61.0, 97.0 / 61.0};
   const auto train = dtrain::make_datasets(cfg, kSeed).train;
   const std::string file = dir.file("train/only/a.png");
-  const auto pil = ImageReference::get().run({"crop " + file + " 0 0 61 97 32 0", "crop " + file + " 0 0 61 97 32 1"});
+  const auto pil = ImageReference::get().run(
+      {"crop " + file + " 0 0 61 97 32 0", "crop " + file + " 0 0 61 97 32 1"});
   int flipped = 0;
   const int n = 400;
   for (int64_t epoch = 0; epoch < n; ++epoch) {
@@ -228,7 +240,8 @@ TEST(ImageFolder, TheLoaderPassesEachBatchItsEpoch) {
   o.workers = 2;
   o.prefetch = 2;
   dtrain::Loader loader(train, {{0, 1, 2}, {0, 1, 2}, {3, 4}}, o, {0, 1, 1});
-  const std::vector<std::pair<std::vector<int64_t>, int64_t>> expected = {{{0, 1, 2}, 0}, {{0, 1, 2}, 1}, {{3, 4}, 1}};
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> expected = {
+      {{0, 1, 2}, 0}, {{0, 1, 2}, 1}, {{3, 4}, 1}};
   for (const auto& [indices, epoch] : expected) {
     auto b = loader.next();
     ASSERT_TRUE(b.has_value());
@@ -253,40 +266,52 @@ TEST(ImageFolder, BadFoldersAndFilesAreErrorsNamingThem) {
   const auto& ref = ImageReference::get();
   ASSERT_TRUE(ref.ok()) << ref.error();
   auto expect_all = [](const std::string& m, const std::vector<std::string>& parts) {
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' in: " << m;
+    for (const auto& p : parts)
+      EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' in: " << m;
   };
   TempDir dir;
   auto cfg = folder_config(dir.path());
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.train_dir", dir.file("train"), "no folder"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.train_dir", dir.file("train"), "no folder"});
   put(dir.path(), "train/loose.png", "rgb.png");
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.train_dir", "holds no class folders"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.train_dir", "holds no class folders"});
   put(dir.path(), "train/b/x.png", "rgb.png");
   put(dir.path(), "train/a/readme.txt", "");
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
-             {"data.train_dir", dir.file("train/a"), "without a .jpg, .jpeg or .png file (1 other file)"});
+  expect_all(
+      message_of([&] { dtrain::make_datasets(cfg, 0); }),
+      {"data.train_dir", dir.file("train/a"), "without a .jpg, .jpeg or .png file (1 other file)"});
   put(dir.path(), "train/a/y.jpg", "rgb.jpg");
   put(dir.path(), "val/z/y.jpg", "rgb.jpg");
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.test_dir", dir.file("val/z"), "does not have"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.test_dir", dir.file("val/z"), "does not have"});
   cfg.test_dir = "";
   cfg.num_classes = 1;
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.num_classes", "holds 2 class folders"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.num_classes", "holds 2 class folders"});
   cfg.num_classes = 5;  // more outputs than folders: allowed
   EXPECT_EQ(dtrain::make_datasets(cfg, 0).train->spec().num_classes, 5);
   cfg.num_classes = 0;
   cfg.resize = 20;
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.resize", "smaller than the crop"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.resize", "smaller than the crop"});
   cfg.resize = 0;
   expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.resize", "is 0"});
   cfg.resize = 40;
   // Damaged files are found when their batch is read: the error names the file.
   const std::vector<uint8_t> jpeg = read_bytes(ref.path("big.jpg"));
-  write_bytes(dir.file("train/b/z_cut.jpg"), std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + 5000));
+  write_bytes(dir.file("train/b/z_cut.jpg"),
+              std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + 5000));
   write_bytes(dir.file("train/b/z_text.png"), {'n', 'o'});
   const auto train = dtrain::make_datasets(cfg, 0).train;
   ASSERT_EQ(train->size(), 4);  // a/y.jpg, b/x.png, b/z_cut.jpg, b/z_text.png
   EXPECT_NO_THROW(train->get({0, 1}));
-  expect_all(message_of([&] { train->get({0, 2}); }), {dir.file("train/b/z_cut.jpg"), "libjpeg-turbo"});
-  expect_all(message_of([&] { train->get({3}); }), {dir.file("train/b/z_text.png"), "neither a JPEG nor a PNG"});
+  expect_all(message_of([&] {
+               train->get({0, 2});
+             }),
+             {dir.file("train/b/z_cut.jpg"), "libjpeg-turbo"});
+  expect_all(message_of([&] { train->get({3}); }),
+             {dir.file("train/b/z_text.png"), "neither a JPEG nor a PNG"});
   expect_all(message_of([&] { train->get({4}); }), {"sample index 4 is out of range"});
 }
 
@@ -302,12 +327,14 @@ TEST(ImageFolder, KeysParseResolveAndAreChecked) {
   EXPECT_EQ(d.data.train_dir, "train");
   EXPECT_EQ(d.data.test_dir, "val");
   EXPECT_EQ(d.data.crop_ratio, (std::vector<double>{3.0 / 4.0, 4.0 / 3.0}));
-  Config e = Config::from_string("data: {format: image_folder}\n", "<string>", {"data.crop_scale=[0.5, 1]"});
+  Config e = Config::from_string("data: {format: image_folder}\n", "<string>",
+                                 {"data.crop_scale=[0.5, 1]"});
   EXPECT_EQ(e.data.crop_scale, (std::vector<double>{0.5, 1.0}));
   // The dump reads back as the same settings, float lists included.
   EXPECT_EQ(Config::from_string(e.settings_yaml()).settings_yaml(), e.settings_yaml());
   auto bad = [](const std::string& override) {
-    return message_of([&] { Config::from_string("data: {format: image_folder}\n", "<string>", {override}); });
+    return message_of(
+        [&] { Config::from_string("data: {format: image_folder}\n", "<string>", {override}); });
   };
   for (const auto& [o, says] : std::vector<std::pair<std::string, std::string>>{
            {"data.crop_scale=0.9,0.5", "low <= high"},

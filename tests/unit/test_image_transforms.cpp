@@ -28,7 +28,8 @@ using dtrain::detail::SampleRandom;
 using dtrain::test::ImageReference;
 using dtrain::test::read_bytes;
 
-void expect_center(const CenterCrop& c, int64_t rw, int64_t rh, int64_t top, int64_t left, int64_t size) {
+void expect_center(const CenterCrop& c, int64_t rw, int64_t rh, int64_t top, int64_t left,
+                   int64_t size) {
   EXPECT_EQ(c.resized_width, rw);
   EXPECT_EQ(c.resized_height, rh);
   EXPECT_EQ(c.crop.top, top);
@@ -54,7 +55,9 @@ TEST(ImageTransforms, CenterCropAtTheImagesOwnSizeIsItsMiddle) {
   // left round(10.5) = 10, top 5.
   const int64_t w = 41, h = 30, s = 20;
   auto pixel = [](int64_t x, int64_t y, int c) {
-    return static_cast<uint8_t>(c == 0 ? (x * 5 + y * 3) % 256 : c == 1 ? (x * y) % 256 : (x + 2 * y) % 256);
+    return static_cast<uint8_t>(c == 0   ? (x * 5 + y * 3) % 256
+                                : c == 1 ? (x * y) % 256
+                                         : (x + 2 * y) % 256);
   };
   std::vector<uint8_t> rgb(static_cast<size_t>(w * h * 3));
   for (int64_t y = 0; y < h; ++y)
@@ -63,38 +66,53 @@ TEST(ImageTransforms, CenterCropAtTheImagesOwnSizeIsItsMiddle) {
   const CenterCrop center = resize_center_crop(w, h, 30, s);
   std::vector<uint8_t> out(static_cast<size_t>(3 * s * s));
   Resampler r;
-  ResamplePlan plan{CropBox{0, 0, h, w}, Box{0, 0, double(w), double(h)}, center.resized_width,
-                    center.resized_height, center.crop, false};
+  ResamplePlan plan{CropBox{0, 0, h, w},  Box{0, 0, double(w), double(h)},
+                    center.resized_width, center.resized_height,
+                    center.crop,          false};
   r.run(RgbView{rgb.data(), w, h, w * 3}, plan, out.data());
   for (int c = 0; c < 3; ++c)
     for (int64_t y = 0; y < s; ++y)
       for (int64_t x = 0; x < s; ++x)
-        ASSERT_EQ(out[static_cast<size_t>((c * s + y) * s + x)], pixel(x + 10, y + 5, c)) << c << " " << y << " " << x;
+        ASSERT_EQ(out[static_cast<size_t>((c * s + y) * s + x)], pixel(x + 10, y + 5, c))
+            << c << " " << y << " " << x;
   // Flipped: column x holds the source's column 10 + (s - 1 - x).
   plan.flip = true;
   r.run(RgbView{rgb.data(), w, h, w * 3}, plan, out.data());
-  for (int64_t x = 0; x < s; ++x) EXPECT_EQ(out[static_cast<size_t>(x)], pixel(10 + s - 1 - x, 5, 0));
+  for (int64_t x = 0; x < s; ++x)
+    EXPECT_EQ(out[static_cast<size_t>(x)], pixel(10 + s - 1 - x, 5, 0));
 }
 
 // PIL's pixels for each job against the Resampler's on the same decoded PNG.
 TEST(ImageTransforms, ResamplingIsPilsBilinearByteForByte) {
   const auto& ref = ImageReference::get();
   ASSERT_TRUE(ref.ok()) << ref.error();
-  struct Eval { const char* image; int64_t resize, size; };
-  struct Crop { const char* image; CropBox box; int64_t size; bool flip; };
+  struct Eval {
+    const char* image;
+    int64_t resize, size;
+  };
+  struct Crop {
+    const char* image;
+    CropBox box;
+    int64_t size;
+    bool flip;
+  };
   // Shrinking (antialiased), enlarging, and one side unchanged.
-  const std::vector<Eval> evals = {{"rgb.png", 40, 32}, {"rgb.png", 80, 64}, {"rgb.png", 61, 50},
-                                   {"big.png", 256, 224}, {"big.png", 100, 90}, {"big.png", 31, 17}};
-  const std::vector<Crop> crops = {{"rgb.png", {5, 7, 40, 50}, 32, true},  {"rgb.png", {0, 0, 61, 97}, 64, false},
-                                   {"rgb.png", {10, 20, 30, 30}, 30, false}, {"big.png", {13, 27, 250, 300}, 224, true},
-                                   {"big.png", {0, 0, 301, 403}, 32, false}, {"big.png", {200, 3, 9, 100}, 48, false}};
+  const std::vector<Eval> evals = {{"rgb.png", 40, 32},  {"rgb.png", 80, 64},
+                                   {"rgb.png", 61, 50},  {"big.png", 256, 224},
+                                   {"big.png", 100, 90}, {"big.png", 31, 17}};
+  const std::vector<Crop> crops = {
+      {"rgb.png", {5, 7, 40, 50}, 32, true},    {"rgb.png", {0, 0, 61, 97}, 64, false},
+      {"rgb.png", {10, 20, 30, 30}, 30, false}, {"big.png", {13, 27, 250, 300}, 224, true},
+      {"big.png", {0, 0, 301, 403}, 32, false}, {"big.png", {200, 3, 9, 100}, 48, false}};
   std::vector<std::string> jobs;
   for (const auto& e : evals)
-    jobs.push_back("eval " + ref.path(e.image) + " " + std::to_string(e.resize) + " " + std::to_string(e.size));
+    jobs.push_back("eval " + ref.path(e.image) + " " + std::to_string(e.resize) + " " +
+                   std::to_string(e.size));
   for (const auto& c : crops)
-    jobs.push_back("crop " + ref.path(c.image) + " " + std::to_string(c.box.top) + " " + std::to_string(c.box.left) +
-                   " " + std::to_string(c.box.height) + " " + std::to_string(c.box.width) + " " +
-                   std::to_string(c.size) + " " + (c.flip ? "1" : "0"));
+    jobs.push_back("crop " + ref.path(c.image) + " " + std::to_string(c.box.top) + " " +
+                   std::to_string(c.box.left) + " " + std::to_string(c.box.height) + " " +
+                   std::to_string(c.box.width) + " " + std::to_string(c.size) + " " +
+                   (c.flip ? "1" : "0"));
   const auto pil = ref.run(jobs);
   ASSERT_EQ(pil.size(), jobs.size());
   auto decoded = [&](const char* name) {
@@ -116,7 +134,8 @@ TEST(ImageTransforms, ResamplingIsPilsBilinearByteForByte) {
                             center.resized_height,
                             center.crop,
                             false};
-    r.run(RgbView{image.pixels.data(), image.width, image.height, image.width * 3}, plan, out.data());
+    r.run(RgbView{image.pixels.data(), image.width, image.height, image.width * 3}, plan,
+          out.data());
     EXPECT_EQ(out, pil[k++]);
   }
   for (const auto& c : crops) {
@@ -125,8 +144,12 @@ TEST(ImageTransforms, ResamplingIsPilsBilinearByteForByte) {
     const RgbView view{image.pixels.data(), image.width, image.height, image.width * 3};
     std::vector<uint8_t> out(static_cast<size_t>(3 * c.size * c.size));
     // The crop is the plan's region: run() reads only that part of the whole image.
-    const ResamplePlan plan{c.box, Box{0, 0, double(c.box.width), double(c.box.height)}, c.size, c.size,
-                            CropBox{0, 0, c.size, c.size}, c.flip};
+    const ResamplePlan plan{c.box,
+                            Box{0, 0, double(c.box.width), double(c.box.height)},
+                            c.size,
+                            c.size,
+                            CropBox{0, 0, c.size, c.size},
+                            c.flip};
     r.run(view, plan, out.data());
     EXPECT_EQ(out, pil[k++]);
   }

@@ -18,7 +18,8 @@ using dtrain::test::TempDir;
 using dtrain::test::write_gzip;
 
 // An IDX uint8 file of `dims` (big-endian uint32 each) holding `data`.
-std::vector<unsigned char> idx_u8(const std::vector<uint32_t>& dims, const std::vector<unsigned char>& data) {
+std::vector<unsigned char> idx_u8(const std::vector<uint32_t>& dims,
+                                  const std::vector<unsigned char>& data) {
   std::vector<unsigned char> out = {0, 0, 0x08, static_cast<unsigned char>(dims.size())};
   for (uint32_t d : dims)
     for (int shift : {24, 16, 8, 0}) out.push_back(static_cast<unsigned char>(d >> shift));
@@ -115,7 +116,8 @@ TEST(Labels, SyntheticDataDisagreeingWithNumClassesIsAnError) {
   cfg.num_classes = 4;
   EXPECT_EQ(dtrain::make_datasets(cfg, 0).train->spec().num_classes, 4);
   cfg.synthetic_task = dtrain::test::task_of("regression");
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.num_classes", "has no classes"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.num_classes", "has no classes"});
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ struct Ended {
 
 TEST(ModelRecord, NamesTheStepTheEndAndThatStepsEvaluation) {
   Ended e;
-  e.s.stopped = true, e.s.stopped_by = 0, e.s.stop_reason = "early stop: test_loss has not improved";
+  e.s.stopped = true, e.s.stopped_by = 0,
+  e.s.stop_reason = "early stop: test_loss has not improved";
   const json j = e.record();
   EXPECT_EQ(j["weights"], "model.pt");
   EXPECT_EQ(j["step"], 130);
@@ -45,7 +46,9 @@ TEST(ModelRecord, NamesTheStepTheEndAndThatStepsEvaluation) {
   EXPECT_EQ(j["ended"], "early stop");
   EXPECT_EQ(j["stop_reason"], "early stop: test_loss has not improved");
   EXPECT_EQ(j["stopped_by_rank"], 0);
-  EXPECT_EQ(j["evaluation"], json({{"step", 130}, {"test_count", 512}, {"test_loss", 0.25}, {"test_accuracy", 0.875}}));
+  EXPECT_EQ(
+      j["evaluation"],
+      json({{"step", 130}, {"test_count", 512}, {"test_loss", 0.25}, {"test_accuracy", 0.875}}));
   EXPECT_EQ(j["checkpoint"], "runs/x/checkpoints/step-000000130");
 }
 

@@ -2,8 +2,8 @@
 // numbers, output shapes, GPT's causality, the factories' checks against the data, channels-last
 // equivalence; the synthetic token data GPT trains on. (Logits against plain PyTorch:
 // test_models_pytorch.cpp.)
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/nn/module.h>
 #include <chrono>
 #include <cmath>
@@ -48,11 +48,20 @@ TEST(Gpt, ParameterNamesFollowNanoGpt) {
   auto m = build("gpt", gpt_config(2, 2, 16, 32, 8), token_spec(8, 32));
   std::vector<std::string> names;
   for (const auto& kv : m->named_parameters()) names.push_back(kv.key());
-  const std::vector<std::string> expected_prefix = {
-      "wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.ln_1.bias",
-      "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
-      "h.0.attn.c_proj.bias", "h.0.ln_2.weight", "h.0.ln_2.bias", "h.0.mlp.c_fc.weight",
-      "h.0.mlp.c_fc.bias", "h.0.mlp.c_proj.weight", "h.0.mlp.c_proj.bias"};
+  const std::vector<std::string> expected_prefix = {"wte.weight",
+                                                    "wpe.weight",
+                                                    "h.0.ln_1.weight",
+                                                    "h.0.ln_1.bias",
+                                                    "h.0.attn.c_attn.weight",
+                                                    "h.0.attn.c_attn.bias",
+                                                    "h.0.attn.c_proj.weight",
+                                                    "h.0.attn.c_proj.bias",
+                                                    "h.0.ln_2.weight",
+                                                    "h.0.ln_2.bias",
+                                                    "h.0.mlp.c_fc.weight",
+                                                    "h.0.mlp.c_fc.bias",
+                                                    "h.0.mlp.c_proj.weight",
+                                                    "h.0.mlp.c_proj.bias"};
   ASSERT_GE(names.size(), expected_prefix.size());
   for (size_t i = 0; i < expected_prefix.size(); ++i) EXPECT_EQ(names[i], expected_prefix[i]);
   EXPECT_EQ(names.back(), "ln_f.bias");
@@ -161,9 +170,9 @@ TEST(ResNet, ParameterCountsMatchTorchvision) {
   EXPECT_EQ(count_parameters(*r18), 11689512);
   EXPECT_EQ(count_parameters(*r50), 25557032);
   const auto names = r50->named_parameters();
-  for (const char* n : {"conv1.weight", "bn1.weight", "layer1.0.conv3.weight",
-                        "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
-                        "layer4.2.bn3.weight", "fc.weight", "fc.bias"}) {
+  for (const char* n :
+       {"conv1.weight", "bn1.weight", "layer1.0.conv3.weight", "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.weight", "fc.bias"}) {
     EXPECT_NE(names.find(n), nullptr) << n;
   }
   // v1.5: the stride of a stage's first Bottleneck is on the 3x3 conv.
@@ -174,8 +183,8 @@ TEST(ResNet, ParameterCountsMatchTorchvision) {
 TEST(ResNet, ForwardShapes) {
   dtrain::ModelConfig c;
   auto r18 = build("resnet18", c, image_spec({1, 28, 28}, 10));  // MNIST-like, one channel
-  EXPECT_EQ(count_parameters(*r18), 11689512 - 2 * 64 * 7 * 7 - (512 * 1000 + 1000) +
-                                        (512 * 10 + 10));
+  EXPECT_EQ(count_parameters(*r18),
+            11689512 - 2 * 64 * 7 * 7 - (512 * 1000 + 1000) + (512 * 10 + 10));
   EXPECT_EQ(r18->forward(at::randn({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10}));
   auto r50 = build("resnet50", c, image_spec({3, 64, 64}, 7));
   EXPECT_EQ(r50->forward(at::randn({2, 3, 64, 64})).sizes(), (std::vector<int64_t>{2, 7}));
@@ -240,8 +249,7 @@ TEST(SyntheticTokens, TrainAGptStep) {
   const dtrain::Batch b = data.train->get({0, 1, 2, 3});
   const at::Tensor logits = m->forward(b.inputs);  // (4, 8, 32)
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{4, 8, 32}));
-  const at::Tensor loss =
-      at::cross_entropy_loss(logits.reshape({-1, 32}), b.targets.reshape({-1}));
+  const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, 32}), b.targets.reshape({-1}));
   EXPECT_NEAR(loss.item<double>(), std::log(32.0), 0.05);
 }
 

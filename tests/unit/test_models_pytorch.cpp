@@ -1,7 +1,7 @@
 // Models gpt and resnet18 give the logits of a plain-PyTorch implementation run in
 // DTRAIN_REF_PYTHON on the same weights (float64, eval and train mode).
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/nn/module.h>
 #include <chrono>
 #include <cmath>

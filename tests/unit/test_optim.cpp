@@ -36,7 +36,8 @@ struct Scenario {
 Scenario make_scenario(double base_lr) {
   at::manual_seed(20240611);
   Scenario s;
-  for (auto shape : {std::vector<int64_t>{4, 3}, std::vector<int64_t>{5}, std::vector<int64_t>{2, 2, 2}}) {
+  for (auto shape :
+       {std::vector<int64_t>{4, 3}, std::vector<int64_t>{5}, std::vector<int64_t>{2, 2, 2}}) {
     s.init.push_back(at::randn(shape));
   }
   s.lrs = {base_lr, 0.5 * base_lr, 0.5 * base_lr, 2.0 * base_lr, 0.25 * base_lr};
@@ -94,9 +95,9 @@ void write_values(std::ostream& f, const at::Tensor& t) {
 void write_spec(const std::string& path, const OptimizerOptions& o, const Scenario& s) {
   std::ofstream f(path);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g %.17g %d %d\n", to_string(o.kind), o.momentum,
-                o.weight_decay, o.beta1, o.beta2, o.eps, o.dampening, o.nesterov ? 1 : 0,
-                o.no_decay_norm_bias ? 1 : 0);
+  std::snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %.17g %.17g %d %d\n",
+                to_string(o.kind), o.momentum, o.weight_decay, o.beta1, o.beta2, o.eps, o.dampening,
+                o.nesterov ? 1 : 0, o.no_decay_norm_bias ? 1 : 0);
   f << buf << s.init.size() << ' ' << s.lrs.size() << '\n';
   for (const auto& t : s.init) {
     f << "p ";
@@ -235,7 +236,8 @@ void expect_matches_torch(const std::vector<OptimizerOptions>& configs, double b
     }
     // The run moved every parameter, so agreement is not two unchanged copies.
     for (size_t i = 0; i < s.init.size(); ++i) {
-      const double moved = (mine.back()[i] - s.init[i].reshape({-1}).to(at::kDouble)).abs().max().item<double>();
+      const double moved =
+          (mine.back()[i] - s.init[i].reshape({-1}).to(at::kDouble)).abs().max().item<double>();
       EXPECT_GT(moved, 1e-4) << "param " << i;
     }
   }
@@ -243,19 +245,21 @@ void expect_matches_torch(const std::vector<OptimizerOptions>& configs, double b
 
 OptimizerOptions opts(const std::string& kind, double momentum, double wd) {
   OptimizerOptions o;
-  o.kind = kind == "sgd" ? OptimizerKind::kSgd : kind == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
+  o.kind = kind == "sgd"    ? OptimizerKind::kSgd
+           : kind == "adam" ? OptimizerKind::kAdam
+                            : OptimizerKind::kAdamW;
   o.momentum = momentum;
   o.weight_decay = wd;
   return o;
 }
 
 TEST(Optimizer, SgdMatchesTorchOptim) {
-  expect_matches_torch({opts("sgd", 0, 0), opts("sgd", 0.9, 0), opts("sgd", 0.9, 0.01),
-                        opts("sgd", 0, 0.1)},
-                       0.1);
+  expect_matches_torch(
+      {opts("sgd", 0, 0), opts("sgd", 0.9, 0), opts("sgd", 0.9, 0.01), opts("sgd", 0, 0.1)}, 0.1);
 }
 
-OptimizerOptions sgd_with(double momentum, double dampening, bool nesterov, double wd, bool no_decay) {
+OptimizerOptions sgd_with(double momentum, double dampening, bool nesterov, double wd,
+                          bool no_decay) {
   OptimizerOptions o = opts("sgd", momentum, wd);
   o.dampening = dampening;
   o.nesterov = nesterov;
@@ -301,7 +305,8 @@ TEST(Optimizer, NesterovNeedsMomentumAndNoDampening) {
   OptimizerOptions o = sgd_with(0.9, 0, true, 0.1, true);
   o.fused = false;
   EXPECT_EQ(Optimizer(params, o).describe(),
-            "SGD (Nesterov momentum 0.9), no weight decay on 1 of 3 parameters (fewer than 2 dimensions), "
+            "SGD (Nesterov momentum 0.9), no weight decay on 1 of 3 parameters (fewer than 2 "
+            "dimensions), "
             "multi-tensor (foreach)");
 }
 
@@ -338,8 +343,8 @@ TEST(Optimizer, StepDoesNotWriteGradients) {
 // A fresh optimizer loaded with another's state continues exactly as the original does, and
 // differs from one that starts without it (so the state carries something).
 TEST(Optimizer, StateRoundTripContinuesIdentically) {
-  for (const auto& o : {opts("sgd", 0.9, 0.01), sgd_with(0.9, 0.5, false, 0.01, true), opts("adam", 0, 0.01),
-                        opts("adamw", 0, 0.05)}) {
+  for (const auto& o : {opts("sgd", 0.9, 0.01), sgd_with(0.9, 0.5, false, 0.01, true),
+                        opts("adam", 0, 0.01), opts("adamw", 0, 0.05)}) {
     SCOPED_TRACE(describe_options(o));
     const Scenario s = make_scenario(0.05);
     auto a_params = fresh_params(s);
@@ -397,10 +402,10 @@ TEST(Optimizer, StateNames) {
   EXPECT_EQ(names(opts("sgd", 0.9, 0)),
             (std::vector<std::string>{"momentum.0", "momentum.1", "momentum.2"}));
   EXPECT_TRUE(names(opts("sgd", 0, 0.1)).empty());
-  EXPECT_EQ(names(opts("adam", 0, 0)),
-            (std::vector<std::string>{"exp_avg.0", "exp_avg_sq.0", "step.0", "exp_avg.1",
-                                      "exp_avg_sq.1", "step.1", "exp_avg.2", "exp_avg_sq.2",
-                                      "step.2"}));
+  EXPECT_EQ(
+      names(opts("adam", 0, 0)),
+      (std::vector<std::string>{"exp_avg.0", "exp_avg_sq.0", "step.0", "exp_avg.1", "exp_avg_sq.1",
+                                "step.1", "exp_avg.2", "exp_avg_sq.2", "step.2"}));
 }
 
 TEST(Optimizer, LoadStateNamesTheBadEntry) {
@@ -460,8 +465,7 @@ TEST(Optimizer, OutOfRangeOptionsNameTheConfigKeyWithTheSchemasRule) {
   o.eps = 0;
   msg = message_of([&] { Optimizer(params, o); });
   EXPECT_NE(msg.find("train.eps"), std::string::npos) << msg;
-  const std::string from_config =
-      message_of([] { Config::from_string("train: {eps: 0}\n"); });
+  const std::string from_config = message_of([] { Config::from_string("train: {eps: 0}\n"); });
   EXPECT_NE(from_config.find("must be > 0"), std::string::npos) << from_config;
   EXPECT_NE(msg.find("must be > 0"), std::string::npos) << msg;
 }

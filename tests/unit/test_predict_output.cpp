@@ -16,8 +16,8 @@
 namespace {
 
 using dtrain::DataSpec;
-using dtrain::cli::PredictTable;
 using dtrain::cli::predict_text;
+using dtrain::cli::PredictTable;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -74,7 +74,9 @@ TEST(PredictOutput, ClassIndicesWithoutNames) {
   EXPECT_EQ(j["top"][0]["index"], 0);
   EXPECT_FALSE(j["top"][0].contains("class"));
   t.csv = true;
-  EXPECT_EQ(lines_of(predict_text(at::tensor({1.0f, 0.0f}).view({1, 2}), t))[1].rfind("rows.csv:2,0,", 0), 0u);
+  EXPECT_EQ(
+      lines_of(predict_text(at::tensor({1.0f, 0.0f}).view({1, 2}), t))[1].rfind("rows.csv:2,0,", 0),
+      0u);
 }
 
 TEST(PredictOutput, RegressionValuesUnderTheTargetNames) {
@@ -86,7 +88,8 @@ TEST(PredictOutput, RegressionValuesUnderTheTargetNames) {
   t.names = &names;
   t.spec = &spec;
   const at::Tensor v = at::tensor({0.1f, -2.5f}).view({1, 2});
-  EXPECT_EQ(predict_text(v, t), "{\"input\":\"r.csv:2\",\"values\":{\"x\":0.100000001,\"y\":-2.5}}\n");
+  EXPECT_EQ(predict_text(v, t),
+            "{\"input\":\"r.csv:2\",\"values\":{\"x\":0.100000001,\"y\":-2.5}}\n");
   t.csv = true;
   EXPECT_EQ(predict_text(v, t), "input,x,y\nr.csv:2,0.100000001,-2.5\n");
   spec.recipe.target_names.clear();

@@ -68,7 +68,8 @@ TEST(Preprocess, CsvWritesColumnsAndTheirStatistics) {
 }
 
 TEST(Preprocess, ImagesWritePixelsTransformAndClassNames) {
-  const auto j = nlohmann::json::parse(preprocess_json(folder_spec(), with_format(DataFormat::kImageFolder)));
+  const auto j =
+      nlohmann::json::parse(preprocess_json(folder_spec(), with_format(DataFormat::kImageFolder)));
   EXPECT_EQ(j["pixels"]["scale"], 255);
   EXPECT_EQ(j["pixels"]["std"][2].get<double>(), 0.225);
   EXPECT_EQ(j["class_names"], nlohmann::json::array({"cat", "dog"}));
@@ -105,7 +106,8 @@ TEST(Preprocess, DifferenceNamesTheFieldBothValuesAndTheKey) {
   std::string d = preprocess_difference(file, "r/preprocess.json", other, csv);
   EXPECT_EQ(d.rfind("data.normalize, data.train_files", 0), 0u) << d;
   EXPECT_NE(d.find("features/mean [1.5,-0.25] (r/preprocess.json), this config gives [1.5,7.0]"),
-            std::string::npos) << d;
+            std::string::npos)
+      << d;
   // Statistics recomputed within 1e-6 (relative) of the file's are the model's; further apart not.
   other = csv_spec();
   other.recipe.mean[0] = 1.5 * (1 + 3e-7);
@@ -139,7 +141,8 @@ TEST(Preprocess, DifferenceNamesTheFieldBothValuesAndTheKey) {
 TEST(Preprocess, TextThatIsNotTheFileIsAnErrorNamingIt) {
   const DataConfig csv = with_format(DataFormat::kCsv);
   for (const std::string text : {"{not json", "[1, 2]", "{\"x\": 1}"}) {
-    const std::string m = message_of([&] { preprocess_difference(text, "runs/x/preprocess.json", csv_spec(), csv); });
+    const std::string m =
+        message_of([&] { preprocess_difference(text, "runs/x/preprocess.json", csv_spec(), csv); });
     EXPECT_NE(m.find("runs/x/preprocess.json"), std::string::npos) << text << ": " << m;
     EXPECT_NE(m.find("not a preprocess.json"), std::string::npos) << m;
   }
@@ -157,7 +160,8 @@ TEST(Preprocess, ReadBackGivesTheSpecThatWroteIt) {
   EXPECT_EQ(csv.spec.recipe.std, csv_spec().recipe.std);
   EXPECT_TRUE(csv.spec.pixel_mean.empty());
 
-  const auto folder = read_preprocess(preprocess_json(folder_spec(), with_format(DataFormat::kImageFolder)), "p");
+  const auto folder =
+      read_preprocess(preprocess_json(folder_spec(), with_format(DataFormat::kImageFolder)), "p");
   EXPECT_EQ(folder.format, DataFormat::kImageFolder);
   EXPECT_EQ(folder.spec.pixel_mean, folder_spec().pixel_mean);
   EXPECT_EQ(folder.spec.pixel_std, folder_spec().pixel_std);
@@ -200,7 +204,8 @@ TEST(Preprocess, ReadBackRefusesMissingOrMistypedFieldsNamingThem) {
       {"{" + base + R"(, "num_classes": 3})", "input_shape"},
       {"{" + base + R"(, "input_shape": [2]})", "num_classes"},
       {"{" + base + R"(, "input_shape": "2", "num_classes": 3})", "input_shape"},
-      {"{" + base + R"(, "input_shape": [2], "num_classes": 3, "features": {"names": [1, 2]}})", "features/names"},
+      {"{" + base + R"(, "input_shape": [2], "num_classes": 3, "features": {"names": [1, 2]}})",
+       "features/names"},
       {R"({"format": "parquet", "input_shape": [2]})", "parquet"},
       {"{not json", "not a preprocess.json"},
   };

@@ -94,12 +94,14 @@ TEST(Progress, LiveRedrawsTheLineWithEtaAndEndsIt) {
   const std::string out = feed(run);
   const std::string first = "\repoch 1/1 step 1/100  elapsed 0s  ETA --\033[K";
   const std::string third =
-      "\repoch 1/1 step 3/100  loss 2.0000  lr 0.001  250 samples/s  GPU 97%  elapsed 0s  ETA 15s\033[K";
+      "\repoch 1/1 step 3/100  loss 2.0000  lr 0.001  250 samples/s  GPU 97%  elapsed 0s  ETA "
+      "15s\033[K";
   const std::string last =
       "\repoch 1/1 step 100/100  loss 1.5000  lr 0.001  250 samples/s  elapsed 20s  ETA 0s\033[K\n";
   EXPECT_NE(out.find(first + third + last), std::string::npos) << out;
   EXPECT_EQ(out.find("step 2/100"), std::string::npos) << "redrawn within 0.2 s: " << out;
-  EXPECT_NE(out.find("\033[K\nepoch 1/1  train loss 1.5000  test loss 1.2500"), std::string::npos) << out;
+  EXPECT_NE(out.find("\033[K\nepoch 1/1  train loss 1.5000  test loss 1.2500"), std::string::npos)
+      << out;
   EXPECT_EQ(out.back(), '\n');
 }
 
@@ -130,7 +132,9 @@ TEST(Progress, AnEvaluationInsideAnEpochSaysItsStep) {
   e.step = 936;
   run.hook->on_eval(e, run.control);
   const std::string out = testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("epoch 2/3 step 600/1404  train loss 1.5000  test loss 1.2500"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 2/3 step 600/1404  train loss 1.5000  test loss 1.2500"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("epoch 2/3  train loss 1.5000  test loss 1.2500"), std::string::npos) << out;
 }
 
@@ -157,7 +161,8 @@ TEST(Progress, SequenceModelsShowTokensPerSecondAndMfu) {
   run.info.flops_per_sample = 4e9;
   run.info.peak_flops = 1e13;  // 250 samples/s × 4 GFLOP / 10 TFLOP/s = 10%
   const std::string out = feed(run);
-  EXPECT_NE(out.find("250 samples/s  16000 tokens/s  MFU 10.0%  GPU 97%"), std::string::npos) << out;
+  EXPECT_NE(out.find("250 samples/s  16000 tokens/s  MFU 10.0%  GPU 97%"), std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -53,9 +53,12 @@ TEST(Registry, AUserModelIsBuiltByName) {
     at::Tensor forward(const at::Tensor& x) override { return fc->forward(x); }
     torch::nn::Linear fc;
   };
-  register_model("test_tiny", [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
-    return std::make_shared<Tiny>(d.input_shape.at(0), d.num_classes);
-  }, "test: one Linear");
+  register_model(
+      "test_tiny",
+      [](const ModelConfig&, const DataSpec& d) -> std::shared_ptr<Model> {
+        return std::make_shared<Tiny>(d.input_shape.at(0), d.num_classes);
+      },
+      "test: one Linear");
   EXPECT_TRUE(has(names(), "test_tiny"));
   auto m = make_model("test_tiny", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
   EXPECT_EQ(m->forward(at::zeros({3, 5})).sizes().vec(), (std::vector<int64_t>{3, 2}));
@@ -70,9 +73,12 @@ TEST(Registry, AModelRegisteredFirstUnderABuiltInsNameIsNotOverwritten) {
     at::Tensor forward(const at::Tensor& x) override { return fc->forward(x); }
     torch::nn::Linear fc;
   };
-  register_model("mlp", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> {
-    return std::make_shared<Tiny>();
-  }, "test: mine, not the built-in mlp");
+  register_model(
+      "mlp",
+      [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> {
+        return std::make_shared<Tiny>();
+      },
+      "test: mine, not the built-in mlp");
   const auto models = registered_models();
   for (const auto& [name, description] : models)
     if (name == "mlp") EXPECT_EQ(description, "test: mine, not the built-in mlp");

@@ -40,10 +40,10 @@ TEST(ReportHistory, EachResumeDropsTheRecordsTrainedAgainAfterIt) {
       << train(10, 1.0) << train(20, 0.9) << train(30, 0.8)
       << "{\"type\": \"eval\", \"time\": 1, \"step\": 30, \"epoch\": 1, \"test_loss\": 0.7, "
          "\"test_accuracy\": 0.6, \"test_count\": 100}\n"
-      << train(40, 0.75)                              // trained again after the resume at 30
+      << train(40, 0.75)  // trained again after the resume at 30
       << "{\"type\": \"summary\", \"time\": 1, \"step\": 40, \"steps\": 40}\n"
       << resume(30) << train(40, 0.7) << train(50, 0.6) << train(60, 0.5)  // 60: again, at 50
-      << "{\"type\": \"train\", \"step\": 6"           // cut off mid-write
+      << "{\"type\": \"train\", \"step\": 6"                               // cut off mid-write
       << "\n"
       << resume(50) << train(60, 0.45) << train(70, 0.4);
   ReportSeries series;

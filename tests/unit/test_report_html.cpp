@@ -75,7 +75,8 @@ TEST(ReportHtml, DataReadsBackFromThePage) {
   s.add_eval({15, 1, 0.5, 0.8});
   s.add_eval({30, 2, 0.25, std::nullopt});
   const Facts facts = {{"world", "2 rank(s) on a"}, {"model", "mlp, 1000 parameters"}};
-  const std::vector<Finding> findings = {{"data-bound", "41% waiting", "raise data.workers from 2"}};
+  const std::vector<Finding> findings = {
+      {"data-bound", "41% waiting", "raise data.workers from 2"}};
   const nlohmann::json data = dtrain::detail::report_data("dtrain report: x", facts, findings, s);
   const std::string html = dtrain::detail::report_html(data);
   const nlohmann::json back = nlohmann::json::parse(data_block(html));
@@ -105,8 +106,9 @@ TEST(ReportHtml, StringsCannotEndTheDataBlock) {
   EXPECT_EQ(count(html, "</script>"), 2u) << "the data block's end and the drawing script's end";
   EXPECT_EQ(nlohmann::json::parse(data_block(html)), data);
   // The title element holds the escaped text.
-  EXPECT_NE(html.find("<title>a&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--</title>"),
-            std::string::npos);
+  EXPECT_NE(
+      html.find("<title>a&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--</title>"),
+      std::string::npos);
 }
 
 TEST(ReportHtml, SelfContained) {

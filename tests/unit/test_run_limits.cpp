@@ -33,13 +33,16 @@ TEST(RunLimits, LossMustFitTheKindOfData) {
   using dtrain::detail::check_loss_fits;
   expect_all(message_of([&] { check_loss_fits(LossKind::kMse, classes, "idx x.gz"); }),
              {"train.loss", "mse", "classification with 10 classes", "idx x.gz"});
-  expect_all(message_of([&] { check_loss_fits(LossKind::kCrossEntropy, regression, "synthetic regression"); }),
+  expect_all(message_of([&] {
+               check_loss_fits(LossKind::kCrossEntropy, regression, "synthetic regression");
+             }),
              {"train.loss", "cross_entropy", "regression with 1 target", "synthetic regression"});
   EXPECT_NO_THROW(check_loss_fits(LossKind::kCrossEntropy, classes, ""));
   EXPECT_NO_THROW(check_loss_fits(LossKind::kMse, regression, ""));
   // At the loss itself too: mse never broadcasts class ids over logits.
   expect_all(message_of([] {
-               dtrain::detail::compute_loss(LossKind::kMse, at::zeros({4, 3}), at::zeros({4}, at::kLong), false);
+               dtrain::detail::compute_loss(LossKind::kMse, at::zeros({4, 3}),
+                                            at::zeros({4}, at::kLong), false);
              }),
              {"train.loss", "class ids"});
 }
@@ -51,26 +54,36 @@ TEST(RunLimits, ModelOutputsMustFitTheData) {
   classes.num_classes = 10;
   const at::Tensor ids = at::zeros({1}, at::kLong);
   EXPECT_NO_THROW(check_outputs_fit(classes, at::zeros({1, 10}), ids, "m", "d"));
-  EXPECT_NO_THROW(check_outputs_fit(classes, at::zeros({1, 12}), ids, "m", "d"));  // more scores: fine
+  EXPECT_NO_THROW(
+      check_outputs_fit(classes, at::zeros({1, 12}), ids, "m", "d"));  // more scores: fine
   // Fewer scores than classes: class ids 7..9 would index past the logits (NaN on the GPU).
-  expect_all(message_of([&] { check_outputs_fit(classes, at::zeros({1, 7}), ids, "mine", "csv x.csv"); }),
-             {"model.name", "model 'mine' scores 7 classes", "[1, 7]", "has 10 classes", "0..9", "csv x.csv",
-              "data.num_classes"});
-  expect_all(message_of([&] { check_outputs_fit(classes, at::zeros({1, 2, 10}), ids, "mine", "d"); }),
+  expect_all(message_of([&] {
+               check_outputs_fit(classes, at::zeros({1, 7}), ids, "mine", "csv x.csv");
+             }),
+             {"model.name", "model 'mine' scores 7 classes", "[1, 7]", "has 10 classes", "0..9",
+              "csv x.csv", "data.num_classes"});
+  expect_all(message_of([&] {
+               check_outputs_fit(classes, at::zeros({1, 2, 10}), ids, "mine", "d");
+             }),
              {"model.name", "outputs of shape [1, 2, 10] for targets of shape [1]"});
   // A sequence model: (N, T) token targets, (N, T, V) logits.
   dtrain::DataSpec tokens;
   tokens.num_classes = 256;
   const at::Tensor seq = at::zeros({1, 8}, at::kLong);
   EXPECT_NO_THROW(check_outputs_fit(tokens, at::zeros({1, 8, 256}), seq, "gpt", "d"));
-  expect_all(message_of([&] { check_outputs_fit(tokens, at::zeros({1, 8, 100}), seq, "gpt", "d"); }),
+  expect_all(message_of([&] {
+               check_outputs_fit(tokens, at::zeros({1, 8, 100}), seq, "gpt", "d");
+             }),
              {"scores 100 classes", "has 256 classes"});
   // Regression: the widths must be equal (mse would broadcast).
   dtrain::DataSpec regression;
   regression.target_dim = 3;
   EXPECT_NO_THROW(check_outputs_fit(regression, at::zeros({1, 3}), at::zeros({1, 3}), "m", "d"));
-  expect_all(message_of([&] { check_outputs_fit(regression, at::zeros({1, 1}), at::zeros({1, 3}), "m", "d"); }),
-             {"model.name", "outputs of shape [1, 1] for targets of shape [1, 3]", "3 regression target(s)", "broadcast"});
+  expect_all(message_of([&] {
+               check_outputs_fit(regression, at::zeros({1, 1}), at::zeros({1, 3}), "m", "d");
+             }),
+             {"model.name", "outputs of shape [1, 1] for targets of shape [1, 3]",
+              "3 regression target(s)", "broadcast"});
   regression.target_dim = 1;
   EXPECT_NO_THROW(check_outputs_fit(regression, at::zeros({1, 1}), at::zeros({1}), "m", "d"));
 }
@@ -95,8 +108,9 @@ TEST(RunLimits, StepCountPastInt64NamesTrainEpochs) {
   const int64_t epochs = kMax / 64 / 8 + 1;
   expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(epochs, 0), 512, 1, 0); }),
              {"train.epochs", "overflows the sample count"});
-  expect_all(message_of([&] { dtrain::detail::plan_steps(run_of(too_many, kMax / 64 + 1), 512, 1, 0); }),
-             {"train.max_steps", "overflows the sample count"});
+  expect_all(
+      message_of([&] { dtrain::detail::plan_steps(run_of(too_many, kMax / 64 + 1), 512, 1, 0); }),
+      {"train.max_steps", "overflows the sample count"});
   // max_steps bounds a huge epoch count: nothing overflows.
   auto plan = dtrain::detail::plan_steps(run_of(too_many, 10), 512, 1, 0);
   EXPECT_EQ(plan.total_steps, 10);
@@ -129,25 +143,30 @@ TEST(RunLimits, SyntheticDataLargerThanMemoryNamesTheSizeKeys) {
   cfg.synthetic_task = dtrain::test::task_of("images");
   cfg.synthetic_size = 1000;
   cfg.synthetic_shape = {3, 100000, 100000};
-  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }), {"data.synthetic_shape", "more than"});
+  expect_all(message_of([&] { dtrain::make_datasets(cfg, 0); }),
+             {"data.synthetic_shape", "more than"});
 }
 
 TEST(RunLimits, HostOutOfMemoryBecomesAnErrorNamingTheKeys) {
   using dtrain::detail::guard_host_memory;
-  expect_all(message_of([] {
-               guard_host_memory([] { throw std::bad_alloc(); }, "building the model mlp", "model.hidden",
-                                 "make the model smaller");
-             }),
-             {"model.hidden", "building the model mlp ran out of host memory", "make the model smaller"});
+  expect_all(
+      message_of([] {
+        guard_host_memory([] { throw std::bad_alloc(); }, "building the model mlp", "model.hidden",
+                          "make the model smaller");
+      }),
+      {"model.hidden", "building the model mlp ran out of host memory", "make the model smaller"});
   // LibTorch's CPU allocator: 2^50 bytes is past any x86-64 address space; the bytes asked for
   // are in the message (1125899906842624 = 1.13e+15).
   expect_all(message_of([] {
-               guard_host_memory([] { at::empty({int64_t{1} << 50}, at::kByte); }, "building the datasets",
-                                 "data.synthetic_size", "use smaller data");
+               guard_host_memory([] { at::empty({int64_t{1} << 50}, at::kByte); },
+                                 "building the datasets", "data.synthetic_size",
+                                 "use smaller data");
              }),
-             {"data.synthetic_size", "ran out of host memory asking for 1.13e+15 bytes", "use smaller data"});
+             {"data.synthetic_size", "ran out of host memory asking for 1.13e+15 bytes",
+              "use smaller data"});
   // Other errors pass through as they are.
-  EXPECT_THROW(guard_host_memory([] { throw std::runtime_error("x"); }, "", "", ""), std::runtime_error);
+  EXPECT_THROW(guard_host_memory([] { throw std::runtime_error("x"); }, "", "", ""),
+               std::runtime_error);
 }
 
 }  // namespace

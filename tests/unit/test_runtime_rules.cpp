@@ -33,10 +33,10 @@ using detail::choose_threads;
 TEST(Threads, DefaultSharesTheAffinityCpusAmongTheRanksThatShareThem) {
   EXPECT_EQ(choose_threads(16, 4, 0).threads, 4);
   EXPECT_EQ(choose_threads(16, 3, 0).threads, 5);
-  EXPECT_EQ(choose_threads(8, 1, 0).threads, 8);   // bound to its own 8 CPUs (srun -c 8)
-  EXPECT_EQ(choose_threads(1, 1, 0).threads, 1);   // bound to one core (mpirun --bind-to core)
-  EXPECT_EQ(choose_threads(2, 4, 0).threads, 1);   // oversubscribed: still one thread
-  EXPECT_EQ(choose_threads(0, 0, 0).threads, 1);   // nonsense in, one thread out
+  EXPECT_EQ(choose_threads(8, 1, 0).threads, 8);  // bound to its own 8 CPUs (srun -c 8)
+  EXPECT_EQ(choose_threads(1, 1, 0).threads, 1);  // bound to one core (mpirun --bind-to core)
+  EXPECT_EQ(choose_threads(2, 4, 0).threads, 1);  // oversubscribed: still one thread
+  EXPECT_EQ(choose_threads(0, 0, 0).threads, 1);  // nonsense in, one thread out
   EXPECT_TRUE(choose_threads(16, 4, 0).warning.empty());
   EXPECT_TRUE(contains(choose_threads(16, 4, 0).reason, "16 CPU(s) this process may use"));
   EXPECT_TRUE(contains(choose_threads(16, 4, 0).reason, "shared by 4 rank(s)"));
@@ -126,8 +126,8 @@ TEST(CpuBinding, TheHostsCpusAreAtLeastOneAndAtMostTheOnlineOnes) {
 }
 
 TEST(LaunchCheck, SrunTasksThatDidNotJoinOneMpiJobAreAnError) {
-  const Env env = {{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "2"},
-                   {"SLURM_LOCALID", "2"}};
+  const Env env = {
+      {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "2"}, {"SLURM_LOCALID", "2"}};
   const std::string e = launch_error(env, 0, 1, 0);
   EXPECT_TRUE(contains(e, "MPI/PMI setup is wrong"));
   EXPECT_TRUE(contains(e, "task 2 of 4 (local task 2"));
@@ -145,18 +145,21 @@ TEST(LaunchCheck, SrunTasksThatDidNotJoinOneMpiJobAreAnError) {
 TEST(LaunchCheck, OutsideAnSrunStepSlurmVariablesAreNotChecked) {
   // The batch script itself (no step id, or Slurm's batch/extern step ids), or no Slurm at all.
   EXPECT_EQ(launch_error({{"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "0"}}, 0, 1, 0), "");
-  EXPECT_EQ(launch_error({{"SLURM_STEP_ID", "4294967294"}, {"SLURM_NTASKS", "16"},
-                          {"SLURM_PROCID", "0"}},
-                         0, 1, 0),
-            "");
+  EXPECT_EQ(
+      launch_error({{"SLURM_STEP_ID", "4294967294"}, {"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "0"}},
+                   0, 1, 0),
+      "");
   EXPECT_EQ(launch_error({}, 0, 1, 0), "");
 }
 
 TEST(LaunchCheck, UnderMpirunOmpiVariablesWinOverInheritedSlurmOnes) {
   // mpirun inside an allocation: the ranks inherit the daemon's SLURM_PROCID, which is not theirs.
-  Env env = {{"SLURM_STEP_ID", "0"},          {"SLURM_NTASKS", "2"},
-             {"SLURM_PROCID", "1"},           {"SLURM_LOCALID", "0"},
-             {"OMPI_COMM_WORLD_SIZE", "8"},   {"OMPI_COMM_WORLD_RANK", "5"},
+  Env env = {{"SLURM_STEP_ID", "0"},
+             {"SLURM_NTASKS", "2"},
+             {"SLURM_PROCID", "1"},
+             {"SLURM_LOCALID", "0"},
+             {"OMPI_COMM_WORLD_SIZE", "8"},
+             {"OMPI_COMM_WORLD_RANK", "5"},
              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
   EXPECT_EQ(launch_error(env, 5, 8, 1), "");
   const std::string e = launch_error(env, 0, 1, 0);
@@ -170,27 +173,36 @@ TEST(LaunchCheck, UnderMpirunOmpiVariablesWinOverInheritedSlurmOnes) {
 TEST(LaunchCheck, ThePlaceThatPrintConfigResolvesForIsTheLaunchers) {
   using Env = std::map<std::string, std::string>;
   EXPECT_EQ(detail::launcher_place(Env{}), (std::pair<int, int>{0, 1}));
-  EXPECT_EQ(detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
-                                       {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}),
+  EXPECT_EQ(detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "4"},
+                                       {"OMPI_COMM_WORLD_RANK", "3"},
+                                       {"SLURM_STEP_ID", "0"},
+                                       {"SLURM_PROCID", "0"},
+                                       {"SLURM_NTASKS", "1"}}),
             (std::pair<int, int>{3, 4}));
-  EXPECT_EQ(detail::launcher_place(Env{{"SLURM_STEP_ID", "2"}, {"SLURM_PROCID", "5"},
-                                       {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_NTASKS", "16"}}),
+  EXPECT_EQ(detail::launcher_place(Env{{"SLURM_STEP_ID", "2"},
+                                       {"SLURM_PROCID", "5"},
+                                       {"SLURM_STEP_NUM_TASKS", "8"},
+                                       {"SLURM_NTASKS", "16"}}),
             (std::pair<int, int>{5, 8}));
-  EXPECT_EQ(detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}}),
-            (std::pair<int, int>{0, 1}));
+  EXPECT_EQ(
+      detail::launcher_place(Env{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}}),
+      (std::pair<int, int>{0, 1}));
 }
 
 TEST(LaunchCheck, AnSrunTaskWithoutAnyPmiIsRefusedBeforeMpiStarts) {
   // srun --mpi=none: the step's variables and no PMIx / PMI ones (what a real srun sets).
-  Env env = {{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
-             {"SLURM_PROCID", "1"},  {"SLURM_LOCALID", "1"}};
+  Env env = {{"SLURM_STEP_ID", "0"},
+             {"SLURM_NTASKS", "2"},
+             {"SLURM_STEP_NUM_TASKS", "2"},
+             {"SLURM_PROCID", "1"},
+             {"SLURM_LOCALID", "1"}};
   const std::string e = detail::launch_error_before_mpi(env);
   EXPECT_TRUE(contains(e, "srun started this process as task 1 of 2 without PMIx or PMI"));
   EXPECT_TRUE(contains(e, "srun --mpi=pmix"));
   EXPECT_TRUE(contains(e, "DTRAIN_SRUN_ARGS=--mpi=pmix"));
   // A single task without PMI cannot start Open MPI either.
-  EXPECT_NE(detail::launch_error_before_mpi({{"SLURM_STEP_ID", "3"}, {"SLURM_NTASKS", "1"},
-                                             {"SLURM_PROCID", "0"}}),
+  EXPECT_NE(detail::launch_error_before_mpi(
+                {{"SLURM_STEP_ID", "3"}, {"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}}),
             "");
   // Any PMI: MPI_Init may join the tasks; the check after it compares the numbers.
   for (const char* pmi : {"PMIX_RANK", "PMI_RANK", "PMI_FD"}) {
@@ -225,8 +237,9 @@ TEST(StallReport, NamesTheRankBehindAndWhereTheOthersWait) {
   EXPECT_TRUE(contains(s, "ranks 0,1,3 wait in gradient all-reduce at step 42 (for 61 s)"));
   // Within one step, the rank fewer beats in is the one behind, whoever beat last.
   beats = {beat(7, 4, 10, "gradient all-reduce"), beat(7, 1, 9, "hooks: on_step_begin")};
-  EXPECT_TRUE(contains(detail::describe_stall(beats, 0, 5),
-                       "rank 1 has not beaten for 9 s (last phase: hooks: on_step_begin at step 7)"));
+  EXPECT_TRUE(
+      contains(detail::describe_stall(beats, 0, 5),
+               "rank 1 has not beaten for 9 s (last phase: hooks: on_step_begin at step 7)"));
 }
 
 TEST(StallReport, ARankThatDoesNotAnswerIsNamed) {

@@ -18,8 +18,8 @@ using dtrain::test::python_failure;
 using dtrain::test::run_python;
 using dtrain::test::TempDir;
 
-std::vector<int64_t> sampler_indices(int64_t size, int world, int rank, bool shuffle,
-                                     uint64_t seed, bool drop_last, int64_t epoch) {
+std::vector<int64_t> sampler_indices(int64_t size, int world, int rank, bool shuffle, uint64_t seed,
+                                     bool drop_last, int64_t epoch) {
   dtrain::DistributedSampler s(size, world, rank, shuffle, seed, drop_last);
   s.set_epoch(epoch);
   auto out = s.indices();
@@ -71,8 +71,8 @@ TEST(Sampler, EvalShardCoversEveryIndexOnce) {
         }
       }
       for (int64_t i = 0; i < size; ++i) {
-        EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "size " << size << " world " << world
-                                                   << " index " << i;
+        EXPECT_EQ(seen[static_cast<size_t>(i)], 1)
+            << "size " << size << " world " << world << " index " << i;
       }
     }
   }

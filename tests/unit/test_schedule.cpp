@@ -65,16 +65,17 @@ void expect_like_torch(Schedule kind, int64_t warmup, int64_t total, int64_t ste
   const detail::LrSchedule s(t, total);
   test::TempDir dir;
   const auto run = run_python(dir, kReference,
-                              std::string(to_string(kind)) + " 0.3 " + std::to_string(warmup) + " " +
-                                  std::to_string(total) + " " + std::to_string(step_size) + " " +
-                                  std::to_string(gamma));
+                              std::string(to_string(kind)) + " 0.3 " + std::to_string(warmup) +
+                                  " " + std::to_string(total) + " " + std::to_string(step_size) +
+                                  " " + std::to_string(gamma));
   ASSERT_EQ(run.status, 0) << python_failure("the lr_scheduler reference", run);
   std::istringstream in(run.output);
   std::vector<double> want;
   for (double v; in >> v;) want.push_back(v);
   ASSERT_EQ(static_cast<int64_t>(want.size()), total);
   for (int64_t i = 0; i < total; ++i)
-    EXPECT_NEAR(s.at(i), want[static_cast<size_t>(i)], 1e-12 + 1e-9 * want[static_cast<size_t>(i)]) << "step " << i;
+    EXPECT_NEAR(s.at(i), want[static_cast<size_t>(i)], 1e-12 + 1e-9 * want[static_cast<size_t>(i)])
+        << "step " << i;
 }
 
 TEST(Schedule, EveryKindMatchesTorchsLrScheduler) {
@@ -95,7 +96,8 @@ TEST(Schedule, AScheduleStartedLaterIsThatOfTheStepsFromThere) {
   t.schedule = Schedule::kCosine;
   const detail::LrSchedule s(t, 48, 32);
   for (int64_t i = 0; i < 16; ++i)
-    EXPECT_NEAR(s.at(32 + i), 0.1 * (1 + std::cos(M_PI * static_cast<double>(i) / 16.0)), 1e-15) << "step " << 32 + i;
+    EXPECT_NEAR(s.at(32 + i), 0.1 * (1 + std::cos(M_PI * static_cast<double>(i) / 16.0)), 1e-15)
+        << "step " << 32 + i;
 }
 
 // Which schedule a resumed run follows: training on from a finished run's end restarts it with
@@ -115,21 +117,26 @@ TEST(Schedule, AResumeKeepsOrRestartsTheScheduleAndSaysTheRates) {
 
   const auto stretch = detail::resumed_schedule(config({"train.epochs=3"}), 48, &end);
   EXPECT_EQ(stretch.start, 0);
-  EXPECT_EQ(stretch.line, format("learning rate at the resume: %.3g after step 32 -> %.3g at step 33: the cosine "
-                                 "schedule of a 48-step run (train.resume_schedule stretch; restart would start a "
-                                 "new schedule over the 16 added steps)",
-                                 before, 0.1 * (1 + std::cos(M_PI * 32.0 / 48.0))));
-  const auto restart = detail::resumed_schedule(config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &end);
+  EXPECT_EQ(
+      stretch.line,
+      format("learning rate at the resume: %.3g after step 32 -> %.3g at step 33: the cosine "
+             "schedule of a 48-step run (train.resume_schedule stretch; restart would start a "
+             "new schedule over the 16 added steps)",
+             before, 0.1 * (1 + std::cos(M_PI * 32.0 / 48.0))));
+  const auto restart = detail::resumed_schedule(
+      config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &end);
   EXPECT_EQ(restart.start, 32);
-  EXPECT_EQ(restart.line, format("learning rate at the resume: %.3g after step 32 -> 0.2 at step 33: "
-                                 "train.resume_schedule restart: a new cosine schedule over the 16 added steps",
-                                 before));
+  EXPECT_EQ(restart.line,
+            format("learning rate at the resume: %.3g after step 32 -> 0.2 at step 33: "
+                   "train.resume_schedule restart: a new cosine schedule over the 16 added steps",
+                   before));
 
   detail::ResumePoint later = end;  // the restarted run, preempted at step 40
   later.position.step = 40;
   later.position.schedule_start = 32;
   later.saved_config = config_values(config({"train.epochs=3", "train.resume_schedule=restart"}));
-  const auto again = detail::resumed_schedule(config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &later);
+  const auto again = detail::resumed_schedule(
+      config({"train.epochs=3", "train.resume_schedule=restart"}), 48, &later);
   EXPECT_EQ(again.start, 32);
   EXPECT_EQ(again.line, "");
   EXPECT_EQ(detail::resumed_schedule(config({"train.epochs=3"}), 48, nullptr).start, 0);

@@ -25,7 +25,8 @@ TEST(ShardPlan, FlatValuesCutIntoEqualContiguousShards) {
   const ShardPlan p = plan_shards({10, 40, 30, 20, 5}, 2);
   EXPECT_EQ(p.total, 105);
   EXPECT_EQ(p.shard, 53);
-  EXPECT_EQ(p.pieces, (Pieces{{{0, 0, 10}, {1, 0, 40}, {2, 0, 3}}, {{2, 3, 27}, {3, 0, 20}, {4, 0, 5}}}));
+  EXPECT_EQ(p.pieces,
+            (Pieces{{{0, 0, 10}, {1, 0, 40}, {2, 0, 3}}, {{2, 3, 27}, {3, 0, 20}, {4, 0, 5}}}));
   EXPECT_EQ(p.elements(0), 53);
   EXPECT_EQ(p.elements(1), 52);
   EXPECT_EQ(p.largest(), 53);
@@ -36,7 +37,9 @@ TEST(ShardPlan, OneLargeTensorIsSharedByEveryRank) {
   // 251), the embedding in four pieces, where whole tensors left it on one rank.
   const ShardPlan p = plan_shards({1000, 10, 2}, 4);
   EXPECT_EQ(p.shard, 253);
-  EXPECT_EQ(p.pieces, (Pieces{{{0, 0, 253}}, {{0, 253, 253}}, {{0, 506, 253}},
+  EXPECT_EQ(p.pieces, (Pieces{{{0, 0, 253}},
+                              {{0, 253, 253}},
+                              {{0, 506, 253}},
                               {{0, 759, 241}, {1, 0, 10}, {2, 0, 2}}}));
   for (int r = 0; r < 4; ++r) EXPECT_LE(p.elements(r), 253);
 }
@@ -124,7 +127,8 @@ TEST(ShardState, ShardsTogetherAreTheWholeOptimizer) {
     std::vector<std::unique_ptr<Optimizer>> optimizers;
     for (int r = 0; r < kWorld; ++r) {
       ranks.push_back(std::make_unique<SimulatedRank>(r, kWorld));
-      shards.push_back(std::make_unique<detail::OptimizerShard>(shard_params, names, *ranks.back()));
+      shards.push_back(
+          std::make_unique<detail::OptimizerShard>(shard_params, names, *ranks.back()));
       optimizers.push_back(shards.back()->make_optimizer(o));
     }
     EXPECT_EQ(shards[0]->plan().pieces[1], (std::vector<ShardPiece>{{1, 2, 2}, {2, 0, 12}}));
@@ -165,8 +169,10 @@ TEST(ShardState, ShardsTogetherAreTheWholeOptimizer) {
 TEST(ShardState, EntriesOfNoPlannedParameterAreKeptForLoadStateToRefuse) {
   const std::vector<at::Tensor> params = {at::zeros({4}), at::zeros({4})};
   const ShardPlan plan = plan_shards({4, 4}, 2);
-  const detail::OptimizerState whole = {{"exp_avg.0", at::zeros({4})}, {"exp_avg.1", at::ones({4})},
-                                        {"exp_avg.9", at::zeros({4})}, {"other", at::zeros({1})}};
+  const detail::OptimizerState whole = {{"exp_avg.0", at::zeros({4})},
+                                        {"exp_avg.1", at::ones({4})},
+                                        {"exp_avg.9", at::zeros({4})},
+                                        {"other", at::zeros({1})}};
   std::vector<std::string> names;
   for (const auto& kv : detail::state_of_shard(whole, params, plan, 1)) names.push_back(kv.first);
   EXPECT_EQ(names, (std::vector<std::string>{"exp_avg.1", "exp_avg.9", "other"}));
@@ -176,7 +182,9 @@ TEST(ShardState, EntriesOfNoPlannedParameterAreKeptForLoadStateToRefuse) {
     detail::state_of_shard(wrong, params, plan, 1);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'exp_avg.1' has shape [5], its parameter [4]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'exp_avg.1' has shape [5], its parameter [4]"),
+              std::string::npos)
+        << e.what();
   }
   OptimizerOptions o;
   o.kind = OptimizerKind::kAdam;

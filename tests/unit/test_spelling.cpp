@@ -12,7 +12,7 @@ using dtrain::detail::edit_distance;
 TEST(Spelling, EditDistanceCountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(edit_distance("", ""), 0u);
   EXPECT_EQ(edit_distance("eval", "eval"), 0u);
-  EXPECT_EQ(edit_distance("evaal", "eval"), 1u);   // one insertion
+  EXPECT_EQ(edit_distance("evaal", "eval"), 1u);  // one insertion
   EXPECT_EQ(edit_distance("resnet5", "resnet50"), 1u);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(edit_distance("", "bench"), 5u);

@@ -22,7 +22,6 @@
 #include "dtrain/error.h"
 #include "test_paths.h"
 
-
 namespace dtrain::test {
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
@@ -30,8 +29,8 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                       "/dtrain-test-XXXXXX";
+    std::string tmpl =
+        std::string(base != nullptr && *base != 0 ? base : "/tmp") + "/dtrain-test-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
     path_ = tmpl;
   }
@@ -76,7 +75,8 @@ inline void write_gzip(const std::string& path, const std::vector<unsigned char>
 
 // Each of `parts` is somewhere in `msg` (a failure names the part and the whole message).
 inline void expect_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
+  for (const auto& p : parts)
+    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
 }
 
 // What fn throws: a dtrain::Error's message, or a marker saying it threw something else or
@@ -108,8 +108,8 @@ inline PythonRun run_python(const TempDir& dir, const std::string& script_text,
     f << script_text;
   }
   const std::string errors = dir.file("stderr.txt");
-  const std::string cmd = "'" + std::string(dtrain::test::ref_python()) + "' '" + script + "' " + args +
-                          " 2>'" + errors + "'";
+  const std::string cmd = "'" + std::string(dtrain::test::ref_python()) + "' '" + script + "' " +
+                          args + " 2>'" + errors + "'";
   PythonRun run;
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[4096];

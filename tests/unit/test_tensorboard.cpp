@@ -16,9 +16,9 @@
 #include "dtrain/records.h"
 #include "hooks/standard.h"
 #include "telemetry/tensorboard.h"
+#include "test_paths.h"
 #include "test_support.h"
 #include "util/fs.h"
-#include "test_paths.h"
 
 namespace {
 
@@ -37,7 +37,8 @@ sys.path.insert(0, sys.argv[1])
 import read_tfevents
 sys.exit(read_tfevents.main([""] + sys.argv[2:]))
 )PY";
-  const auto run = run_python(dir, script, std::string("'") + dtrain::test::test_dir() + "/unit' '" + path + "'");
+  const auto run = run_python(
+      dir, script, std::string("'") + dtrain::test::test_dir() + "/unit' '" + path + "'");
   EXPECT_EQ(run.status, 0) << python_failure("read_tfevents.py", run);
   std::vector<json> events;
   std::istringstream in(run.output);
@@ -77,7 +78,7 @@ TEST(TensorBoard, EventsReadBackWithAnIndependentReader) {
   w.add_scalars(1, t0 + 1, {{"loss", 2.5f}, {"lr", 1e-3f}, {"phase/data", 0.125f}});
   w.add_scalars(7, t0 + 2, {{"loss", -0.375f}});
   w.add_scalars(int64_t{1} << 40, t0 + 3, {{"eval/accuracy", 0.9f}});  // a 6-byte varint
-  w.add_scalars(8, t0 + 4, {});                                           // nothing written
+  w.add_scalars(8, t0 + 4, {});                                        // nothing written
   w.close();
 
   const auto events = read_events(dir, tb);
@@ -166,7 +167,7 @@ TEST(TensorBoard, HookWritesEachLossReadAndEvaluation) {
   EXPECT_EQ(v["tokens_per_s"].get<double>(), 400 * 16);
   // MFU per GPU: 400 samples/s over 2 ranks × 3 GFLOP / 100 TFLOP/s.
   EXPECT_NEAR(v["mfu"].get<double>(), 200 * 3e9 / 1e14, 1e-7);
-  EXPECT_FALSE(v.contains("mfu_llmc"));  // no llm.c count for this model
+  EXPECT_FALSE(v.contains("mfu_llmc"));            // no llm.c count for this model
   EXPECT_EQ(v["phase/data"].get<double>(), 0.25);  // 1 of 4 s
   EXPECT_EQ(v["phase/compute"].get<double>(), 0.5);
   EXPECT_EQ(v["phase/comm"].get<double>(), 0.125);

@@ -83,13 +83,15 @@ TEST(TokenData, ErrorsNameTheFileTheOffsetAndTheKey) {
   EXPECT_NE(range.find("outside the vocabulary [0, 50)"), std::string::npos) << range;
   cfg.num_classes = 97;
   cfg.train_files = write_tokens(dir, "tiny.bin", 5);  // shorter than a window of 9
-  EXPECT_NE(message_of([&] { dtrain::make_datasets(cfg, 0); }).find("seq_len + 1 = 9"), std::string::npos);
+  EXPECT_NE(message_of([&] { dtrain::make_datasets(cfg, 0); }).find("seq_len + 1 = 9"),
+            std::string::npos);
   cfg.train_files = "missing_*.bin";
   const std::string none = message_of([&] { dtrain::make_datasets(cfg, 0); });
   EXPECT_NE(none.find("data.train_files"), std::string::npos) << none;
   EXPECT_NE(none.find("no file matches"), std::string::npos) << none;
   cfg.seq_len = 0;
-  EXPECT_NE(message_of([&] { dtrain::make_datasets(cfg, 0); }).find("data.seq_len"), std::string::npos);
+  EXPECT_NE(message_of([&] { dtrain::make_datasets(cfg, 0); }).find("data.seq_len"),
+            std::string::npos);
 }
 
 TEST(TokenData, ResolveTakesTheWindowAndVocabularyFromTheModel) {

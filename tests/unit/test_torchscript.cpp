@@ -161,8 +161,8 @@ TEST_F(TorchScript, ParametersAndBuffersAreTheStateDictOfPython) {
     buffers.push_back(b.key());
     EXPECT_TRUE(at::equal(b.value(), ref_.at("sd." + b.key()))) << b.key();
   }
-  EXPECT_EQ(params, (std::vector<std::string>{"body.0.weight", "body.0.bias", "head.weight",
-                                              "head.bias"}));
+  EXPECT_EQ(params,
+            (std::vector<std::string>{"body.0.weight", "body.0.bias", "head.weight", "head.bias"}));
   EXPECT_EQ(buffers, (std::vector<std::string>{"offset"}));
 }
 
@@ -211,8 +211,8 @@ TEST_F(TorchScript, ATiedWeightIsOneParameter) {
   auto m = load("tied.pt");
   std::vector<std::string> params;
   for (const auto& p : m->named_parameters()) params.push_back(p.key());
-  EXPECT_EQ(params, (std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias",
-                                              "c.bias"}));
+  EXPECT_EQ(params,
+            (std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias", "c.bias"}));
 }
 
 TEST_F(TorchScript, BadFilesAreErrorsNamingModelPath) {
@@ -237,7 +237,8 @@ TEST_F(TorchScript, BadFilesAreErrorsNamingModelPath) {
   for (const auto& [file, says] : cases) {
     const std::string msg = error_of(file);
     EXPECT_NE(msg.find("model.path=" + dir_->file(file)), std::string::npos) << msg;
-    for (const std::string& s : says) EXPECT_NE(msg.find(s), std::string::npos) << s << " | " << msg;
+    for (const std::string& s : says)
+      EXPECT_NE(msg.find(s), std::string::npos) << s << " | " << msg;
   }
 }
 
@@ -246,8 +247,7 @@ TEST_F(TorchScript, AnInputTheForwardCannotTakeIsAnErrorNamingModelPath) {
   ModelConfig c;
   c.name = "torchscript";
   c.path = dir_->file("net.pt");
-  const std::string msg =
-      test::message_of([&] { make_model("torchscript", c, spec({4}, 3)); });
+  const std::string msg = test::message_of([&] { make_model("torchscript", c, spec({4}, 3)); });
   EXPECT_NE(msg.find("model.path=" + c.path), std::string::npos) << msg;
   EXPECT_NE(msg.find("forward failed on a batch of shape [2, 4]"), std::string::npos) << msg;
 }

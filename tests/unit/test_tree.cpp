@@ -55,7 +55,8 @@ std::vector<std::string> files_under(const std::string& dir, const std::vector<s
         continue;
       }
       for (const auto& ext : exts)
-        if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
+        if (name.size() > ext.size() &&
+            name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
           out.push_back(rel);
     }
     closedir(h);
@@ -77,7 +78,9 @@ std::string read(const std::string& rel) {
   return ss.str();
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // Lines of `rel` that match `pattern`, as "file:line: text".
 std::vector<std::string> matches(const std::string& rel, const std::regex& pattern) {
@@ -85,7 +88,8 @@ std::vector<std::string> matches(const std::string& rel, const std::regex& patte
   std::istringstream in(read(rel));
   std::string line;
   for (int n = 1; std::getline(in, line); ++n)
-    if (std::regex_search(line, pattern)) out.push_back(rel + ":" + std::to_string(n) + ": " + line);
+    if (std::regex_search(line, pattern))
+      out.push_back(rel + ":" + std::to_string(n) + ": " + line);
   return out;
 }
 
@@ -109,13 +113,16 @@ TEST(Tree, VersionTestsOnlyInTheCompatFiles) {
     const auto m = matches(f, version);
     found.insert(found.end(), m.begin(), m.end());
   }
-  EXPECT_TRUE(found.empty()) << "LibTorch version tests outside src/util/torch_compat:" << joined(found);
+  EXPECT_TRUE(found.empty()) << "LibTorch version tests outside src/util/torch_compat:"
+                             << joined(found);
   EXPECT_FALSE(matches("src/util/torch_compat.h", version).empty());
 }
 
 TEST(Tree, CudaOnlyCodeStaysInItsFolders) {
-  const std::regex cuda_if(R"(^\s*#\s*(if|elif|ifdef|ifndef)\b.*(DTRAIN_WITH_CUDA|__CUDACC__|USE_CUDA))");
-  const std::regex cuda_include(R"(#include\s*[<"](c10/cuda/|ATen/cuda/|cuda_runtime|cuda\.h|nccl\.h))");
+  const std::regex cuda_if(
+      R"(^\s*#\s*(if|elif|ifdef|ifndef)\b.*(DTRAIN_WITH_CUDA|__CUDACC__|USE_CUDA))");
+  const std::regex cuda_include(
+      R"(#include\s*[<"](c10/cuda/|ATen/cuda/|cuda_runtime|cuda\.h|nccl\.h))");
   std::vector<std::string> ifs, includes;
   for (const auto& f : sources()) {
     auto m = matches(f, cuda_if);
@@ -126,8 +133,10 @@ TEST(Tree, CudaOnlyCodeStaysInItsFolders) {
     m = matches(f, cuda_include);
     includes.insert(includes.end(), m.begin(), m.end());
   }
-  EXPECT_TRUE(ifs.empty()) << "preprocessor tests for CUDA (CMake picks src/cuda/stub/ instead):" << joined(ifs);
-  EXPECT_TRUE(includes.empty()) << "CUDA headers outside src/cuda/ and src/comm/nccl_comm.cpp:" << joined(includes);
+  EXPECT_TRUE(ifs.empty()) << "preprocessor tests for CUDA (CMake picks src/cuda/stub/ instead):"
+                           << joined(ifs);
+  EXPECT_TRUE(includes.empty()) << "CUDA headers outside src/cuda/ and src/comm/nccl_comm.cpp:"
+                                << joined(includes);
   // Every CUDA source has its CPU stand-in.
   for (const auto& f : files_under("src/cuda", {".cpp"})) {
     if (starts_with(f, "src/cuda/stub/")) continue;
@@ -222,17 +231,20 @@ TEST(Docs, EverySourceIsNamedInItsFoldersRowOfTheModuleMap) {
     }
     // Named as `stem.ext`, `stem.cpp` + `.cu`, or `stem` (a .h/.cpp pair named once).
     const std::string& row = it->second;
-    if (row.find("`" + stem + ".") == std::string::npos && row.find("`" + stem + "`") == std::string::npos)
+    if (row.find("`" + stem + ".") == std::string::npos &&
+        row.find("`" + stem + "`") == std::string::npos)
       missing.push_back(f);
   }
-  EXPECT_TRUE(missing.empty()) << "sources not named in docs/ARCHITECTURE.md's module map:" << joined(missing);
+  EXPECT_TRUE(missing.empty()) << "sources not named in docs/ARCHITECTURE.md's module map:"
+                               << joined(missing);
 }
 
 // Every file that may define or cite a Note.
 std::vector<std::string> note_files() {
   std::vector<std::string> all = sources();
   for (const char* dir : {"tests", "bench", "examples", "launch", "cmake", "python"}) {
-    const auto more = files_under(dir, {".cpp", ".h", ".cu", ".sh", ".py", ".txt", ".cmake", ".yaml", ".md"});
+    const auto more =
+        files_under(dir, {".cpp", ".h", ".cu", ".sh", ".py", ".txt", ".cmake", ".yaml", ".md"});
     all.insert(all.end(), more.begin(), more.end());
   }
   all.push_back("CMakeLists.txt");
@@ -244,14 +256,16 @@ TEST(Docs, EveryNoteIsDefinedOnceAndListedInTheIndexWhereItIsDefined) {
   const std::regex definition(R"(^\s*(//|#|\*)\s*Note \[([^\]]+)\]:)");
   const std::regex citation(R"(Note \[([^\]]+)\])");
   std::map<std::string, std::vector<std::string>> defined;  // note -> "file:line"
-  std::map<std::string, std::string> cited;                  // note -> a file citing it
+  std::map<std::string, std::string> cited;                 // note -> a file citing it
   for (const auto& f : note_files()) {
     if (f == "tests/unit/test_tree.cpp") continue;  // speaks of Notes in general
     const auto lines = lines_of(f);
     for (size_t i = 0; i < lines.size(); ++i) {
       std::smatch m;
-      if (std::regex_search(lines[i], m, definition)) defined[m[2]].push_back(f + ":" + std::to_string(i + 1));
-      for (std::sregex_iterator it(lines[i].begin(), lines[i].end(), citation), end; it != end; ++it)
+      if (std::regex_search(lines[i], m, definition))
+        defined[m[2]].push_back(f + ":" + std::to_string(i + 1));
+      for (std::sregex_iterator it(lines[i].begin(), lines[i].end(), citation), end; it != end;
+           ++it)
         cited.emplace((*it)[1], f);
     }
   }
@@ -265,18 +279,23 @@ TEST(Docs, EveryNoteIsDefinedOnceAndListedInTheIndexWhereItIsDefined) {
   ASSERT_GE(defined.size(), 10u);
   std::vector<std::string> wrong;
   for (const auto& [note, where] : defined) {
-    if (where.size() > 1) wrong.push_back("Note [" + note + "] is defined " + std::to_string(where.size()) + " times:" + joined(where));
+    if (where.size() > 1)
+      wrong.push_back("Note [" + note + "] is defined " + std::to_string(where.size()) +
+                      " times:" + joined(where));
     const std::string file = where.front().substr(0, where.front().find(':'));
     const auto it = index.find(note);
     if (it == index.end())
       wrong.push_back("Note [" + note + "] (" + file + ") is not in ARCHITECTURE.md's index");
     else if (it->second != file)
-      wrong.push_back("Note [" + note + "]: the index says " + it->second + ", it is defined in " + file);
+      wrong.push_back("Note [" + note + "]: the index says " + it->second + ", it is defined in " +
+                      file);
   }
   for (const auto& [note, file] : cited)
-    if (!defined.count(note)) wrong.push_back("Note [" + note + "] is cited in " + file + " but defined nowhere");
+    if (!defined.count(note))
+      wrong.push_back("Note [" + note + "] is cited in " + file + " but defined nowhere");
   for (const auto& [note, file] : index)
-    if (!defined.count(note)) wrong.push_back("Note [" + note + "] is in the index but defined nowhere");
+    if (!defined.count(note))
+      wrong.push_back("Note [" + note + "] is in the index but defined nowhere");
   EXPECT_TRUE(wrong.empty()) << joined(wrong);
 }
 
@@ -295,7 +314,8 @@ TEST(Docs, EveryStandardHookIsInTheHookListInItsOrder) {
   size_t at = 0;
   for (const auto& hook : made) {
     const size_t pos = list.find("`" + hook + "`", at);
-    EXPECT_NE(pos, std::string::npos) << "standard hook " << hook << " is not in the hook list (in order): " << list;
+    EXPECT_NE(pos, std::string::npos)
+        << "standard hook " << hook << " is not in the hook list (in order): " << list;
     if (pos != std::string::npos) at = pos;
   }
 }
@@ -319,7 +339,8 @@ std::map<std::string, std::string> public_header_folders(const std::string& doc)
 }
 
 // The folder an include of a public header points to: its entry, or its folder's ("dtrain/data/").
-std::string folder_of_public(const std::map<std::string, std::string>& folders, const std::string& path) {
+std::string folder_of_public(const std::map<std::string, std::string>& folders,
+                             const std::string& path) {
   if (folders.count(path)) return folders.at(path);
   const size_t slash = path.rfind('/');
   const auto dir = folders.find(path.substr(0, slash + 1));
@@ -330,9 +351,11 @@ TEST(Tree, EveryPublicHeaderHasItsFolder) {
   const auto folders = public_header_folders(read("docs/ARCHITECTURE.md"));
   std::vector<std::string> missing;
   for (const auto& h : files_under("include/dtrain", {".h"}))
-    if (folder_of_public(folders, h.substr(std::string("include/").size())).empty()) missing.push_back(h);
+    if (folder_of_public(folders, h.substr(std::string("include/").size())).empty())
+      missing.push_back(h);
   EXPECT_GE(folders.size(), 10u);
-  EXPECT_TRUE(missing.empty()) << "public headers without a folder in ARCHITECTURE.md's table:" << joined(missing);
+  EXPECT_TRUE(missing.empty()) << "public headers without a folder in ARCHITECTURE.md's table:"
+                               << joined(missing);
 }
 
 TEST(Tree, IncludesPointDownTheFolderOrder) {
@@ -363,7 +386,8 @@ TEST(Tree, IncludesPointDownTheFolderOrder) {
       if (to == mine) continue;
       if (!rank.count(to) || rank[to] < rank[mine])
         wrong.push_back(f + ":" + std::to_string(i + 1) + ": " + mine + " includes " + m[1].str() +
-                        " (" + (to.empty() ? std::string("a public header of no folder") : to) + ", above it)");
+                        " (" + (to.empty() ? std::string("a public header of no folder") : to) +
+                        ", above it)");
     }
   }
   EXPECT_GE(rank.size(), 14u) << line;
@@ -375,7 +399,8 @@ TEST(Docs, EveryRepositoryPathInTheDocsExists) {
   std::vector<std::string> docs = files_under("docs", {".md"});
   docs.push_back("README.md");
   const std::regex span("`([^`]+)`");
-  const std::regex path(R"(^(src|include|tests|launch|configs|bench|docs|examples|cmake|python|\.ci)/[A-Za-z0-9_./+-]*$)");
+  const std::regex path(
+      R"(^(src|include|tests|launch|configs|bench|docs|examples|cmake|python|\.ci)/[A-Za-z0-9_./+-]*$)");
   std::vector<std::string> missing;
   size_t checked = 0;
   for (const auto& d : docs) {
@@ -385,7 +410,8 @@ TEST(Docs, EveryRepositoryPathInTheDocsExists) {
         std::istringstream words((*it)[1].str());
         std::string w;
         while (words >> w) {
-          while (!w.empty() && std::string(",;:)").find(w.back()) != std::string::npos) w.pop_back();
+          while (!w.empty() && std::string(",;:)").find(w.back()) != std::string::npos)
+            w.pop_back();
           if (!std::regex_match(w, path)) continue;
           ++checked;
           struct stat st {};
@@ -403,9 +429,12 @@ TEST(Docs, EveryRepositoryPathInTheDocsExists) {
 std::string anchor_of(const std::string& heading) {
   std::string a;
   for (unsigned char c : heading) {
-    if (std::isalnum(c)) a += static_cast<char>(std::tolower(c));
-    else if (c == ' ' || c == '-') a += '-';
-    else if (c == '_') a += '_';
+    if (std::isalnum(c))
+      a += static_cast<char>(std::tolower(c));
+    else if (c == ' ' || c == '-')
+      a += '-';
+    else if (c == '_')
+      a += '_';
   }
   return a;
 }

@@ -2,8 +2,8 @@
 // autocast's own casts bit for bit, and their gradients reach the weights as autocast's do; with
 // autocast off nothing is cast. A ResNet under bf16 autocast (CPU) computes the same loss and the
 // same gradients with the casts (model.fused_kernels) as without.
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
 #include <string>
@@ -21,9 +21,10 @@ namespace {
 TEST(WeightCasts, AreAutocastsCastsAndTheirGradientsReachTheWeights) {
   at::manual_seed(5);
   const at::Device cpu(at::kCPU);
-  at::Tensor w = at::randn({4, 3, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+  at::Tensor w =
+      at::randn({4, 3, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
   at::Tensor v = at::randn({7}).requires_grad_();
-  const at::Tensor frozen = at::randn({5});       // no gradient wanted
+  const at::Tensor frozen = at::randn({5});             // no gradient wanted
   const at::Tensor wide = at::randn({3}, at::kDouble);  // another dtype: left to autocast
   const at::Tensor gw = at::randn({4, 3, 3, 3}), gv = at::randn({7});
 
@@ -93,7 +94,8 @@ TEST(WeightCasts, ResNetUnderAutocastSameLossAndGradients) {
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_TRUE(a[i].defined()) << "parameter " << i << " got no gradient";
     EXPECT_EQ(a[i].scalar_type(), at::kFloat) << i;
-    EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << ": " << (a[i] - b[i]).abs().max().item<float>();
+    EXPECT_TRUE(a[i].equal(b[i])) << "parameter " << i << ": "
+                                  << (a[i] - b[i]).abs().max().item<float>();
   }
 }
 

@@ -18,8 +18,8 @@
 #include "checkpoint/weights.h"
 #include "dtrain/config.h"
 #include "dtrain/models.h"
-#include "test_support.h"
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace {
 
@@ -112,13 +112,15 @@ print("DONE")
 )PY";
 
 void python(const TempDir& dir, const std::string& args) {
-  const auto run = run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
+  const auto run =
+      run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
   ASSERT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
       << python_failure("the PyTorch twin", run);
 }
 
 std::string python_output(const TempDir& dir, const std::string& args) {
-  const auto run = run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
+  const auto run =
+      run_python(dir, kScript, std::string("'") + dtrain::test::source_dir() + "' " + args);
   EXPECT_TRUE(run.status == 0 && run.output.find("DONE") != std::string::npos)
       << python_failure("the PyTorch twin", run);
   return run.output;
@@ -215,8 +217,9 @@ TEST_P(ToPython, TwinLoadsTheFileAndComputesTheSameOutput) {
   io.insert("input", c.input);
   io.insert("output", out.detach());
   write_bytes(dir.file("io.pt"), torch::jit::pickle_save(io));
-  const std::string py = python_output(
-      dir, "dtrain_to_python " + c.kind + " '" + dir.file("model.pt") + "' '" + dir.file("io.pt") + "'");
+  const std::string py =
+      python_output(dir, "dtrain_to_python " + c.kind + " '" + dir.file("model.pt") + "' '" +
+                             dir.file("io.pt") + "'");
   const std::string diff = field(py, "MAXDIFF");
   ASSERT_FALSE(diff.empty()) << py;
   EXPECT_LT(std::stod(diff), 1e-5) << c.kind << ": " << py;
@@ -235,7 +238,8 @@ TEST_P(FromPython, DtrainLoadsTheTwinsStateDictAndComputesTheSameOutput) {
   at::manual_seed(4);
   const Case c = make_case(GetParam());
   TempDir dir;
-  python(dir, "python_to_dtrain " + c.kind + " '" + dir.file("sd.pt") + "' '" + dir.file("io.pt") + "'");
+  python(dir,
+         "python_to_dtrain " + c.kind + " '" + dir.file("sd.pt") + "' '" + dir.file("io.pt") + "'");
   auto m = build(c);
   dtrain::detail::load_weights(*m, dir.file("sd.pt"));
   m->eval();
@@ -285,7 +289,8 @@ TEST(Weights, BrokenFilesAreErrorsNamingTheFileAndTheDifference) {
   auto expect_has = [&](const std::string& msg, const std::vector<std::string>& parts) {
     EXPECT_EQ(msg.find("NOT A dtrain::Error"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("NO EXCEPTION"), std::string::npos) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   };
   expect_has(load("missing.pt"), {dir.file("missing.pt"), "missing key head.bias", "[5]"});
   expect_has(load("shape.pt"), {dir.file("shape.pt"), "head.weight", "[7, 8]", "[5, 8]"});
@@ -294,9 +299,7 @@ TEST(Weights, BrokenFilesAreErrorsNamingTheFileAndTheDifference) {
   expect_has(load("list.pt"), {dir.file("list.pt"), "type list", "not a dict"});
   expect_has(load("legacy.pt"), {dir.file("legacy.pt"), "before PyTorch 1.6"});
   expect_has(load("absent.pt"), {dir.file("absent.pt"), "no such file"});
-  {
-    std::ofstream(dir.file("text.pt")) << "hello, these are not weights\n";
-  }
+  { std::ofstream(dir.file("text.pt")) << "hello, these are not weights\n"; }
   expect_has(load("text.pt"), {dir.file("text.pt"), "not a file written by torch.save"});
   dtrain::detail::save_weights(*m, dir.file("good.pt"));
   const auto good = read_bytes(dir.file("good.pt"));

@@ -31,10 +31,11 @@ bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0;
 TEST(WriteErrors, AtomicWriteOnAFullDiskNamesFileAndReason) {
   TempDir dir;
   ASSERT_EQ(::symlink("/dev/full", dir.file("config.yaml.tmp").c_str()), 0);
-  expect_all(message_of([&] { dtrain::detail::write_file_atomic(dir.file("config.yaml"), "run: {}\n"); }),
-             {dir.file("config.yaml.tmp"), "write failed", kNoSpace});
-  EXPECT_FALSE(exists(dir.file("config.yaml")));       // nothing renamed into place
-  EXPECT_FALSE(exists(dir.file("config.yaml.tmp")));   // the temporary is gone
+  expect_all(
+      message_of([&] { dtrain::detail::write_file_atomic(dir.file("config.yaml"), "run: {}\n"); }),
+      {dir.file("config.yaml.tmp"), "write failed", kNoSpace});
+  EXPECT_FALSE(exists(dir.file("config.yaml")));      // nothing renamed into place
+  EXPECT_FALSE(exists(dir.file("config.yaml.tmp")));  // the temporary is gone
 }
 
 TEST(WriteErrors, AtomicWriteThatCannotRenameNamesFileAndReason) {
@@ -47,8 +48,9 @@ TEST(WriteErrors, AtomicWriteThatCannotRenameNamesFileAndReason) {
 
 TEST(WriteErrors, AtomicWriteIntoARemovedDirectoryNamesFileAndReason) {
   TempDir dir;
-  expect_all(message_of([&] { dtrain::detail::write_file_atomic(dir.file("gone/config.yaml"), "x"); }),
-             {dir.file("gone/config.yaml.tmp"), std::strerror(ENOENT)});
+  expect_all(
+      message_of([&] { dtrain::detail::write_file_atomic(dir.file("gone/config.yaml"), "x"); }),
+      {dir.file("gone/config.yaml.tmp"), std::strerror(ENOENT)});
 }
 
 TEST(WriteErrors, AtomicWriteStillWrites) {
@@ -60,7 +62,8 @@ TEST(WriteErrors, AtomicWriteStillWrites) {
 
 TEST(WriteErrors, OutputFileOnAFullDiskNamesFileAndReason) {
   dtrain::detail::OutputFile f("/dev/full");
-  expect_all(message_of([&] { f.write("{\"step\": 1}\n"); }), {"/dev/full", "write failed", kNoSpace});
+  expect_all(message_of([&] { f.write("{\"step\": 1}\n"); }),
+             {"/dev/full", "write failed", kNoSpace});
   TempDir dir;
   expect_all(message_of([&] { dtrain::detail::OutputFile g(dir.file("no/such/dir/m.jsonl")); }),
              {dir.file("no/such/dir/m.jsonl"), std::strerror(ENOENT)});
@@ -86,7 +89,8 @@ TEST(WriteErrors, MetricsOnAFullDiskEndTheRunNamingTheFile) {
   expect_all(message_of([&] { hook->on_step(r, control); }),
              {run_dir + "/metrics.jsonl", "write failed", kNoSpace});
   dtrain::EvalRecord e;
-  expect_all(message_of([&] { hook->on_eval(e, control); }), {run_dir + "/metrics.jsonl", kNoSpace});
+  expect_all(message_of([&] { hook->on_eval(e, control); }),
+             {run_dir + "/metrics.jsonl", kNoSpace});
 }
 
 TEST(WriteErrors, MetricsAreWrittenAndClosed) {

@@ -15,7 +15,7 @@
 namespace dtrain {
 
 struct Batch {
-  at::Tensor inputs;   // (N, ...)
+  at::Tensor inputs;  // (N, ...)
   // (N,) int64 class ids ((N, T) for token sequences), or (N, D) float regression targets
   at::Tensor targets;
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
@@ -36,9 +36,9 @@ struct InputRecipe {
 
 // What a model needs to know about its data to build itself.
 struct DataSpec {
-  std::vector<int64_t> input_shape;  // one sample, e.g. {1, 28, 28}
-  int64_t num_classes = 0;           // > 0: classification with int64 targets
-  int64_t target_dim = 0;            // > 0: regression with float targets (N, target_dim)
+  std::vector<int64_t> input_shape;         // one sample, e.g. {1, 28, 28}
+  int64_t num_classes = 0;                  // > 0: classification with int64 targets
+  int64_t target_dim = 0;                   // > 0: regression with float targets (N, target_dim)
   at::ScalarType input_dtype = at::kFloat;  // what the model receives
   // Note [uint8 pixels]: non-empty, the batches' inputs are uint8 pixels 0..255 of shape
   // (N, C, ...) with one entry per channel C, and the step engines standardize them on the device,

@@ -4,11 +4,12 @@
 // caller's thread; the destructor stops and joins every worker (never throws, never hangs).
 // With a CUDA device and pinned memory, worker threads also start each batch's copy to the GPU
 // on a stream of their own, when it is the batch after the one in use (so at most two of the
-// loader's batches are on the device; Note [batches on the device]); next() makes the caller's current stream wait for that copy (on the
-// GPU, not on the host), so copies overlap with compute. Without workers (or pinning), or when a
-// worker's copy finds the device out of memory, next() copies on the current stream. Inputs a
-// dataset made on the device itself (an image folder decoding on the GPU) are handed on without a
-// copy, tied to the current stream by next() like a worker's copies.
+// loader's batches are on the device; Note [batches on the device]); next() makes the caller's
+// current stream wait for that copy (on the GPU, not on the host), so copies overlap with compute.
+// Without workers (or pinning), or when a worker's copy finds the device out of memory, next()
+// copies on the current stream. Inputs a dataset made on the device itself (an image folder
+// decoding on the GPU) are handed on without a copy, tied to the current stream by next() like a
+// worker's copies.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -58,9 +59,9 @@ class Loader {
   // Fetches plan batch i; starts its copies to the device when `copy_to_device` (and always for
   // inputs the dataset made on the device, to give them their event).
   Loaded load(int64_t i, bool copy_to_device) const;
-  bool pinned() const;                        // copies to the device go through pinned memory
-  bool copy_pending(const Loaded& l) const;   // host tensors a worker should still copy
-  void start_copies(Loaded& l) const;         // on the calling thread's stream; OOM: left on host
+  bool pinned() const;                       // copies to the device go through pinned memory
+  bool copy_pending(const Loaded& l) const;  // host tensors a worker should still copy
+  void start_copies(Loaded& l) const;        // on the calling thread's stream; OOM: left on host
   // A worker copies batch i once next() has returned batch i - kOnDeviceAhead (Note [batches on
   // the device]).
   static constexpr int64_t kOnDeviceAhead = 1;

@@ -19,7 +19,9 @@ StepGraph::~StepGraph() = default;
 void StepGraph::capture(const std::function<void()>&) {
   throw Error("CUDA graphs need a CUDA build of dtrain", "train.cuda_graph");
 }
-void StepGraph::replay() { throw Error("CUDA graphs need a CUDA build of dtrain", "train.cuda_graph"); }
+void StepGraph::replay() {
+  throw Error("CUDA graphs need a CUDA build of dtrain", "train.cuda_graph");
+}
 bool StepGraph::captured() const { return false; }
 
 }  // namespace dtrain::detail

@@ -14,12 +14,13 @@ JpegBatchDecoder::JpegBatchDecoder(int) {
 JpegBatchDecoder::~JpegBatchDecoder() = default;
 const char* JpegBatchDecoder::backend() const { return "none"; }
 bool JpegBatchDecoder::supports(const uint8_t*, size_t) { return false; }
-std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>&, const std::vector<int32_t>&, int64_t,
-                                          uint8_t*, void*) {
+std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>&, const std::vector<int32_t>&,
+                                          int64_t, uint8_t*, void*) {
   throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
 }
 
-void JpegBatchDecoder::upload(const std::vector<int64_t>&, const uint8_t*, int64_t, uint8_t*, void*) {
+void JpegBatchDecoder::upload(const std::vector<int64_t>&, const uint8_t*, int64_t, uint8_t*,
+                              void*) {
   throw Error("cannot decode JPEGs on the GPU: " + nvjpeg_status().text, "data.decode");
 }
 

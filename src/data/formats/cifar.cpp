@@ -48,45 +48,57 @@ namespace {
 constexpr int64_t kChannels = 3, kSide = 32, kPixels = kChannels * kSide * kSide;  // 3072
 
 struct Variant {
-  const char* name;        // "CIFAR-10"
-  const char* folder;      // what the official archive unpacks to
-  int64_t label_bytes;     // before the pixels of each record
-  int64_t label_at;        // which of them is the label used
+  const char* name;     // "CIFAR-10"
+  const char* folder;   // what the official archive unpacks to
+  int64_t label_bytes;  // before the pixels of each record
+  int64_t label_at;     // which of them is the label used
   int64_t classes;
   std::vector<std::string> train, test;  // the official file names
-  const char* names;  // the label-name file, one name a line
+  const char* names;                     // the label-name file, one name a line
   int64_t record() const { return label_bytes + kPixels; }
 };
 
 Variant variant_of(const DataConfig& cfg) {
   if (cfg.format == DataFormat::kCifar10)
-    return {"CIFAR-10", "cifar-10-batches-bin", 1, 0, 10,
+    return {"CIFAR-10",
+            "cifar-10-batches-bin",
+            1,
+            0,
+            10,
             {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
              "data_batch_5.bin"},
             {"test_batch.bin"},
             "batches.meta.txt"};
   const bool coarse = cfg.cifar_labels == CifarLabels::kCoarse;
-  return {coarse ? "CIFAR-100 (coarse labels)" : "CIFAR-100", "cifar-100-binary", 2,
-          coarse ? 0 : 1, coarse ? 20 : 100, {"train.bin"}, {"test.bin"},
+  return {coarse ? "CIFAR-100 (coarse labels)" : "CIFAR-100",
+          "cifar-100-binary",
+          2,
+          coarse ? 0 : 1,
+          coarse ? 20 : 100,
+          {"train.bin"},
+          {"test.bin"},
           coarse ? "coarse_label_names.txt" : "fine_label_names.txt"};
 }
 
 std::string join_names(const std::vector<std::string>& names) {
   std::string s;
-  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
   return s;
 }
 
 // data.path, or the folder the official archive unpacked into under it.
 std::string data_folder(const DataConfig& cfg, const Variant& v) {
-  const std::string sub = cfg.path + (cfg.path.empty() || cfg.path.back() == '/' ? "" : "/") + v.folder;
+  const std::string sub =
+      cfg.path + (cfg.path.empty() || cfg.path.back() == '/' ? "" : "/") + v.folder;
   if (!is_regular_file(cfg.path + "/" + v.train[0]) && is_directory(sub)) return sub;
   return cfg.path;
 }
 
 // The classes' names: data.class_names, else the label-name file's lines (blank ones skipped,
 // spaces around a name dropped) where the data folder has the file.
-std::vector<std::string> named_classes(const DataConfig& cfg, const Variant& v, const LabelSpace& space) {
+std::vector<std::string> named_classes(const DataConfig& cfg, const Variant& v,
+                                       const LabelSpace& space) {
   if (!cfg.class_names.empty()) return class_names(cfg, space);
   const std::string folder = data_folder(cfg, v);
   const std::string file = folder + (folder.empty() || folder.back() == '/' ? "" : "/") + v.names;
@@ -117,9 +129,10 @@ std::vector<std::string> split_files(const DataConfig& cfg, const Variant& v, bo
     } catch (const Error& e) {
       std::vector<std::string> all = v.train;
       all.insert(all.end(), v.test.begin(), v.test.end());
-      throw Error(e.cause() + " (data.format " + to_string(cfg.format) + " reads the binary version's " +
-                      join_names(all) + " in data.path or in its " + v.folder + "/; name other files with " +
-                      key + ")",
+      throw Error(e.cause() + " (data.format " + to_string(cfg.format) +
+                      " reads the binary version's " + join_names(all) +
+                      " in data.path or in its " + v.folder + "/; name other files with " + key +
+                      ")",
                   e.where());
     }
   }
@@ -142,16 +155,18 @@ int64_t checked_size(const std::string& path, const Variant& v) {
     const std::string hint =
         size % other == 0 ? format(" (its size is a whole number of %lld-byte records: is it %s?)",
                                    static_cast<long long>(other),
-                                   v.label_bytes == 1 ? "CIFAR-100, data.format cifar100" : "CIFAR-10, data.format cifar10")
+                                   v.label_bytes == 1 ? "CIFAR-100, data.format cifar100"
+                                                      : "CIFAR-10, data.format cifar10")
                           : std::string();
-    throw Error(format("%lld bytes is not a whole number of %lld-byte %s records (%lld label byte%s + "
-                       "%lld pixels): record %lld, at byte offset %lld, is truncated to %lld bytes",
-                       static_cast<long long>(size), static_cast<long long>(rec), v.name,
-                       static_cast<long long>(v.label_bytes), v.label_bytes > 1 ? "s" : "",
-                       static_cast<long long>(kPixels), static_cast<long long>(whole),
-                       static_cast<long long>(whole * rec), static_cast<long long>(size - whole * rec)) +
-                    hint,
-                path);
+    throw Error(
+        format("%lld bytes is not a whole number of %lld-byte %s records (%lld label byte%s + "
+               "%lld pixels): record %lld, at byte offset %lld, is truncated to %lld bytes",
+               static_cast<long long>(size), static_cast<long long>(rec), v.name,
+               static_cast<long long>(v.label_bytes), v.label_bytes > 1 ? "s" : "",
+               static_cast<long long>(kPixels), static_cast<long long>(whole),
+               static_cast<long long>(whole * rec), static_cast<long long>(size - whole * rec)) +
+            hint,
+        path);
   }
   return size;
 }
@@ -191,16 +206,18 @@ Images read_split(const std::vector<std::string>& files, const Variant& v, const
       const int64_t count = std::min(chunk, records[k] - first);
       const size_t want = static_cast<size_t>(count * rec);
       if (std::fread(buf.data(), 1, want, f.get()) != want)
-        throw Error(format("read failed at byte offset %lld (the file changed while being read?): %s",
-                           static_cast<long long>(first * rec), std::strerror(errno)),
-                    path);
+        throw Error(
+            format("read failed at byte offset %lld (the file changed while being read?): %s",
+                   static_cast<long long>(first * rec), std::strerror(errno)),
+            path);
       for (int64_t r = 0; r < count; ++r, ++n) {
         const uint8_t* record = buf.data() + r * rec;
         const int64_t label = record[v.label_at];
         if (label >= space.classes) {
           const int64_t index = first + r;
           throw Error(label_error(label,
-                                  format("record %lld (label at byte offset %lld)", static_cast<long long>(index),
+                                  format("record %lld (label at byte offset %lld)",
+                                         static_cast<long long>(index),
                                          static_cast<long long>(index * rec + v.label_at)),
                                   0, space),
                       path);
@@ -217,11 +234,11 @@ std::string triple(const std::vector<double>& v) {
   return format("(%.4f, %.4f, %.4f)", v[0], v[1], v[2]);
 }
 
-std::string description(const DataConfig& cfg, const std::vector<std::string>& files, const Images& im,
-                        const LabelSpace& space, const std::string& scaling) {
+std::string description(const DataConfig& cfg, const std::vector<std::string>& files,
+                        const Images& im, const LabelSpace& space, const std::string& scaling) {
   std::ostringstream d;
-  d << to_string(cfg.format) << " " << files_text(files) << " (" << im.pixels.size(0) << " x 3x32x32 uint8, "
-    << space.classes << " classes";
+  d << to_string(cfg.format) << " " << files_text(files) << " (" << im.pixels.size(0)
+    << " x 3x32x32 uint8, " << space.classes << " classes";
   if (cfg.format == DataFormat::kCifar100) d << ", " << to_string(cfg.cifar_labels) << " labels";
   d << "; " << scaling << ")";
   return d.str();
@@ -229,8 +246,8 @@ std::string description(const DataConfig& cfg, const std::vector<std::string>& f
 
 // The splits' spec: standardized with `mean` and `stdev`, or (empty) scaled to [0, 1]; the classes
 // named by `names` (empty: none).
-DataSpec images_spec(int64_t classes, const std::vector<double>& mean, const std::vector<double>& stdev,
-                     std::vector<std::string> names) {
+DataSpec images_spec(int64_t classes, const std::vector<double>& mean,
+                     const std::vector<double>& stdev, std::vector<std::string> names) {
   DataSpec spec;
   spec.input_shape = {kChannels, kSide, kSide};
   spec.num_classes = classes;
@@ -243,8 +260,8 @@ DataSpec images_spec(int64_t classes, const std::vector<double>& mean, const std
 
 std::string scaling_text(const DataSpec& spec, bool normalized, const char* whose) {
   if (!normalized) return "scaled to [0, 1] on the device";
-  return std::string("standardized per channel on the device with ") + whose + " mean " + triple(spec.pixel_mean) +
-         " and std " + triple(spec.pixel_std);
+  return std::string("standardized per channel on the device with ") + whose + " mean " +
+         triple(spec.pixel_mean) + " and std " + triple(spec.pixel_std);
 }
 
 }  // namespace
@@ -252,9 +269,9 @@ std::string scaling_text(const DataSpec& spec, bool normalized, const char* whos
 Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
   Config::check_value("data.crop_padding", static_cast<double>(cfg.crop_padding));
   const Variant v = variant_of(cfg);
-  const LabelSpace space =
-      label_space(cfg, v.classes, std::string(v.name) + " has " + std::to_string(v.classes) +
-                                      " classes (data.num_classes 0)");
+  const LabelSpace space = label_space(
+      cfg, v.classes,
+      std::string(v.name) + " has " + std::to_string(v.classes) + " classes (data.num_classes 0)");
   const std::vector<std::string> train_files = split_files(cfg, v, /*train=*/true);
   const std::vector<std::string> test_files = split_files(cfg, v, /*train=*/false);
   const Images train = read_split(train_files, v, space, "data.path, data.train_files");
@@ -266,7 +283,8 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
     for (size_t c = 0; c < stdev.size(); ++c)
       if (!(stdev[c] > 1e-12))
         throw Error(format("channel %zu of the train images has zero variance; cannot standardize "
-                           "(set data.normalize=false)", c),
+                           "(set data.normalize=false)",
+                           c),
                     "data.normalize");
   }
   const DataSpec spec = images_spec(space.classes, mean, stdev, named_classes(cfg, v, space));
@@ -275,14 +293,17 @@ Splits make_cifar_splits(const DataConfig& cfg, int64_t seed) {
     return description(cfg, files, im, space, scaling);
   };
   Splits out;
-  auto images = std::make_shared<TensorDataset>(train.pixels, train.labels, spec, describe(train_files, train));
+  auto images = std::make_shared<TensorDataset>(train.pixels, train.labels, spec,
+                                                describe(train_files, train));
   out.plain = images;  // data.val_fraction's samples, unaugmented
   if (cfg.crop_padding > 0 || cfg.hflip || cfg.auto_augment != AutoAugment::kNone)
-    out.train = random_crop_flip(std::move(images), cfg.crop_padding, cfg.hflip, static_cast<uint64_t>(seed),
+    out.train = random_crop_flip(std::move(images), cfg.crop_padding, cfg.hflip,
+                                 static_cast<uint64_t>(seed),
                                  BatchAugment(cfg, static_cast<uint64_t>(seed), 32, 32));
   else
     out.train = std::move(images);
-  out.test = std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));
+  out.test =
+      std::make_shared<TensorDataset>(test.pixels, test.labels, spec, describe(test_files, test));
   return out;
 }
 
@@ -291,23 +312,29 @@ std::shared_ptr<Dataset> make_cifar_test_split(const DataConfig& cfg, const Data
   const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
   const std::vector<std::string> files = split_files(cfg, v, /*train=*/false);
   const Images test = read_split(files, v, space, "data.path, data.test_files");
-  const bool normalize = cfg.normalize && recorded.pixel_mean.size() == static_cast<size_t>(kChannels);
+  const bool normalize =
+      cfg.normalize && recorded.pixel_mean.size() == static_cast<size_t>(kChannels);
   std::vector<std::string> names = named_classes(cfg, v, space);
-  const DataSpec spec = normalize ? images_spec(space.classes, recorded.pixel_mean, recorded.pixel_std, std::move(names))
+  const DataSpec spec = normalize ? images_spec(space.classes, recorded.pixel_mean,
+                                                recorded.pixel_std, std::move(names))
                                   : images_spec(space.classes, {}, {}, std::move(names));
   const std::string scaling = scaling_text(spec, normalize, "the run's train");
-  return std::make_shared<TensorDataset>(test.pixels, test.labels, spec, description(cfg, files, test, space, scaling));
+  return std::make_shared<TensorDataset>(test.pixels, test.labels, spec,
+                                         description(cfg, files, test, space, scaling));
 }
 
 std::vector<FormatRegistration> cifar_formats() {
   FormatRegistration f;
-  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) { return make_cifar_splits(cfg, seed); };
+  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) {
+    return make_cifar_splits(cfg, seed);
+  };
   f.recorded_test_split = [](const DataConfig& cfg, const DataSpec& recorded, int64_t) {
     return make_cifar_test_split(cfg, recorded);
   };
-  f.preprocess_keys = {{"/num_classes", "data.num_classes, data.cifar_labels"},
-                       {"/class_names", "data.class_names (else the data folder's label-name file)"},
-                       {"/pixels", "data.normalize, data.train_files (the train images' statistics)"}};
+  f.preprocess_keys = {
+      {"/num_classes", "data.num_classes, data.cifar_labels"},
+      {"/class_names", "data.class_names (else the data folder's label-name file)"},
+      {"/pixels", "data.normalize, data.train_files (the train images' statistics)"}};
   f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig&) {
     return picture_inputs(path, spec);
   };

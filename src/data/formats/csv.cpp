@@ -44,16 +44,19 @@ std::pair<Rows, Rows> split_rows(const CsvTable& t, double fraction, int64_t see
   Rows order = all_rows(t);
   std::mt19937_64 rng(static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull + 29);
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-  const auto n_test = static_cast<size_t>(std::llround(fraction * static_cast<double>(order.size())));
+  const auto n_test =
+      static_cast<size_t>(std::llround(fraction * static_cast<double>(order.size())));
   std::vector<bool> is_test(order.size(), false);
   for (size_t i = 0; i < n_test; ++i) is_test[static_cast<size_t>(order[i])] = true;
   Rows train, test;
-  for (size_t i = 0; i < order.size(); ++i) (is_test[i] ? test : train).push_back(static_cast<int64_t>(i));
+  for (size_t i = 0; i < order.size(); ++i)
+    (is_test[i] ? test : train).push_back(static_cast<int64_t>(i));
   return {train, test};
 }
 
 // The feature columns' mean and population std over `rows` (double sums).
-void column_stats(const CsvTable& t, const Rows& rows, std::vector<double>& mean, std::vector<double>& stdev) {
+void column_stats(const CsvTable& t, const Rows& rows, std::vector<double>& mean,
+                  std::vector<double>& stdev) {
   const size_t f = t.features.size();
   mean.assign(f, 0.0);
   stdev.assign(f, 0.0);
@@ -73,10 +76,11 @@ struct Columns {
 };
 
 // The rows' features (standardized when `mean` is not empty) and targets as tensors.
-Columns tensors_of(const CsvTable& t, const Rows& rows, bool class_ids, const std::vector<double>& mean,
-                   const std::vector<double>& stdev) {
+Columns tensors_of(const CsvTable& t, const Rows& rows, bool class_ids,
+                   const std::vector<double>& mean, const std::vector<double>& stdev) {
   const auto n = static_cast<int64_t>(rows.size());
-  const auto f = static_cast<int64_t>(t.features.size()), d = static_cast<int64_t>(t.targets.size());
+  const auto f = static_cast<int64_t>(t.features.size()),
+             d = static_cast<int64_t>(t.targets.size());
   Columns c;
   c.inputs = at::empty({n, f}, at::kFloat);  // (N, F)
   float* x = c.inputs.data_ptr<float>();
@@ -90,19 +94,22 @@ Columns tensors_of(const CsvTable& t, const Rows& rows, bool class_ids, const st
   if (class_ids) {
     c.targets = at::empty({n}, at::kLong);  // (N,)
     int64_t* y = c.targets.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(t.y[static_cast<size_t>(rows[static_cast<size_t>(i)])]);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<int64_t>(t.y[static_cast<size_t>(rows[static_cast<size_t>(i)])]);
   } else {
     c.targets = at::empty({n, d}, at::kFloat);  // (N, D)
     float* y = c.targets.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < d; ++j)
-        y[i * d + j] = static_cast<float>(t.y[static_cast<size_t>(rows[static_cast<size_t>(i)] * d + j)]);
+        y[i * d + j] =
+            static_cast<float>(t.y[static_cast<size_t>(rows[static_cast<size_t>(i)] * d + j)]);
   }
   return c;
 }
 
 // The class ids of `rows` against `space`: the first outside is an Error naming its file:line.
-void check_class_ids(const CsvTable& t, const Rows& rows, const LabelSpace& space, const std::string& column) {
+void check_class_ids(const CsvTable& t, const Rows& rows, const LabelSpace& space,
+                     const std::string& column) {
   int64_t bad = 0, first = -1;
   for (int64_t r : rows) {
     const auto v = static_cast<int64_t>(t.y[static_cast<size_t>(r)]);
@@ -112,8 +119,8 @@ void check_class_ids(const CsvTable& t, const Rows& rows, const LabelSpace& spac
     }
   }
   if (first >= 0)
-    throw Error(label_error(static_cast<int64_t>(t.y[static_cast<size_t>(first)]), "column '" + column + "'",
-                            bad, space),
+    throw Error(label_error(static_cast<int64_t>(t.y[static_cast<size_t>(first)]),
+                            "column '" + column + "'", bad, space),
                 t.where(first));
 }
 
@@ -130,18 +137,22 @@ CsvColumns columns_of(const DataConfig& cfg) {
   columns.features = split_list(cfg.feature_columns);
   columns.class_ids = cfg.csv_task == CsvTask::kClassification;
   if (!columns.class_ids && cfg.num_classes > 0)
-    throw Error("is " + std::to_string(cfg.num_classes) + ", but data.csv_task is regression: leave it at 0",
+    throw Error("is " + std::to_string(cfg.num_classes) +
+                    ", but data.csv_task is regression: leave it at 0",
                 "data.num_classes");
   return columns;
 }
 
 }  // namespace
 
-std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded, int64_t seed) {
-  if (cfg.test_files.empty()) return make_csv_splits(cfg, seed, &recorded).test;  // rows of the train files
+std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSpec& recorded,
+                                             int64_t seed) {
+  if (cfg.test_files.empty())
+    return make_csv_splits(cfg, seed, &recorded).test;  // rows of the train files
   const CsvColumns columns = columns_of(cfg);
   const bool classify = columns.class_ids;
-  const CsvTable test = read_csv(expand_files(cfg, cfg.test_files, "data.test_files"), columns, "data.test_files");
+  const CsvTable test =
+      read_csv(expand_files(cfg, cfg.test_files, "data.test_files"), columns, "data.test_files");
   const Rows rows = all_rows(test);
   DataSpec spec;
   spec.input_shape = {static_cast<int64_t>(test.features.size())};
@@ -164,7 +175,8 @@ std::shared_ptr<Dataset> make_csv_test_split(const DataConfig& cfg, const DataSp
   const Columns te = tensors_of(test, rows, classify, mean, stdev);
   return std::make_shared<TensorDataset>(
       te.inputs, te.targets, spec,
-      format("csv %s (%lld rows)", files_text(test.files).c_str(), static_cast<long long>(rows.size())));
+      format("csv %s (%lld rows)", files_text(test.files).c_str(),
+             static_cast<long long>(rows.size())));
 }
 
 Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* recorded) {
@@ -173,22 +185,26 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
   const CsvColumns columns = columns_of(cfg);
   const bool classify = columns.class_ids;
 
-  const std::vector<std::string> train_files = expand_files(cfg, cfg.train_files, "data.train_files");
+  const std::vector<std::string> train_files =
+      expand_files(cfg, cfg.train_files, "data.train_files");
   const CsvTable train = read_csv(train_files, columns, "data.train_files");
   Rows train_rows = all_rows(train), held_rows;
   CsvTable test;
   bool separate_test = !cfg.test_files.empty();
   if (separate_test) {
-    test = read_csv(expand_files(cfg, cfg.test_files, "data.test_files"), columns, "data.test_files");
+    test =
+        read_csv(expand_files(cfg, cfg.test_files, "data.test_files"), columns, "data.test_files");
     if (test.features != train.features)
-      throw Error("the test files' feature columns (" + join(test.features) + ") are not the train files' (" +
-                      join(train.features) + "); name them with data.feature_columns",
+      throw Error("the test files' feature columns (" + join(test.features) +
+                      ") are not the train files' (" + join(train.features) +
+                      "); name them with data.feature_columns",
                   "data.test_files");
   } else if (cfg.test_fraction > 0) {
     std::tie(train_rows, held_rows) = split_rows(train, cfg.test_fraction, seed);
     if (train_rows.empty())
-      throw Error(format("leaves none of the %lld rows for training", static_cast<long long>(train.rows())),
-                  "data.test_fraction");
+      throw Error(
+          format("leaves none of the %lld rows for training", static_cast<long long>(train.rows())),
+          "data.test_fraction");
   }
   const CsvTable& test_table = separate_test ? test : train;
   const Rows test_rows = separate_test ? all_rows(test) : held_rows;
@@ -198,17 +214,21 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
   std::string what;
   if (classify) {
     int64_t largest = 0;
-    for (int64_t r : train_rows) largest = std::max(largest, static_cast<int64_t>(train.y[static_cast<size_t>(r)]));
+    for (int64_t r : train_rows)
+      largest = std::max(largest, static_cast<int64_t>(train.y[static_cast<size_t>(r)]));
     const LabelSpace space =
-        recorded ? label_space(cfg, recorded->num_classes, "the run's (preprocess.json)")
-                 : label_space(cfg, largest + 1,
-                               "taken from the train rows (largest class id + 1, as data.num_classes is 0); set "
-                               "data.num_classes to cover every class id");
+        recorded
+            ? label_space(cfg, recorded->num_classes, "the run's (preprocess.json)")
+            : label_space(
+                  cfg, largest + 1,
+                  "taken from the train rows (largest class id + 1, as data.num_classes is 0); set "
+                  "data.num_classes to cover every class id");
     check_class_ids(train, train_rows, space, train.targets[0]);
     check_class_ids(test_table, test_rows, space, train.targets[0]);
     spec.num_classes = space.classes;
     spec.recipe.class_names = class_names(cfg, space);
-    what = format("target '%s', %lld classes (%s)", train.targets[0].c_str(), static_cast<long long>(space.classes),
+    what = format("target '%s', %lld classes (%s)", train.targets[0].c_str(),
+                  static_cast<long long>(space.classes),
                   cfg.num_classes > 0 ? "data.num_classes" : "from the train rows");
   } else {
     spec.target_dim = static_cast<int64_t>(train.targets.size());
@@ -224,8 +244,10 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
     column_stats(train, train_rows, mean, stdev);
     for (size_t j = 0; j < stdev.size(); ++j)
       if (!(stdev[j] > 0))
-        throw Error("feature column '" + train.features[j] + "' has the same value in every train row: it "
-                    "cannot be standardized; leave it out (data.feature_columns) or set data.normalize=false",
+        throw Error("feature column '" + train.features[j] +
+                        "' has the same value in every train row: it "
+                        "cannot be standardized; leave it out (data.feature_columns) or set "
+                        "data.normalize=false",
                     "data.normalize");
   }
   spec.recipe.feature_names = train.features;
@@ -239,15 +261,17 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
   out.train = std::make_shared<TensorDataset>(
       tr.inputs, tr.targets, spec,
       format("csv %s (%lld rows, %zu features: %s%s; %s)", files_text(train_files).c_str(),
-             static_cast<long long>(train_rows.size()), train.features.size(), features.c_str(), scaled.c_str(),
-             what.c_str()));
+             static_cast<long long>(train_rows.size()), train.features.size(), features.c_str(),
+             scaled.c_str(), what.c_str()));
   if (!test_rows.empty()) {
     Columns te = tensors_of(test_table, test_rows, classify, mean, stdev);
-    const std::string from = separate_test ? "csv " + files_text(test_table.files)
-                                           : format("csv: %lld rows held out of the train files (data.test_fraction)",
-                                                    static_cast<long long>(test_rows.size()));
+    const std::string from =
+        separate_test ? "csv " + files_text(test_table.files)
+                      : format("csv: %lld rows held out of the train files (data.test_fraction)",
+                               static_cast<long long>(test_rows.size()));
     out.test = std::make_shared<TensorDataset>(
-        te.inputs, te.targets, spec, format("%s (%lld rows)", from.c_str(), static_cast<long long>(test_rows.size())));
+        te.inputs, te.targets, spec,
+        format("%s (%lld rows)", from.c_str(), static_cast<long long>(test_rows.size())));
   }
   return out;
 }
@@ -255,7 +279,9 @@ Splits make_csv_splits(const DataConfig& cfg, int64_t seed, const DataSpec* reco
 std::vector<FormatRegistration> csv_formats() {
   FormatRegistration f;
   f.name = DataFormat::kCsv.name();
-  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) { return make_csv_splits(cfg, seed); };
+  f.make_splits = [](const DataConfig& cfg, int64_t seed, const at::Device&) {
+    return make_csv_splits(cfg, seed);
+  };
   f.recorded_test_split = make_csv_test_split;
   f.preprocess_keys = {{"/input_shape", "data.feature_columns"},
                        {"/input_dtype", "data.csv_task"},

@@ -38,8 +38,9 @@ std::vector<Field> split_fields(const std::string& line, const std::string& wher
       const size_t open = i++;
       for (;;) {
         if (i >= line.size())
-          throw Error(format("the quote opened at character %zu is not closed on this line", open + 1),
-                      where + ":" + std::to_string(out.size() + 1));
+          throw Error(
+              format("the quote opened at character %zu is not closed on this line", open + 1),
+              where + ":" + std::to_string(out.size() + 1));
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
             text += '"';
@@ -74,7 +75,8 @@ std::string list_text(const std::vector<std::string>& names) {
 }
 
 // The lines of a file: (1-based number, text without the line end), blank ones left out.
-std::vector<std::pair<int64_t, std::string>> read_lines(const std::string& path, const std::string& key) {
+std::vector<std::pair<int64_t, std::string>> read_lines(const std::string& path,
+                                                        const std::string& key) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(std::string("cannot open ") + path + ": " + std::strerror(errno), key);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -93,21 +95,25 @@ std::vector<std::pair<int64_t, std::string>> read_lines(const std::string& path,
     pos = end + 1;
   }
   if (all.empty()) throw Error("empty file: a CSV file needs a header line of column names", path);
-  if (lines.empty()) throw Error("the file holds only blank lines: no header line of column names", path);
+  if (lines.empty())
+    throw Error("the file holds only blank lines: no header line of column names", path);
   return lines;
 }
 
-std::vector<std::string> header_of(const std::string& path, const std::pair<int64_t, std::string>& line) {
+std::vector<std::string> header_of(const std::string& path,
+                                   const std::pair<int64_t, std::string>& line) {
   const std::string where = path + ":" + std::to_string(line.first);
   std::vector<std::string> names;
   std::map<std::string, size_t> seen;
   for (const Field& f : split_fields(line.second, where)) {
     const size_t col = names.size() + 1;
     if (f.text.empty())
-      throw Error(format("column %zu of the header has no name", col), where + ":" + std::to_string(col));
+      throw Error(format("column %zu of the header has no name", col),
+                  where + ":" + std::to_string(col));
     auto [it, fresh] = seen.emplace(f.text, col);
     if (!fresh)
-      throw Error(format("the header names column '%s' twice (columns %zu and %zu)", f.text.c_str(), it->second, col),
+      throw Error(format("the header names column '%s' twice (columns %zu and %zu)", f.text.c_str(),
+                         it->second, col),
                   where + ":" + std::to_string(col));
     names.push_back(f.text);
   }
@@ -115,8 +121,9 @@ std::vector<std::string> header_of(const std::string& path, const std::pair<int6
 }
 
 // The indices of `wanted` in `header`; a name not there is an Error listing the header's names.
-std::vector<size_t> indices_of(const std::vector<std::string>& wanted, const std::vector<std::string>& header,
-                               const std::string& path, const std::string& key) {
+std::vector<size_t> indices_of(const std::vector<std::string>& wanted,
+                               const std::vector<std::string>& header, const std::string& path,
+                               const std::string& key) {
   std::vector<size_t> out;
   for (const auto& name : wanted) {
     size_t i = 0;
@@ -133,7 +140,9 @@ std::vector<size_t> indices_of(const std::vector<std::string>& wanted, const std
 double number_of(const Field& f, const std::string& where, size_t col, const std::string& name) {
   const std::string at = where + ":" + std::to_string(col + 1);
   const std::string column = format("column %zu '%s'", col + 1, name.c_str());
-  if (f.text.empty()) throw Error(column + ": empty field (a missing value); every field the run reads must be a number", at);
+  if (f.text.empty())
+    throw Error(
+        column + ": empty field (a missing value); every field the run reads must be a number", at);
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(f.text.c_str(), &end);
@@ -144,13 +153,17 @@ double number_of(const Field& f, const std::string& where, size_t col, const std
   return v;
 }
 
-void check_class_id(double v, const Field& f, const std::string& where, size_t col, const std::string& name) {
+void check_class_id(double v, const Field& f, const std::string& where, size_t col,
+                    const std::string& name) {
   const std::string at = where + ":" + std::to_string(col + 1);
   const std::string column = format("column %zu '%s'", col + 1, name.c_str());
-  if (v < 0) throw Error(column + ": class id " + f.text + " is negative; class ids are 0, 1, 2, ...", at);
+  if (v < 0)
+    throw Error(column + ": class id " + f.text + " is negative; class ids are 0, 1, 2, ...", at);
   if (v != std::floor(v))
-    throw Error(column + ": class id " + f.text + " is not a whole number (data.csv_task classification; "
-                "regression targets: data.csv_task regression)", at);
+    throw Error(column + ": class id " + f.text +
+                    " is not a whole number (data.csv_task classification; "
+                    "regression targets: data.csv_task regression)",
+                at);
   if (v >= 9007199254740992.0) throw Error(column + ": class id " + f.text + " is too large", at);
 }
 
@@ -161,12 +174,14 @@ std::string CsvTable::where(int64_t r) const {
          std::to_string(line[static_cast<size_t>(r)]);
 }
 
-CsvTable read_csv(const std::vector<std::string>& paths, const CsvColumns& columns, const std::string& key) {
+CsvTable read_csv(const std::vector<std::string>& paths, const CsvColumns& columns,
+                  const std::string& key) {
   if (columns.targets.empty() && (columns.targets_required || columns.features.empty()))
     throw Error("is empty: name the target column(s) by their header names", columns.targets_key);
   if (columns.class_ids && columns.targets.size() != 1)
     throw Error(format("names %zu columns; classification takes one column of class ids (several "
-                       "float targets: data.csv_task regression)", columns.targets.size()),
+                       "float targets: data.csv_task regression)",
+                       columns.targets.size()),
                 columns.targets_key);
   CsvTable t;
   t.targets = columns.targets;
@@ -181,29 +196,37 @@ CsvTable read_csv(const std::vector<std::string>& paths, const CsvColumns& colum
       target_at = indices_of(columns.targets, header, path, columns.targets_key);
       if (columns.features.empty()) {
         for (size_t i = 0; i < header.size(); ++i)
-          if (std::find(target_at.begin(), target_at.end(), i) == target_at.end()) feature_at.push_back(i);
+          if (std::find(target_at.begin(), target_at.end(), i) == target_at.end())
+            feature_at.push_back(i);
         if (feature_at.empty())
-          throw Error("every column is a target (" + columns.targets_key + "): no feature columns are left", path);
+          throw Error(
+              "every column is a target (" + columns.targets_key + "): no feature columns are left",
+              path);
       } else {
         feature_at = indices_of(columns.features, header, path, columns.features_key);
         for (size_t i : feature_at)
           if (std::find(target_at.begin(), target_at.end(), i) != target_at.end())
-            throw Error("column '" + header[i] + "' is both a feature and a target (" + columns.targets_key + ")",
+            throw Error("column '" + header[i] + "' is both a feature and a target (" +
+                            columns.targets_key + ")",
                         columns.features_key);
       }
       for (size_t i : feature_at) t.features.push_back(header[i]);
     } else if (names != header) {
-      throw Error("the header differs from " + paths[0] + "'s (" + list_text(header) + "): " + list_text(names),
+      throw Error("the header differs from " + paths[0] + "'s (" + list_text(header) +
+                      "): " + list_text(names),
                   path + ":" + std::to_string(lines[0].first));
     }
     if (lines.size() == 1)
-      throw Error("no data rows after the header (line " + std::to_string(lines[0].first) + ")", path);
+      throw Error("no data rows after the header (line " + std::to_string(lines[0].first) + ")",
+                  path);
     t.files.push_back(path);
     for (size_t l = 1; l < lines.size(); ++l) {
       const std::string where = path + ":" + std::to_string(lines[l].first);
       const std::vector<Field> fields = split_fields(lines[l].second, where);
       if (fields.size() != header.size())
-        throw Error(format("%zu field(s), the header has %zu columns", fields.size(), header.size()), where);
+        throw Error(
+            format("%zu field(s), the header has %zu columns", fields.size(), header.size()),
+            where);
       for (size_t i : feature_at)
         t.x.push_back(static_cast<float>(number_of(fields[i], where, i, header[i])));
       for (size_t i : target_at) {

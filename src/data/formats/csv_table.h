@@ -26,8 +26,8 @@ struct CsvColumns {
 struct CsvTable {
   std::vector<std::string> features;  // the feature columns' names, in the order of `x`
   std::vector<std::string> targets;
-  std::vector<float> x;               // rows x features, row-major
-  std::vector<double> y;              // rows x targets, row-major (class ids are whole numbers)
+  std::vector<float> x;   // rows x features, row-major
+  std::vector<double> y;  // rows x targets, row-major (class ids are whole numbers)
   // Where each row came from: files[file[r]], line[r] (1-based), for errors about its values.
   std::vector<std::string> files;
   std::vector<int32_t> file;

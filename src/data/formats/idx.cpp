@@ -31,13 +31,26 @@ struct ElementType {
 
 bool element_type(uint8_t code, ElementType* out) {
   switch (code) {
-    case 0x08: *out = {at::kByte, 1, "uint8"}; return true;
-    case 0x09: *out = {at::kChar, 1, "int8"}; return true;
-    case 0x0B: *out = {at::kShort, 2, "int16"}; return true;
-    case 0x0C: *out = {at::kInt, 4, "int32"}; return true;
-    case 0x0D: *out = {at::kFloat, 4, "float32"}; return true;
-    case 0x0E: *out = {at::kDouble, 8, "float64"}; return true;
-    default: return false;
+    case 0x08:
+      *out = {at::kByte, 1, "uint8"};
+      return true;
+    case 0x09:
+      *out = {at::kChar, 1, "int8"};
+      return true;
+    case 0x0B:
+      *out = {at::kShort, 2, "int16"};
+      return true;
+    case 0x0C:
+      *out = {at::kInt, 4, "int32"};
+      return true;
+    case 0x0D:
+      *out = {at::kFloat, 4, "float32"};
+      return true;
+    case 0x0E:
+      *out = {at::kDouble, 8, "float64"};
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -92,8 +105,7 @@ int64_t read_bytes(gzFile f, void* dst, int64_t len, const std::string& path, bo
   auto* p = static_cast<unsigned char*>(dst);
   int64_t total = 0;
   while (total < len) {
-    const unsigned chunk =
-        static_cast<unsigned>(std::min<int64_t>(len - total, int64_t{1} << 30));
+    const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(len - total, int64_t{1} << 30));
     const int n = gzread(f, p + total, chunk);
     if (n < 0) {
       throw Error(std::string("read failed: ") + zlib_message(f, path) +
@@ -154,8 +166,7 @@ at::Tensor read_idx(const std::string& path) {
   }
   const int ndims = magic[3];
   if (ndims < 1 || ndims > 4) {
-    throw Error("IDX file has " + std::to_string(ndims) + " dimensions; dtrain reads 1 to 4",
-                path);
+    throw Error("IDX file has " + std::to_string(ndims) + " dimensions; dtrain reads 1 to 4", path);
   }
 
   std::vector<unsigned char> raw_dims(4 * static_cast<size_t>(ndims));
@@ -180,9 +191,9 @@ at::Tensor read_idx(const std::string& path) {
   const int64_t data_bytes = count * type.size;
   const int64_t expected = header + data_bytes;
   auto describe_expected = [&] {
-    return std::to_string(expected) + " " + kind + " (header " + std::to_string(header) +
-           " + " + dims_text(dims) + " " + type.name + " elements x " +
-           std::to_string(type.size) + (type.size > 1 ? " bytes)" : " byte)");
+    return std::to_string(expected) + " " + kind + " (header " + std::to_string(header) + " + " +
+           dims_text(dims) + " " + type.name + " elements x " + std::to_string(type.size) +
+           (type.size > 1 ? " bytes)" : " byte)");
   };
 
   at::Tensor out;
@@ -199,8 +210,8 @@ at::Tensor read_idx(const std::string& path) {
   std::vector<unsigned char> scratch(1 << 16);
   int64_t extra = 0;
   for (;;) {
-    const int64_t n = read_bytes(file.get(), scratch.data(),
-                                 static_cast<int64_t>(scratch.size()), path, gzip);
+    const int64_t n =
+        read_bytes(file.get(), scratch.data(), static_cast<int64_t>(scratch.size()), path, gzip);
     extra += n;
     if (n < static_cast<int64_t>(scratch.size())) break;
   }

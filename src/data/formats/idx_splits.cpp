@@ -24,8 +24,9 @@ void check_labels(const at::Tensor& targets, const LabelSpace& space, const std:
   int64_t count = 0;
   const int64_t index = first_bad_label(targets, space.classes, &count);
   if (index < 0) return;
-  throw Error(label_error(targets[index].item<int64_t>(), "sample " + std::to_string(index), count, space),
-              path);
+  throw Error(
+      label_error(targets[index].item<int64_t>(), "sample " + std::to_string(index), count, space),
+      path);
 }
 
 }  // namespace
@@ -44,9 +45,10 @@ Splits make_idx_splits(const DataConfig& cfg) {
   auto train = load_idx_classification(train_images, train_labels, /*normalize=*/false);
   // An empty split is said as such, before the statistics or the label space read it.
   if (train->size() == 0)
-    throw Error("the training split is empty: the file holds 0 images (a run needs at least one "
-                "global batch of samples)",
-                train_images);
+    throw Error(
+        "the training split is empty: the file holds 0 images (a run needs at least one "
+        "global batch of samples)",
+        train_images);
   double mean = 0.0, stdev = 1.0;
   if (cfg.normalize) {
     // Population mean and std of the train split's pixels (values in [0, 1]), exact from the
@@ -64,15 +66,15 @@ Splits make_idx_splits(const DataConfig& cfg) {
     train->inputs().sub_(mean).div_(stdev);
     std::ostringstream d;
     d << train->describe() << ", standardized with train mean " << mean << " std " << stdev;
-    train = std::make_shared<TensorDataset>(train->inputs(), train->targets(), train->spec(),
-                                            d.str());
+    train =
+        std::make_shared<TensorDataset>(train->inputs(), train->targets(), train->spec(), d.str());
   }
   // The label space: data.num_classes, or the train labels' largest + 1; every label inside it.
   DataSpec spec = train->spec();
-  const LabelSpace space = label_space(
-      cfg, spec.num_classes,
-      "taken from the train labels (largest + 1, as data.num_classes is 0); set data.num_classes to "
-      "cover every label");
+  const LabelSpace space = label_space(cfg, spec.num_classes,
+                                       "taken from the train labels (largest + 1, as "
+                                       "data.num_classes is 0); set data.num_classes to "
+                                       "cover every label");
   spec.num_classes = space.classes;
   spec.recipe.class_names = class_names(cfg, space);
   if (cfg.normalize) spec.recipe.mean = {mean}, spec.recipe.std = {stdev};
@@ -85,18 +87,18 @@ Splits make_idx_splits(const DataConfig& cfg) {
   if (has_test) {
     auto test = load_idx_classification(test_images, test_labels, cfg.normalize, mean, stdev);
     if (test->size() == 0)
-      throw Error("the test split is empty: the file holds 0 images (leave data.test_images and "
-                  "data.test_labels empty for no test split)",
-                  test_images);
+      throw Error(
+          "the test split is empty: the file holds 0 images (leave data.test_images and "
+          "data.test_labels empty for no test split)",
+          test_images);
     if (test->spec().input_shape != train->spec().input_shape) {
-      throw Error("test images have a different shape from the train images (" +
-                      train_images + ")",
+      throw Error("test images have a different shape from the train images (" + train_images + ")",
                   test_images);
     }
     // Both splits share one label space.
     check_labels(test->targets(), space, test_labels);
-    out.test = std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec,
-                                               test->describe());
+    out.test =
+        std::make_shared<TensorDataset>(test->inputs(), test->targets(), spec, test->describe());
   }
   out.train = train;
   return out;
@@ -106,13 +108,16 @@ std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSp
   if (cfg.test_images.empty() && cfg.test_labels.empty()) return nullptr;
   const std::string test_images = data_file(cfg, cfg.test_images, "data.test_images");
   const std::string test_labels = data_file(cfg, cfg.test_labels, "data.test_labels");
-  const bool normalize = cfg.normalize && recorded.recipe.mean.size() == 1 && recorded.recipe.std.size() == 1;
-  const double mean = normalize ? recorded.recipe.mean[0] : 0.0, stdev = normalize ? recorded.recipe.std[0] : 1.0;
+  const bool normalize =
+      cfg.normalize && recorded.recipe.mean.size() == 1 && recorded.recipe.std.size() == 1;
+  const double mean = normalize ? recorded.recipe.mean[0] : 0.0,
+               stdev = normalize ? recorded.recipe.std[0] : 1.0;
   auto test = load_idx_classification(test_images, test_labels, normalize, mean, stdev);
   if (test->size() == 0)
-    throw Error("the test split is empty: the file holds 0 images (leave data.test_images and "
-                "data.test_labels empty for no test split)",
-                test_images);
+    throw Error(
+        "the test split is empty: the file holds 0 images (leave data.test_images and "
+        "data.test_labels empty for no test split)",
+        test_images);
   DataSpec spec = test->spec();
   const LabelSpace space = label_space(cfg, recorded.num_classes, "the run's (preprocess.json)");
   spec.num_classes = space.classes;
@@ -128,12 +133,15 @@ std::shared_ptr<Dataset> make_idx_test_split(const DataConfig& cfg, const DataSp
 std::vector<FormatRegistration> idx_formats() {
   FormatRegistration f;
   f.name = DataFormat::kIdx.name();
-  f.make_splits = [](const DataConfig& cfg, int64_t, const at::Device&) { return make_idx_splits(cfg); };
+  f.make_splits = [](const DataConfig& cfg, int64_t, const at::Device&) {
+    return make_idx_splits(cfg);
+  };
   f.recorded_test_split = [](const DataConfig& cfg, const DataSpec& recorded, int64_t) {
     return make_idx_test_split(cfg, recorded);
   };
-  f.preprocess_keys = {{"/input_shape", "data.train_images"},
-                       {"/pixels", "data.normalize, data.train_images (the train images' statistics)"}};
+  f.preprocess_keys = {
+      {"/input_shape", "data.train_images"},
+      {"/pixels", "data.normalize, data.train_images (the train images' statistics)"}};
   f.host_pixels = true;
   // IDX image files, or PNG and JPEG pictures made gray (inputs.cpp)
   f.predict_inputs = [](const std::string& path, const DataSpec& spec, const DataConfig&) {

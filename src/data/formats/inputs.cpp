@@ -42,7 +42,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 PredictInputs csv_inputs(const std::string& path, const DataSpec& spec) {
   check_file(path);
   const InputRecipe& r = spec.recipe;
-  if (r.feature_names.empty()) throw Error("the run's preprocess.json names no feature columns", "--input");
+  if (r.feature_names.empty())
+    throw Error("the run's preprocess.json names no feature columns", "--input");
   CsvColumns columns;
   columns.features = r.feature_names;
   columns.targets_required = false;
@@ -55,7 +56,8 @@ PredictInputs csv_inputs(const std::string& path, const DataSpec& spec) {
   const bool standardize = !r.mean.empty();
   if (standardize && (r.mean.size() != t.features.size() || r.std.size() != t.features.size()))
     throw Error("the run's preprocess.json has " + std::to_string(r.mean.size()) + " means and " +
-                    std::to_string(r.std.size()) + " stds for " + std::to_string(f) + " feature columns",
+                    std::to_string(r.std.size()) + " stds for " + std::to_string(f) +
+                    " feature columns",
                 "--input");
   // As csv.cpp standardizes the training rows: the float value, in double, back to float.
   for (int64_t i = 0; i < n * f; ++i) {
@@ -67,8 +69,9 @@ PredictInputs csv_inputs(const std::string& path, const DataSpec& spec) {
   for (int64_t i = 0; i < n; ++i) out.names.push_back(t.where(i));
   DataSpec s = spec;
   s.pixel_mean.clear(), s.pixel_std.clear();
-  out.data = std::make_shared<TensorDataset>(std::move(x), at::zeros({n}, at::kLong), s,
-                                             format("%lld rows of %s", static_cast<long long>(n), path.c_str()));
+  out.data = std::make_shared<TensorDataset>(
+      std::move(x), at::zeros({n}, at::kLong), s,
+      format("%lld rows of %s", static_cast<long long>(n), path.c_str()));
   return out;
 }
 
@@ -87,24 +90,29 @@ PredictInputs idx_inputs(const std::string& path, const DataSpec& spec) {
     images = read_idx(path);
   } catch (const Error& e) {
     if (e.cause().rfind("not an IDX file", 0) != 0) throw;
-    throw Error(e.cause() + " (for a model trained on IDX images, predict reads IDX image files and PNG or JPEG "
-                "pictures: a file, or a folder of them)",
-                e.where());
+    throw Error(
+        e.cause() +
+            " (for a model trained on IDX images, predict reads IDX image files and PNG or JPEG "
+            "pictures: a file, or a folder of them)",
+        e.where());
   }
   const std::vector<int64_t>& shape = spec.input_shape;
-  if (shape.size() != 3 || shape[0] != 1) throw Error("the run's input_shape is not that of IDX images", "--input");
+  if (shape.size() != 3 || shape[0] != 1)
+    throw Error("the run's input_shape is not that of IDX images", "--input");
   if (images.scalar_type() != at::kByte || images.dim() != 3 || images.size(1) != shape[1] ||
       images.size(2) != shape[2])
     throw Error("expected uint8 images of " + shape_text({shape[1], shape[2]}) +
-                    " pixels (the run's input_shape " + shape_text(shape) + "), got an IDX file of " +
-                    shape_text(images.sizes().vec()) + " " + std::string(c10::toString(images.scalar_type())),
+                    " pixels (the run's input_shape " + shape_text(shape) +
+                    "), got an IDX file of " + shape_text(images.sizes().vec()) + " " +
+                    std::string(c10::toString(images.scalar_type())),
                 path);
   const int64_t n = images.size(0);
   at::Tensor inputs = idx_standardized(images.reshape({n, 1, shape[1], shape[2]}), spec.recipe);
   PredictInputs out;
   for (int64_t i = 0; i < n; ++i) out.names.push_back(path + "[" + std::to_string(i) + "]");
-  out.data = std::make_shared<TensorDataset>(std::move(inputs), at::zeros({n}, at::kLong), spec,
-                                             format("%lld images of %s", static_cast<long long>(n), path.c_str()));
+  out.data = std::make_shared<TensorDataset>(
+      std::move(inputs), at::zeros({n}, at::kLong), spec,
+      format("%lld images of %s", static_cast<long long>(n), path.c_str()));
   return out;
 }
 

@@ -19,12 +19,13 @@ namespace {
 
 struct Registry {
   Registry() {
-    for (auto* registrations : {idx_formats, synthetic_formats, token_formats, cifar_formats, csv_formats,
-                                image_folder_formats})
+    for (auto* registrations : {idx_formats, synthetic_formats, token_formats, cifar_formats,
+                                csv_formats, image_folder_formats})
       for (FormatRegistration& f : registrations()) formats.push_back(std::move(f));
   }
   std::mutex mu;
-  std::vector<FormatRegistration> formats;  // the built-ins, then the others in the order registered
+  std::vector<FormatRegistration>
+      formats;  // the built-ins, then the others in the order registered
 };
 Registry& registry() {
   static Registry r;
@@ -54,8 +55,9 @@ FormatRegistration registered_format(DataFormat format) {
       if (f.name == format.name()) return f;
   }
   config::rules_of(format);  // a name no format has: the config's Error, naming the formats
-  throw Error(std::string("data format '") + format.name() + "' has no reader registered (internal error)",
-              "data.format");
+  throw Error(
+      std::string("data format '") + format.name() + "' has no reader registered (internal error)",
+      "data.format");
 }
 
 std::vector<std::string> registered_format_names() {

@@ -8,11 +8,11 @@
 // Note [data formats]: a format has two halves, one on each side of the folder order. What the
 // config knows of it (its name, the data.* keys a run of it reads, the defaults it derives) is
 // its row in src/config/data_formats.cpp: a config is parsed, checked and resolved in config/,
-// which sits below data/ and cannot look anything up here. How it reads (its splits, its preprocess.json
-// keys, its predict reader) is one FormatRegistration under the same name, made by the format's
-// own file (`<file>_formats()`, which registry.cpp lists in --help's order). Nothing else names
-// a format: the schema's data.* rows say .by_format() and the formats list the keys they read,
-// as models list theirs; make_datasets(), preprocess.json and `dtrain predict` look it up.
+// which sits below data/ and cannot look anything up here. How it reads (its splits, its
+// preprocess.json keys, its predict reader) is one FormatRegistration under the same name, made by
+// the format's own file (`<file>_formats()`, which registry.cpp lists in --help's order). Nothing
+// else names a format: the schema's data.* rows say .by_format() and the formats list the keys they
+// read, as models list theirs; make_datasets(), preprocess.json and `dtrain predict` look it up.
 // tests/unit/test_data_formats.cpp holds both halves to the same names, and test_tree.cpp finds
 // no source outside this folder asking which format a config has. A new format is its file
 // here with its registration and a line in registry.cpp, its row in data_formats.cpp, and
@@ -42,7 +42,8 @@ struct FormatRegistration {
   // `dtrain eval`'s test split (null when the config names none), preprocessed with `recorded`,
   // the DataSpec of the run's preprocess.json, the training files unread where it can. Empty:
   // make_splits()'s, for a format whose test split owes nothing to its training files.
-  std::function<std::shared_ptr<Dataset>(const DataConfig& cfg, const DataSpec& recorded, int64_t seed)>
+  std::function<std::shared_ptr<Dataset>(const DataConfig& cfg, const DataSpec& recorded,
+                                         int64_t seed)>
       recorded_test_split;
   // The config keys behind preprocess.json's fields where this format's differ from the keys all
   // formats share (preprocess.cpp): a field's JSON pointer, or a parent of it ("/pixels"), and
@@ -61,7 +62,8 @@ struct FormatRegistration {
   // `dtrain predict` for a language model: a prompt's token ids from its text (an Error naming
   // `where`, the prompt's source, for text that is not a prompt of this format or a token id not
   // below `vocab`), and the text of token ids. Empty: not a language format.
-  std::function<std::vector<int64_t>(const std::string& text, int64_t vocab, const std::string& where)>
+  std::function<std::vector<int64_t>(const std::string& text, int64_t vocab,
+                                     const std::string& where)>
       prompt_tokens;
   std::function<std::string(const std::vector<int64_t>& ids)> token_text;
 };

@@ -23,14 +23,16 @@ using Samples = std::pair<at::Tensor, at::Tensor>;  // (inputs, targets)
 // The train split from `gen`, the test split (if any) from `test_gen`; `make(n, generator)` draws
 // n samples. A task whose parameters are drawn from `gen` draws them before calling this.
 template <class Make>
-Splits build_splits(const DataConfig& cfg, at::Generator& gen, at::Generator& test_gen,
-                    Make make, const DataSpec& spec, const std::string& description) {
+Splits build_splits(const DataConfig& cfg, at::Generator& gen, at::Generator& test_gen, Make make,
+                    const DataSpec& spec, const std::string& description) {
   Splits out;
   const Samples train = make(cfg.synthetic_size, gen);
-  out.train = std::make_shared<TensorDataset>(train.first, train.second, spec, description + " train");
+  out.train =
+      std::make_shared<TensorDataset>(train.first, train.second, spec, description + " train");
   if (cfg.synthetic_test_size > 0) {
     const Samples test = make(cfg.synthetic_test_size, test_gen);
-    out.test = std::make_shared<TensorDataset>(test.first, test.second, spec, description + " test");
+    out.test =
+        std::make_shared<TensorDataset>(test.first, test.second, spec, description + " test");
   }
   return out;
 }
@@ -40,22 +42,24 @@ const std::vector<int64_t>& sample_shape(const DataConfig& cfg, size_t entries, 
                                          const char* layout) {
   const auto& shape = cfg.synthetic_shape;
   if (shape.size() != entries)
-    throw Error(std::string("data.synthetic_task '") + task + "' needs data.synthetic_shape = " +
-                    layout + " (" + std::to_string(entries) + (entries == 1 ? " entry" : " entries") +
-                    "), got " + shape_str(shape),
+    throw Error(std::string("data.synthetic_task '") + task +
+                    "' needs data.synthetic_shape = " + layout + " (" + std::to_string(entries) +
+                    (entries == 1 ? " entry" : " entries") + "), got " + shape_str(shape),
                 "data.synthetic_shape");
   return shape;
 }
 
 // Targets (N, 1) = x w + b + noise for inputs (N, F) standard normal.
-Splits regression(const DataConfig& cfg, int64_t seed, at::Generator& gen, at::Generator& test_gen) {
+Splits regression(const DataConfig& cfg, int64_t seed, at::Generator& gen,
+                  at::Generator& test_gen) {
   const int64_t f = cfg.synthetic_features;
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   const at::Tensor w = at::randn({f, 1}, gen, opts);  // (F, 1)
   const at::Tensor b = at::randn({1}, gen, opts);     // (1,)
   auto make = [&](int64_t n, at::Generator& g) {
     at::Tensor x = at::randn({n, f}, g, opts);  // (N, F)
-    at::Tensor y = at::matmul(x, w).add_(b).add_(at::randn({n, 1}, g, opts).mul_(cfg.synthetic_noise));
+    at::Tensor y =
+        at::matmul(x, w).add_(b).add_(at::randn({n, 1}, g, opts).mul_(cfg.synthetic_noise));
     return Samples(x, y);  // y: (N, 1)
   };
   DataSpec spec;
@@ -74,7 +78,7 @@ Splits classification(const DataConfig& cfg, int64_t seed, at::Generator& gen,
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   const at::Tensor w = at::randn({f, c}, gen, opts);  // (F, C)
   auto make = [&](int64_t n, at::Generator& g) {
-    at::Tensor x = at::randn({n, f}, g, opts);  // (N, F)
+    at::Tensor x = at::randn({n, f}, g, opts);      // (N, F)
     return Samples(x, at::matmul(x, w).argmax(1));  // labels (N,) int64
   };
   DataSpec spec;
@@ -96,8 +100,9 @@ Splits images(const DataConfig& cfg, int64_t seed, at::Generator& gen, at::Gener
   auto make = [&](int64_t n, at::Generator& g) {
     std::vector<int64_t> dims = {n};
     dims.insert(dims.end(), shape.begin(), shape.end());
-    at::Tensor x = bytes ? at::randint(0, 256, dims, g, at::TensorOptions().dtype(at::kByte))
-                         : at::randn(dims, g, at::TensorOptions().dtype(at::kFloat));  // (N, C, H, W)
+    at::Tensor x = bytes
+                       ? at::randint(0, 256, dims, g, at::TensorOptions().dtype(at::kByte))
+                       : at::randn(dims, g, at::TensorOptions().dtype(at::kFloat));  // (N, C, H, W)
     at::Tensor y = at::randint(0, c, {n}, g, at::TensorOptions().dtype(at::kLong));  // (N,)
     return Samples(x, y);
   };
@@ -140,7 +145,8 @@ Splits tokens(const DataConfig& cfg, int64_t seed, at::Generator& gen, at::Gener
 // so that no product of config values overflows; more than the machine has is an Error naming the
 // keys that set the size.
 void check_size(const DataConfig& cfg) {
-  const double n = static_cast<double>(cfg.synthetic_size) + static_cast<double>(cfg.synthetic_test_size);
+  const double n =
+      static_cast<double>(cfg.synthetic_size) + static_cast<double>(cfg.synthetic_test_size);
   double shape = 1;
   for (int64_t d : cfg.synthetic_shape) shape *= static_cast<double>(d);
   const double f = static_cast<double>(cfg.synthetic_features);
@@ -149,7 +155,8 @@ void check_size(const DataConfig& cfg) {
   std::string keys = "data.synthetic_size, data.synthetic_test_size", of;
   switch (cfg.synthetic_task) {
     case SyntheticTask::kRegression:
-      per_sample = (f + 3) * 4, keys += ", data.synthetic_features", of = format("%.0f features", f);
+      per_sample = (f + 3) * 4, keys += ", data.synthetic_features",
+      of = format("%.0f features", f);
       break;
     case SyntheticTask::kClassification:
       per_sample = (f + c) * 4 + 8, keys += ", data.synthetic_features, data.synthetic_classes",
@@ -165,10 +172,11 @@ void check_size(const DataConfig& cfg) {
       break;
   }
   check_host_bytes(n * per_sample,
-                   format("synthetic %s data of %lld + %lld samples of %s", to_string(cfg.synthetic_task),
-                          static_cast<long long>(cfg.synthetic_size),
+                   format("synthetic %s data of %lld + %lld samples of %s",
+                          to_string(cfg.synthetic_task), static_cast<long long>(cfg.synthetic_size),
                           static_cast<long long>(cfg.synthetic_test_size), of.c_str()),
-                   keys, "lower data.synthetic_size (and data.synthetic_test_size) or the sample size");
+                   keys,
+                   "lower data.synthetic_size (and data.synthetic_test_size) or the sample size");
 }
 
 }  // namespace
@@ -182,7 +190,8 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
   Config::check_value("data.synthetic_noise", cfg.synthetic_noise);
   Config::check_value("data.synthetic_shape", cfg.synthetic_shape);
   if (cfg.synthetic_task == SyntheticTask::kImages) sample_shape(cfg, 3, "images", "[C, H, W]");
-  if (cfg.synthetic_task == SyntheticTask::kTokens) sample_shape(cfg, 1, "tokens", "[sequence length]");
+  if (cfg.synthetic_task == SyntheticTask::kTokens)
+    sample_shape(cfg, 1, "tokens", "[sequence length]");
   if (cfg.synthetic_uint8 && cfg.synthetic_task != SyntheticTask::kImages)
     throw Error(std::string("is for data.synthetic_task images, but the task is ") +
                     to_string(cfg.synthetic_task),
@@ -190,22 +199,27 @@ Splits make_synthetic_splits(const DataConfig& cfg, int64_t seed) {
   check_size(cfg);
   if (cfg.num_classes > 0 && (cfg.synthetic_task == SyntheticTask::kRegression ||
                               cfg.num_classes != cfg.synthetic_classes))
-    throw Error("is " + std::to_string(cfg.num_classes) + ", but synthetic " +
-                    to_string(cfg.synthetic_task) + " data " +
-                    (cfg.synthetic_task == SyntheticTask::kRegression
-                         ? std::string("has no classes")
-                         : "has data.synthetic_classes = " + std::to_string(cfg.synthetic_classes)) +
-                    "; leave data.num_classes at 0 for synthetic data",
-                "data.num_classes");
+    throw Error(
+        "is " + std::to_string(cfg.num_classes) + ", but synthetic " +
+            to_string(cfg.synthetic_task) + " data " +
+            (cfg.synthetic_task == SyntheticTask::kRegression
+                 ? std::string("has no classes")
+                 : "has data.synthetic_classes = " + std::to_string(cfg.synthetic_classes)) +
+            "; leave data.num_classes at 0 for synthetic data",
+        "data.num_classes");
   // The train generator (seed) draws a task's parameters first, then the train samples; the test
   // samples come from seed + 1 and share the parameters.
   at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
   at::Generator test_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) + 1);
   switch (cfg.synthetic_task) {
-    case SyntheticTask::kRegression: return regression(cfg, seed, gen, test_gen);
-    case SyntheticTask::kClassification: return classification(cfg, seed, gen, test_gen);
-    case SyntheticTask::kImages: return images(cfg, seed, gen, test_gen);
-    case SyntheticTask::kTokens: return tokens(cfg, seed, gen, test_gen);
+    case SyntheticTask::kRegression:
+      return regression(cfg, seed, gen, test_gen);
+    case SyntheticTask::kClassification:
+      return classification(cfg, seed, gen, test_gen);
+    case SyntheticTask::kImages:
+      return images(cfg, seed, gen, test_gen);
+    case SyntheticTask::kTokens:
+      return tokens(cfg, seed, gen, test_gen);
   }
   throw Error("unknown synthetic task (internal error)", "data.synthetic_task");
 }

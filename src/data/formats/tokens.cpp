@@ -75,7 +75,8 @@ struct Shard {
 std::string errno_text() { return std::strerror(errno); }
 
 // The file's bytes, memory-mapped read-only (an empty or unreadable file is an error).
-std::pair<std::shared_ptr<const void>, int64_t> map_file(const std::string& path, const std::string& key) {
+std::pair<std::shared_ptr<const void>, int64_t> map_file(const std::string& path,
+                                                         const std::string& key) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error("cannot open " + path + ": " + errno_text(), key);
   struct stat st {};
@@ -91,9 +92,8 @@ std::pair<std::shared_ptr<const void>, int64_t> map_file(const std::string& path
   void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) throw Error("cannot map " + path + ": " + errno_text(), key);
-  std::shared_ptr<const void> owner(p, [size](const void* q) {
-    ::munmap(const_cast<void*>(q), static_cast<size_t>(size));
-  });
+  std::shared_ptr<const void> owner(
+      p, [size](const void* q) { ::munmap(const_cast<void*>(q), static_cast<size_t>(size)); });
   return {owner, size};
 }
 
@@ -127,14 +127,16 @@ Shard token_shard(const DataConfig& cfg, const std::string& path, const std::str
   }
   const int64_t payload = size - s.header;
   if (payload % s.width != 0)
-    throw Error(path + ": " + std::to_string(payload) + " bytes of tokens is not a whole number of " +
-                    std::to_string(s.width) + "-byte tokens: truncated at byte offset " +
+    throw Error(path + ": " + std::to_string(payload) +
+                    " bytes of tokens is not a whole number of " + std::to_string(s.width) +
+                    "-byte tokens: truncated at byte offset " +
                     std::to_string(s.header + payload / s.width * s.width),
                 key);
   s.count = payload / s.width;
   if (llmc && head[2] != s.count)
-    throw Error(path + ": the llm.c header says " + std::to_string(head[2]) + " tokens, the file holds " +
-                    std::to_string(s.count) + (head[2] > s.count ? " (truncated)" : ""),
+    throw Error(path + ": the llm.c header says " + std::to_string(head[2]) +
+                    " tokens, the file holds " + std::to_string(s.count) +
+                    (head[2] > s.count ? " (truncated)" : ""),
                 key);
   if (s.count == 0) throw Error(path + ": no tokens after the llm.c header", key);
   s.data = bytes + s.header;
@@ -155,8 +157,12 @@ class TokenWindows : public Dataset {
  public:
   TokenWindows(std::vector<Shard> shards, std::vector<std::pair<int, int64_t>> windows, int64_t t,
                int64_t vocab, std::string rule, std::string description)
-      : shards_(std::move(shards)), windows_(std::move(windows)), t_(t), vocab_(vocab),
-        rule_(std::move(rule)), description_(std::move(description)) {}
+      : shards_(std::move(shards)),
+        windows_(std::move(windows)),
+        t_(t),
+        vocab_(vocab),
+        rule_(std::move(rule)),
+        description_(std::move(description)) {}
 
   int64_t size() const override { return static_cast<int64_t>(windows_.size()); }
 
@@ -179,7 +185,8 @@ class TokenWindows : public Dataset {
           throw Error(s.path + ": token " + std::to_string(v) + " at token index " +
                           std::to_string(first + j) + " (byte offset " +
                           std::to_string(s.header + (first + j) * s.width) +
-                          ") is outside the vocabulary [0, " + std::to_string(vocab_) + "), " + rule_,
+                          ") is outside the vocabulary [0, " + std::to_string(vocab_) + "), " +
+                          rule_,
                       "data.num_classes");
         if (j < t_) in[k * t_ + j] = v;
         if (j > 0) out[k * t_ + j - 1] = v;
@@ -213,7 +220,8 @@ int64_t total_tokens(const std::vector<Shard>& shards) {
 // data.windows windows (0: tokens / (T + 1)) at positions drawn from `seed`, each file chosen in
 // proportion to its number of possible starts.
 std::vector<std::pair<int, int64_t>> random_windows(const std::vector<Shard>& shards, int64_t t,
-                                                    int64_t wanted, int64_t seed, const std::string& key) {
+                                                    int64_t wanted, int64_t seed,
+                                                    const std::string& key) {
   std::vector<int64_t> starts;  // cumulative possible starts
   int64_t total = 0;
   for (const auto& s : shards) {
@@ -265,11 +273,13 @@ std::string files_text(const std::vector<Shard>& shards) {
 
 Splits make_token_splits(const DataConfig& cfg, int64_t seed) {
   const int64_t t = window_length(cfg);
-  if (cfg.num_classes < 1) throw Error("is 0: set it or resolve the config (model.vocab_size)", "data.num_classes");
+  if (cfg.num_classes < 1)
+    throw Error("is 0: set it or resolve the config (model.vocab_size)", "data.num_classes");
   if (cfg.train_files.empty()) throw Error("is empty: name the token files", "data.train_files");
   auto load = [&](const std::string& patterns, const std::string& key) {
     std::vector<Shard> shards;
-    for (const auto& f : expand_files(cfg, patterns, key)) shards.push_back(token_shard(cfg, f, key));
+    for (const auto& f : expand_files(cfg, patterns, key))
+      shards.push_back(token_shard(cfg, f, key));
     return shards;
   };
   Splits out;
@@ -280,19 +290,22 @@ Splits make_token_splits(const DataConfig& cfg, int64_t seed) {
     if (cfg.val_fraction <= 0) break;
     const auto keep = static_cast<int64_t>(static_cast<double>(s.count) * (1.0 - cfg.val_fraction));
     Shard v = s;
-    v.data = s.data + keep * s.width, v.count = s.count - keep, v.header = s.header + keep * s.width;
+    v.data = s.data + keep * s.width, v.count = s.count - keep,
+    v.header = s.header + keep * s.width;
     s.count = keep;
     if (v.count > t) val.push_back(v);
   }
   if (cfg.val_fraction > 0) {
     if (val.empty())
-      throw Error(format("holds out the last %g of each training file, fewer tokens than a window of %lld",
-                         cfg.val_fraction, static_cast<long long>(t + 1)),
-                  "data.val_fraction");
+      throw Error(
+          format("holds out the last %g of each training file, fewer tokens than a window of %lld",
+                 cfg.val_fraction, static_cast<long long>(t + 1)),
+          "data.val_fraction");
     auto w = sequential_windows(val, t, "data.val_fraction");
-    out.val = std::make_shared<TokenWindows>(std::move(val), std::move(w), t, cfg.num_classes, vocab_rule(cfg),
-                                             "tokens: the last " + format("%g", 100 * cfg.val_fraction) +
-                                                 "% of each training file (validation, data.val_fraction)");
+    out.val = std::make_shared<TokenWindows>(
+        std::move(val), std::move(w), t, cfg.num_classes, vocab_rule(cfg),
+        "tokens: the last " + format("%g", 100 * cfg.val_fraction) +
+            "% of each training file (validation, data.val_fraction)");
   }
   const int64_t train_tokens = total_tokens(train);
   auto windows = random_windows(train, t, cfg.windows, seed, "data.train_files");
@@ -348,7 +361,8 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed) {
     if (any) {
       auto w = sequential_windows(test, t, "data.test_fraction");
       out.test = std::make_shared<TokenWindows>(std::move(test), std::move(w), t, 256, rule,
-                                                "text: the last " + format("%.0f%%", 100 * cfg.test_fraction) +
+                                                "text: the last " +
+                                                    format("%.0f%%", 100 * cfg.test_fraction) +
                                                     " of " + what + " (evaluation)");
     }
   }
@@ -358,7 +372,8 @@ Splits make_text_splits(const DataConfig& cfg, int64_t seed) {
 namespace {
 
 // dtrain predict's prompt as token ids: decimal ids separated by white space.
-std::vector<int64_t> decimal_tokens(const std::string& text, int64_t vocab, const std::string& where) {
+std::vector<int64_t> decimal_tokens(const std::string& text, int64_t vocab,
+                                    const std::string& where) {
   std::vector<int64_t> ids;
   size_t i = 0;
   while (i < text.size()) {
@@ -369,12 +384,14 @@ std::vector<int64_t> decimal_tokens(const std::string& text, int64_t vocab, cons
     size_t end = i;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
     if (end == i || (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))))
-      throw Error("byte " + std::to_string(i) + ": a token id is a decimal number (data.format tokens: "
-                  "the prompt is token ids separated by white space)",
+      throw Error("byte " + std::to_string(i) +
+                      ": a token id is a decimal number (data.format tokens: "
+                      "the prompt is token ids separated by white space)",
                   where);
     ids.push_back(std::stoll(text.substr(i, std::min<size_t>(end - i, 18))));
     if (end - i > 18 || ids.back() >= vocab)
-      throw Error("token " + text.substr(i, end - i) + " is not below the vocabulary size " + std::to_string(vocab),
+      throw Error("token " + text.substr(i, end - i) + " is not below the vocabulary size " +
+                      std::to_string(vocab),
                   where);
     i = end;
   }
@@ -404,8 +421,9 @@ std::vector<FormatRegistration> token_formats() {
     return make_text_splits(cfg, seed);
   };
   text.prompt_tokens = [](const std::string& bytes, int64_t, const std::string&) {
-    return std::vector<int64_t>(reinterpret_cast<const unsigned char*>(bytes.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size());
+    return std::vector<int64_t>(
+        reinterpret_cast<const unsigned char*>(bytes.data()),
+        reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size());
   };
   text.token_text = [](const std::vector<int64_t>& ids) {
     std::string out;

@@ -34,12 +34,19 @@ class CropFlipDataset : public Dataset {
  public:
   CropFlipDataset(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip, uint64_t seed,
                   BatchAugment augment)
-      : images_(std::move(images)), padding_(padding), hflip_(hflip), seed_(seed), augment_(std::move(augment)) {
+      : images_(std::move(images)),
+        padding_(padding),
+        hflip_(hflip),
+        seed_(seed),
+        augment_(std::move(augment)) {
     const at::Tensor& x = images_->inputs();
     if (x.scalar_type() != at::kByte || x.dim() != 4 || padding_ < 0)
-      throw Error("random crops and flips need uint8 images (N, C, H, W) and a padding >= 0 (internal error)",
-                  images_->describe());
-    const std::string side = format("%lldx%lld", static_cast<long long>(x.size(2)), static_cast<long long>(x.size(3)));
+      throw Error(
+          "random crops and flips need uint8 images (N, C, H, W) and a padding >= 0 (internal "
+          "error)",
+          images_->describe());
+    const std::string side =
+        format("%lldx%lld", static_cast<long long>(x.size(2)), static_cast<long long>(x.size(3)));
     std::string how;
     if (padding_ > 0)
       how = format("random %s crops of the image padded by %lld zero pixels", side.c_str(),
@@ -51,12 +58,15 @@ class CropFlipDataset : public Dataset {
 
   int64_t size() const override { return images_->size(); }
   Batch get(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, false); }
-  Batch get_pinned(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, true); }
+  Batch get_pinned(const std::vector<int64_t>& indices) const override {
+    return fetch(indices, 0, true);
+  }
   DataSpec spec() const override { return images_->spec(); }
   std::string describe() const override { return description_; }
 
   Batch fetch(const std::vector<int64_t>& indices, int64_t epoch, bool pinned) const override {
-    Batch b = pinned ? images_->get_pinned(indices) : images_->get(indices);  // gathered, indices checked
+    Batch b =
+        pinned ? images_->get_pinned(indices) : images_->get(indices);  // gathered, indices checked
     const int64_t channels = b.inputs.size(1), height = b.inputs.size(2), width = b.inputs.size(3);
     const int64_t image = channels * height * width;
     std::vector<uint8_t> original(static_cast<size_t>(image));
@@ -84,9 +94,10 @@ class CropFlipDataset : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip,
-                                          uint64_t seed, BatchAugment augment) {
-  return std::make_shared<CropFlipDataset>(std::move(images), padding, hflip, seed, std::move(augment));
+std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding,
+                                          bool hflip, uint64_t seed, BatchAugment augment) {
+  return std::make_shared<CropFlipDataset>(std::move(images), padding, hflip, seed,
+                                           std::move(augment));
 }
 
 }  // namespace dtrain::detail

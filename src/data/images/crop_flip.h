@@ -16,7 +16,7 @@ namespace dtrain::detail {
 // `images` augmented: `padding` > 0 moves each image by up to that many pixels each way, `hflip`
 // mirrors half of them, then `augment` (data.auto_augment) changes each; the labels and the spec
 // are the images'.
-std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding, bool hflip,
-                                          uint64_t seed, BatchAugment augment = {});
+std::shared_ptr<Dataset> random_crop_flip(std::shared_ptr<TensorDataset> images, int64_t padding,
+                                          bool hflip, uint64_t seed, BatchAugment augment = {});
 
 }  // namespace dtrain::detail

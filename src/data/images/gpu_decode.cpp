@@ -15,13 +15,16 @@ namespace {
 int read16(const uint8_t* p) { return (p[0] << 8) | p[1]; }
 
 // Whether a SOFn marker (frame header): C0..CF but DHT (C4), JPG (C8) and DAC (CC).
-bool is_frame(int marker) { return marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc; }
+bool is_frame(int marker) {
+  return marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc;
+}
 
 }  // namespace
 
 DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads) {
-  return choose_decode(mode, device, decoding_threads,
-                       mode != DecodeMode::kCpu && device.is_cuda() ? nvjpeg_status() : NvjpegStatus{});
+  return choose_decode(
+      mode, device, decoding_threads,
+      mode != DecodeMode::kCpu && device.is_cuda() ? nvjpeg_status() : NvjpegStatus{});
 }
 
 DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decoding_threads,
@@ -33,17 +36,22 @@ DecodeChoice choose_decode(DecodeMode mode, const at::Device& device, int decodi
       throw Error("gpu needs a CUDA device, and this rank computes on " + device.str() +
                       " (run.device): set data.decode to cpu or auto",
                   "data.decode");
-    if (!nvjpeg.usable) throw Error("gpu needs nvJPEG: " + nvjpeg.text + "; set data.decode to cpu or auto", "data.decode");
+    if (!nvjpeg.usable)
+      throw Error("gpu needs nvJPEG: " + nvjpeg.text + "; set data.decode to cpu or auto",
+                  "data.decode");
     return {true, "data.decode gpu: " + nvjpeg.text + " on " + device.str()};
   }
   if (!cuda) return {false, "data.decode auto: the CPU, as this rank computes on " + device.str()};
   if (!nvjpeg.usable) return {false, "data.decode auto: the CPU, as " + nvjpeg.text};
-  const std::string threads = std::to_string(decoding_threads) + " loader thread(s) can decode at once";
+  const std::string threads =
+      std::to_string(decoding_threads) + " loader thread(s) can decode at once";
   if (decoding_threads >= kCpuDecodeThreads)
-    return {false, "data.decode auto: the CPU, as " + threads + " (" + std::to_string(kCpuDecodeThreads) +
-                       " or more keep up with a fast GPU, and the GPU's decoder takes GPU time from training)"};
-  return {true, "data.decode auto: the GPU, " + nvjpeg.text + " on " + device.str() + ", as only " + threads +
-                    " (fewer than " + std::to_string(kCpuDecodeThreads) + ")"};
+    return {false, "data.decode auto: the CPU, as " + threads + " (" +
+                       std::to_string(kCpuDecodeThreads) +
+                       " or more keep up with a fast GPU, and the GPU's decoder takes GPU time "
+                       "from training)"};
+  return {true, "data.decode auto: the GPU, " + nvjpeg.text + " on " + device.str() + ", as only " +
+                    threads + " (fewer than " + std::to_string(kCpuDecodeThreads) + ")"};
 }
 
 JpegFrame jpeg_frame(const uint8_t* data, size_t n) {
@@ -82,7 +90,8 @@ JpegFrame jpeg_frame(const uint8_t* data, size_t n) {
     }
     // libjpeg's rules: a JFIF APP0 holds at least 14 bytes, an Adobe APP14 at least 12.
     if (code == 0xe0 && body_n >= 14 && std::memcmp(body, "JFIF\0", 5) == 0) f.jfif = true;
-    if (code == 0xee && body_n >= 12 && std::memcmp(body, "Adobe", 5) == 0) f.adobe_transform = body[11];
+    if (code == 0xee && body_n >= 12 && std::memcmp(body, "Adobe", 5) == 0)
+      f.adobe_transform = body[11];
     at += 2 + length;
   }
   return f;
@@ -104,15 +113,19 @@ std::string jpeg_refusal(const uint8_t* data, size_t n) {
   if (!f.error.empty()) return f.error;
   if (f.marker == 0 || !f.complete) return "a JPEG without a readable frame header";
   const int marker = f.marker;
-  if (marker == 0xc2 || marker == 0xc6 || marker == 0xca || marker == 0xce) return "a progressive JPEG";
-  if (marker != 0xc0 && marker != 0xc1) return "a JPEG that is neither baseline nor sequential Huffman-coded";
+  if (marker == 0xc2 || marker == 0xc6 || marker == 0xca || marker == 0xce)
+    return "a progressive JPEG";
+  if (marker != 0xc0 && marker != 0xc1)
+    return "a JPEG that is neither baseline nor sequential Huffman-coded";
   if (f.precision != 8) return "a JPEG of " + std::to_string(f.precision) + "-bit samples";
-  if (f.components != 1 && f.components != 3) return "a JPEG of " + std::to_string(f.components) + " components (CMYK)";
+  if (f.components != 1 && f.components != 3)
+    return "a JPEG of " + std::to_string(f.components) + " components (CMYK)";
   if (f.components == 3) {
     // libjpeg's reading of three components: YCbCr after a JFIF marker; else RGB by an Adobe
     // marker's transform 0, or without one by the component ids R, G, B.
-    const bool rgb = !f.jfif && (f.adobe_transform == 0 ||
-                                 (f.adobe_transform < 0 && f.id[0] == 'R' && f.id[1] == 'G' && f.id[2] == 'B'));
+    const bool rgb =
+        !f.jfif && (f.adobe_transform == 0 ||
+                    (f.adobe_transform < 0 && f.id[0] == 'R' && f.id[1] == 'G' && f.id[2] == 'B'));
     if (rgb) return "a JPEG of RGB components (no YCbCr)";
     for (int c = 1; c < 3; ++c)
       if (sampling_shift(f.h[0], f.h[c]) < 0 || sampling_shift(f.v[0], f.v[c]) < 0)
@@ -121,7 +134,8 @@ std::string jpeg_refusal(const uint8_t* data, size_t n) {
   // The end-of-image marker, past any zero padding: a truncated file lacks it.
   size_t end = n;
   while (end > 2 && data[end - 1] == 0) --end;
-  if (end < 4 || data[end - 2] != 0xff || data[end - 1] != 0xd9) return "a JPEG without its end marker";
+  if (end < 4 || data[end - 2] != 0xff || data[end - 1] != 0xd9)
+    return "a JPEG without its end marker";
   return "";
 }
 
@@ -134,7 +148,9 @@ void set_planes(const JpegFrame& f, GpuJpeg& g) {
 }
 
 GpuImageBatch::GpuImageBatch(const at::Device& device)
-    : device_(device), decoder_(std::make_unique<JpegBatchDecoder>(static_cast<int>(device.index() < 0 ? 0 : device.index()))) {}
+    : device_(device),
+      decoder_(std::make_unique<JpegBatchDecoder>(
+          static_cast<int>(device.index() < 0 ? 0 : device.index()))) {}
 
 GpuImageBatch::~GpuImageBatch() = default;
 
@@ -162,13 +178,15 @@ std::string GpuImageBatch::refusal(int64_t k, size_t n) {
   return why;
 }
 
-GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size, std::vector<int32_t>& taps,
-                 ResampleTaps& h, ResampleTaps& v) {
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size,
+                 std::vector<int32_t>& taps, ResampleTaps& h, ResampleTaps& v) {
   const CropBox& region = plan.region;
   const Box& box = plan.box;
-  plan_taps(h, region.width, box.x0, box.x1, plan.grid_width, plan.window.left, size, /*fixed=*/true);
+  plan_taps(h, region.width, box.x0, box.x1, plan.grid_width, plan.window.left, size,
+            /*fixed=*/true);
   if (h.identity) unit_taps(h, size);
-  plan_taps(v, region.height, box.y0, box.y1, plan.grid_height, plan.window.top, size, /*fixed=*/false);
+  plan_taps(v, region.height, box.y0, box.y1, plan.grid_height, plan.window.top, size,
+            /*fixed=*/false);
   const auto [rows_first, rows_end] = taps_span(v, size);
   if (v.identity) unit_taps(v, size);
   GpuJpeg g;
@@ -186,7 +204,8 @@ GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_
   return g;
 }
 
-void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, const ResamplePlan& plan) {
+void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height,
+                        const ResamplePlan& plan) {
   GpuJpeg g = gpu_jpeg(width, height, plan, size_, taps_, h_, v_);
   g.data = bytes_[static_cast<size_t>(k)].data();
   set_planes(jpeg_frame(g.data, n), g);
@@ -196,7 +215,8 @@ void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height, cons
   on_gpu_[static_cast<size_t>(k)] = true;
 }
 
-at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& cpu, int64_t& refused) {
+at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& cpu,
+                                 int64_t& refused) {
   const int64_t s = size_;
   at::Tensor out = empty_on_loader_stream({n_, 3, s, s}, at::kByte, device_);
   const std::vector<size_t> failed =
@@ -211,7 +231,8 @@ at::Tensor GpuImageBatch::finish(const std::function<void(int64_t, uint8_t*)>& c
   std::vector<int64_t> host;
   for (int64_t k = 0; k < n_; ++k)
     if (!on_gpu_[static_cast<size_t>(k)]) host.push_back(k);
-  if (!host.empty()) decoder_->upload(host, planes_.data(), s, out.data_ptr<uint8_t>(), loader_stream(device_));
+  if (!host.empty())
+    decoder_->upload(host, planes_.data(), s, out.data_ptr<uint8_t>(), loader_stream(device_));
   return out;
 }
 

@@ -3,8 +3,8 @@
 
 #include <ATen/ATen.h>
 
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -90,8 +90,8 @@ void set_planes(const JpegFrame& f, GpuJpeg& g);
 // A sample's resampling for the GPU (Resampler::run's plan on a width x height image, its window
 // size x size): its GpuJpeg, without the bytes and the slot, and its taps appended to `taps` in
 // src/cuda/jpeg_batch.h's layout; `h` and `v` are scratch.
-GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size, std::vector<int32_t>& taps,
-                 ResampleTaps& h, ResampleTaps& v);
+GpuJpeg gpu_jpeg(int64_t width, int64_t height, const ResamplePlan& plan, int64_t size,
+                 std::vector<int32_t>& taps, ResampleTaps& h, ResampleTaps& v);
 
 // One batch for the GPU, as one loader thread builds it. Reused from batch to batch: its host
 // buffers grow to the largest batch and stay.
@@ -139,10 +139,12 @@ class GpuImageBatch {
 constexpr int kGpuDecoders = 4;
 class GpuBatchPool {
  public:
-  explicit GpuBatchPool(const at::Device& device, int most = kGpuDecoders) : device_(device), most_(most) {}
+  explicit GpuBatchPool(const at::Device& device, int most = kGpuDecoders)
+      : device_(device), most_(most) {}
   class Lease {
    public:
-    Lease(GpuBatchPool& pool, std::unique_ptr<GpuImageBatch> batch) : pool_(pool), batch_(std::move(batch)) {}
+    Lease(GpuBatchPool& pool, std::unique_ptr<GpuImageBatch> batch)
+        : pool_(pool), batch_(std::move(batch)) {}
     ~Lease();
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;

@@ -54,13 +54,15 @@ class JpegDecoder {
   // alone), while its scales 3/8 ... 7/8 run C code slower than a full-size decode.
   JpegScale scale_for(double need_w, double need_h, int64_t out_w, int64_t out_h) const;
   // Decodes at `scale` into `out` (out.width = scale.scaled(width), the same for the height).
-  void decode(const uint8_t* data, size_t n, const std::string& path, JpegScale scale, RgbImage& out);
+  void decode(const uint8_t* data, size_t n, const std::string& path, JpegScale scale,
+              RgbImage& out);
 
  private:
   // The header's size and color space; an Error naming `path` when unreadable or empty.
-  void header(const uint8_t* data, size_t n, const std::string& path, int& width, int& height, int& colorspace);
-  void* handle_;                  // tjhandle
-  std::vector<uint8_t> cmyk_;     // CMYK JPEGs decode here before conversion
+  void header(const uint8_t* data, size_t n, const std::string& path, int& width, int& height,
+              int& colorspace);
+  void* handle_;                   // tjhandle
+  std::vector<uint8_t> cmyk_;      // CMYK JPEGs decode here before conversion
   std::vector<JpegScale> scales_;  // 1/8, 1/4, 1/2 as libjpeg-turbo offers them, smallest first
 };
 

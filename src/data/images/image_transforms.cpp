@@ -46,7 +46,8 @@ double SampleRandom::uniform(double lo, double hi) {
 }
 
 int64_t SampleRandom::below(int64_t n) {
-  return static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(n)) >> 64);
+  return static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(n)) >>
+                              64);
 }
 
 bool random_flip(SampleRandom& random) { return random.uniform(0, 1) < 0.5; }
@@ -62,7 +63,8 @@ PadCrop random_pad_crop(int64_t padding, bool hflip, SampleRandom& random) {
   return p;
 }
 
-void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p, uint8_t* out) {
+void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p,
+              uint8_t* out) {
   std::memset(out, 0, static_cast<size_t>(planes * height * width));
   // The input columns [x0, x1) land in the output; rows likewise.
   const int64_t x0 = std::max<int64_t>(0, -p.dx), x1 = std::min(width, width - p.dx);
@@ -112,7 +114,8 @@ CenterCrop resize_center_crop(int64_t width, int64_t height, int64_t resize, int
   CenterCrop c;
   const bool portrait = width <= height;
   const int64_t shorter = portrait ? width : height, longer = portrait ? height : width;
-  const auto stretched = static_cast<int64_t>(static_cast<double>(resize * longer) / static_cast<double>(shorter));
+  const auto stretched =
+      static_cast<int64_t>(static_cast<double>(resize * longer) / static_cast<double>(shorter));
   c.resized_width = portrait ? resize : stretched;
   c.resized_height = portrait ? stretched : resize;
   c.crop.height = c.crop.width = size;
@@ -152,7 +155,8 @@ void plan_taps(ResampleTaps& t, int64_t in_size, double in0, double in1, int64_t
     int32_t* out = t.weights.data() + o * t.ksize;
     for (int64_t x = 0; x < xmax; ++x) {
       const double w = ww != 0.0 ? k[static_cast<size_t>(x)] / ww : k[static_cast<size_t>(x)];
-      out[x] = static_cast<int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
+      out[x] = static_cast<int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits)
+                                          : 0.5 + w * (1 << kPrecisionBits));
     }
     t.first[static_cast<size_t>(o)] = xmin;
     t.count[static_cast<size_t>(o)] = std::max<int64_t>(xmax, 0);
@@ -199,8 +203,8 @@ namespace {
 
 // One row of the horizontal pass, K taps per output pixel (K = 0: each pixel's own count).
 template <int K>
-void horizontal_row(const uint8_t* in, uint8_t* out, int64_t width, const int64_t* first, const int64_t* count,
-                    const int32_t* weights, int64_t ksize) {
+void horizontal_row(const uint8_t* in, uint8_t* out, int64_t width, const int64_t* first,
+                    const int64_t* count, const int32_t* weights, int64_t ksize) {
   for (int64_t o = 0; o < width; ++o) {
     const int32_t* k = weights + o * ksize;
     const uint8_t* p = in + first[o] * 3;
@@ -244,8 +248,8 @@ void Resampler::run(const RgbView& image, const ResamplePlan& plan, uint8_t* pla
     if (h_.fixed && h_.ksize == 7) row = &horizontal_row<7>;
     if (h_.fixed && h_.ksize == 9) row = &horizontal_row<9>;
     for (int64_t y = y_first; y < y_end; ++y)
-      row(src.data + y * src.stride, rows_.data() + (y - y_first) * row_bytes, ow, h_.first.data(), h_.count.data(),
-          h_.weights.data(), h_.ksize);
+      row(src.data + y * src.stride, rows_.data() + (y - y_first) * row_bytes, ow, h_.first.data(),
+          h_.count.data(), h_.weights.data(), h_.ksize);
     rows = rows_.data();
     rows_stride = row_bytes;
   }

@@ -51,7 +51,8 @@ PadCrop random_pad_crop(int64_t padding, bool hflip, SampleRandom& random);
 // `planes` planes of height x width pixels, row-major, from `in` into `out` (not overlapping):
 // out(c, y, x) = in(c, y - dy, x' - dx), x' = width - 1 - x when flipping, else x; 0 where that
 // falls outside the image (torchvision pads with fill 0 before any normalization).
-void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p, uint8_t* out);
+void pad_crop(const uint8_t* in, int64_t planes, int64_t height, int64_t width, const PadCrop& p,
+              uint8_t* out);
 
 // RandomResizedCrop.get_params: up to 10 draws of an area share in [scale[0], scale[1]) and a
 // log-uniform aspect ratio in [ratio[0], ratio[1]); the first crop that fits the image is placed
@@ -99,8 +100,8 @@ struct ResampleTaps {
 // [in0, in1) of a source axis of in_size pixels; `fixed`: padded to ksize taps each where the
 // source allows (ResampleTaps::fixed). A source and an output of the same size without a box is
 // the identity (no taps).
-void plan_taps(ResampleTaps& t, int64_t in_size, double in0, double in1, int64_t out_size, int64_t out_first,
-               int64_t out_count, bool fixed);
+void plan_taps(ResampleTaps& t, int64_t in_size, double in0, double in1, int64_t out_size,
+               int64_t out_first, int64_t out_count, bool fixed);
 // The source indices the taps read: [first, end) (the identity's: offset .. offset + count).
 std::pair<int64_t, int64_t> taps_span(const ResampleTaps& t, int64_t out_count);
 // The identity as taps: one tap of weight 1.0 each, source index o + offset (what the GPU's

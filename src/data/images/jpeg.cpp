@@ -42,17 +42,21 @@ bool is_png(const uint8_t* data, size_t size) {
 }
 }  // namespace
 
-bool is_image(const uint8_t* data, size_t size) { return is_jpeg(data, size) || is_png(data, size); }
+bool is_image(const uint8_t* data, size_t size) {
+  return is_jpeg(data, size) || is_png(data, size);
+}
 
 ImageFormat sniff_image(const uint8_t* data, size_t size, const std::string& path) {
   if (is_jpeg(data, size)) return ImageFormat::kJpeg;
   if (is_png(data, size)) return ImageFormat::kPng;
-  throw Error(path + ": neither a JPEG nor a PNG (" + std::to_string(size) + " bytes, starting with " +
-              hex_start(data, size) + ")");
+  throw Error(path + ": neither a JPEG nor a PNG (" + std::to_string(size) +
+              " bytes, starting with " + hex_start(data, size) + ")");
 }
 
 JpegDecoder::JpegDecoder() : handle_(tjInitDecompress()) {
-  if (handle_ == nullptr) throw Error(std::string("cannot start libjpeg-turbo's decompressor: ") + tjGetErrorStr2(nullptr));
+  if (handle_ == nullptr)
+    throw Error(std::string("cannot start libjpeg-turbo's decompressor: ") +
+                tjGetErrorStr2(nullptr));
   int n = 0;
   const tjscalingfactor* f = tjGetScalingFactors(&n);
   for (int i = 0; f != nullptr && i < n; ++i)
@@ -65,19 +69,22 @@ JpegDecoder::JpegDecoder() : handle_(tjInitDecompress()) {
 
 JpegDecoder::~JpegDecoder() { tjDestroy(handle_); }
 
-void JpegDecoder::header(const uint8_t* data, size_t n, const std::string& path, int& width, int& height,
-                         int& colorspace) {
+void JpegDecoder::header(const uint8_t* data, size_t n, const std::string& path, int& width,
+                         int& height, int& colorspace) {
   int subsamp = 0;
   width = height = colorspace = 0;
-  if (tjDecompressHeader3(handle_, data, static_cast<unsigned long>(n), &width, &height, &subsamp, &colorspace) != 0)
-    throw Error(path + ": not a readable JPEG (" + std::to_string(n) + " bytes): libjpeg-turbo: " +
-                tjGetErrorStr2(handle_));
+  if (tjDecompressHeader3(handle_, data, static_cast<unsigned long>(n), &width, &height, &subsamp,
+                          &colorspace) != 0)
+    throw Error(path + ": not a readable JPEG (" + std::to_string(n) +
+                " bytes): libjpeg-turbo: " + tjGetErrorStr2(handle_));
   if (width < 1 || height < 1)
-    throw Error(path + ": not a readable JPEG (" + std::to_string(n) + " bytes): its header gives " +
-                std::to_string(width) + "x" + std::to_string(height) + " pixels");
+    throw Error(path + ": not a readable JPEG (" + std::to_string(n) +
+                " bytes): its header gives " + std::to_string(width) + "x" +
+                std::to_string(height) + " pixels");
 }
 
-std::pair<int64_t, int64_t> JpegDecoder::size(const uint8_t* data, size_t n, const std::string& path) {
+std::pair<int64_t, int64_t> JpegDecoder::size(const uint8_t* data, size_t n,
+                                              const std::string& path) {
   int w = 0, h = 0, colorspace = 0;
   header(data, n, path, w, h, colorspace);
   return {w, h};
@@ -86,7 +93,8 @@ std::pair<int64_t, int64_t> JpegDecoder::size(const uint8_t* data, size_t n, con
 JpegScale JpegDecoder::scale_for(double need_w, double need_h, int64_t out_w, int64_t out_h) const {
   for (const JpegScale& s : scales_) {  // smallest first
     const double f = static_cast<double>(s.num) / s.denom;
-    if (need_w * f >= static_cast<double>(out_w) && need_h * f >= static_cast<double>(out_h)) return s;
+    if (need_w * f >= static_cast<double>(out_w) && need_h * f >= static_cast<double>(out_h))
+      return s;
   }
   return JpegScale{1, 1};  // full size
 }
@@ -99,21 +107,25 @@ void JpegDecoder::decode(const uint8_t* data, size_t n, const std::string& path,
   const int64_t sw = scale.scaled(w), sh = scale.scaled(h);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   out.width = sw, out.height = sh;
-  if (out.pixels.size() < static_cast<size_t>(sw * sh * 3)) out.pixels.resize(static_cast<size_t>(sw * sh * 3));
+  if (out.pixels.size() < static_cast<size_t>(sw * sh * 3))
+    out.pixels.resize(static_cast<size_t>(sw * sh * 3));
   uint8_t* dst = out.pixels.data();
   if (cmyk) {
-    if (cmyk_.size() < static_cast<size_t>(sw * sh * 4)) cmyk_.resize(static_cast<size_t>(sw * sh * 4));
+    if (cmyk_.size() < static_cast<size_t>(sw * sh * 4))
+      cmyk_.resize(static_cast<size_t>(sw * sh * 4));
     dst = cmyk_.data();
   }
   // No flags: accurate integer IDCT and smooth chroma upsampling, libjpeg's defaults and PIL's.
   // A warning (TJERR_WARNING: a truncated file, corrupt entropy data) returns -1 as well: the
   // pixels may be partly invented, so it is an error too.
-  const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(n), dst, static_cast<int>(sw), 0,
-                               static_cast<int>(sh), cmyk ? TJPF_CMYK : TJPF_RGB, 0);
+  const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(n), dst, static_cast<int>(sw),
+                               0, static_cast<int>(sh), cmyk ? TJPF_CMYK : TJPF_RGB, 0);
   if (rc != 0)
     throw Error(path + ": cannot decode this JPEG (" + std::to_string(w) + "x" + std::to_string(h) +
                 ", " + std::to_string(n) + " bytes): libjpeg-turbo: " + tjGetErrorStr2(tj) +
-                (tjGetErrorCode(tj) == TJERR_WARNING ? " (a warning: the file is damaged or truncated)" : ""));
+                (tjGetErrorCode(tj) == TJERR_WARNING
+                     ? " (a warning: the file is damaged or truncated)"
+                     : ""));
   if (cmyk) {
     const uint8_t* in = cmyk_.data();
     uint8_t* o = out.pixels.data();

@@ -43,11 +43,13 @@ class PictureDataset : public Dataset {
     for (int64_t k = 0; k < n; ++k) {
       const int64_t i = indices[static_cast<size_t>(k)];
       if (i < 0 || i >= size())
-        throw Error("sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(size()) + ")",
+        throw Error("sample index " + std::to_string(i) + " is out of range [0, " +
+                        std::to_string(size()) + ")",
                     description_);
       load(files_[static_cast<size_t>(i)], worker);
       // (3, H, W) planes; a gray picture's three are equal, the first taken.
-      std::memcpy(pixels.data_ptr<uint8_t>() + k * c * h * w, worker.planes.data(), static_cast<size_t>(c * h * w));
+      std::memcpy(pixels.data_ptr<uint8_t>() + k * c * h * w, worker.planes.data(),
+                  static_cast<size_t>(c * h * w));
     }
     const at::Tensor targets = at::zeros({n}, at::kLong);
     if (c == 1) return Batch{idx_standardized(pixels, spec_.recipe), targets};
@@ -98,15 +100,18 @@ class PictureDataset : public Dataset {
 PredictInputs picture_inputs(const std::string& path, const DataSpec& spec) {
   const std::vector<int64_t>& shape = spec.input_shape;
   if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3))
-    throw Error("the run's input_shape is not that of images (C, H, W) with 1 or 3 channels: predict cannot "
-                "make pictures into its inputs",
-                "--input");
+    throw Error(
+        "the run's input_shape is not that of images (C, H, W) with 1 or 3 channels: predict "
+        "cannot "
+        "make pictures into its inputs",
+        "--input");
   PredictInputs out;
   out.names = image_input_files(path);
   const std::string description =
-      format("%zu picture%s of %s (PNG, JPEG), made %s and resized to %lld x %lld (PIL's bilinear)", out.names.size(),
-             out.names.size() == 1 ? "" : "s", path.c_str(), shape[0] == 1 ? "gray" : "RGB",
-             static_cast<long long>(shape[2]), static_cast<long long>(shape[1]));
+      format("%zu picture%s of %s (PNG, JPEG), made %s and resized to %lld x %lld (PIL's bilinear)",
+             out.names.size(), out.names.size() == 1 ? "" : "s", path.c_str(),
+             shape[0] == 1 ? "gray" : "RGB", static_cast<long long>(shape[2]),
+             static_cast<long long>(shape[1]));
   out.data = std::make_shared<PictureDataset>(out.names, spec, description);
   return out;
 }

@@ -24,8 +24,9 @@ struct Source {
 void read_bytes(png_structp png, png_bytep out, png_size_t n) {
   auto* src = static_cast<Source*>(png_get_io_ptr(png));
   if (n > src->size - src->offset) {
-    std::snprintf(src->message, sizeof src->message, "truncated: %zu bytes wanted at byte offset %zu of %zu",
-                  static_cast<size_t>(n), src->offset, src->size);
+    std::snprintf(src->message, sizeof src->message,
+                  "truncated: %zu bytes wanted at byte offset %zu of %zu", static_cast<size_t>(n),
+                  src->offset, src->size);
     png_longjmp(png, 1);
   }
   std::memcpy(out, src->data + src->offset, n);
@@ -71,8 +72,10 @@ bool read_png(Source& src, std::vector<png_bytep>& rows, RgbImage& out) {
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const size_t row_bytes = png_get_rowbytes(png, info);
-  if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8 || row_bytes != size_t{w} * 3) {
-    std::snprintf(src.message, sizeof src.message, "color type %d did not convert to 8-bit RGB", color);
+  if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8 ||
+      row_bytes != size_t{w} * 3) {
+    std::snprintf(src.message, sizeof src.message, "color type %d did not convert to 8-bit RGB",
+                  color);
     png_longjmp(png, 1);
   }
   out.width = w, out.height = h;
@@ -92,8 +95,8 @@ void decode_png(const uint8_t* data, size_t n, const std::string& path, RgbImage
   Source src{data, n, 0, {0}};
   std::vector<png_bytep> rows;
   if (!read_png(src, rows, out))
-    throw Error(path + ": cannot decode this PNG (" + std::to_string(n) + " bytes): libpng: " +
-                (src.message[0] ? src.message : "cannot start libpng"));
+    throw Error(path + ": cannot decode this PNG (" + std::to_string(n) +
+                " bytes): libpng: " + (src.message[0] ? src.message : "cannot start libpng"));
 }
 
 }  // namespace dtrain::detail
