@@ -48,8 +48,9 @@ packages=(build-essential cmake ninja-build libtorch-dev libopenmpi-dev openmpi-
           libopenblas0-openmp ccache)
 # The test suite only: Slurm and munge, which the slurm tier starts as a one-node cluster of its
 # own to run launch/dtrain-slurm.sbatch for real (tests/slurm/); iproute2 and util-linux (ip,
-# nsenter, unshare), with which the cluster tier makes hosts of network namespaces (tests/cluster/).
-if [[ $mode == test ]]; then packages+=(slurm-wlm munge iproute2 util-linux); fi
+# nsenter, unshare), with which the cluster tier makes hosts of network namespaces (tests/cluster/);
+# clang-format, with which the unit tier checks that the sources keep .clang-format (test_format.cpp).
+if [[ $mode == test ]]; then packages+=(slurm-wlm munge iproute2 util-linux clang-format); fi
 
 # A CUDA PyTorch in python3 brings a CUDA LibTorch (and reference values for the tests): build
 # against it instead of Debian's CPU libtorch-dev. A CPU PyTorch, or a python3 without torch (pyenv,

@@ -21,8 +21,8 @@
 #include "train/eager_step.h"
 #include "train/evaluator.h"
 #include "train/graph_step.h"
-#include "train/loss_window.h"
 #include "train/loss.h"
+#include "train/loss_window.h"
 #include "train/plan.h"
 #include "train/recovery.h"
 #include "train/requests.h"
@@ -112,7 +112,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     log::warn(std::string("this LibTorch has no ") + to_string(precision) + " autocast on " +
               device.str() + ": computing in fp32" +
               (precision == Precision::kFp16 ? " (loss scaling still applies)" : ""));
-  if (comm.rank() == 0 && !autocast_slowdown(device, precision).empty()) log::warn(autocast_slowdown(device, precision));
+  if (comm.rank() == 0 && !autocast_slowdown(device, precision).empty())
+    log::warn(autocast_slowdown(device, precision));
   detail::build_step_context(m.ctx, cfg, comm, control, m.train->size(),
                              m.test ? m.test->size() : -1);
   if (m.test && (m.test->spec().pixel_mean != m.train->spec().pixel_mean ||
@@ -125,7 +126,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
                 "train.eval_every_steps");
   m.ctx.pixels = detail::PixelNormalizer(m.train->spec(), device);
   m.ctx.mix = detail::make_batch_mix(cfg, m.train->spec().num_classes, device, comm.rank());
-  if (cfg.train.ema_decay > 0) m.ctx.ema = std::make_unique<detail::WeightAverage>(*m.model, cfg.train);
+  if (cfg.train.ema_decay > 0)
+    m.ctx.ema = std::make_unique<detail::WeightAverage>(*m.model, cfg.train);
   if (m.train->size() > 0) {
     // The model's outputs against the data's classes or targets, on one training sample in
     // evaluation mode (no dropout drawn, no batch-norm statistics moved), before training.
@@ -134,14 +136,15 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     const bool was_training = m.model->is_training();
     m.model->eval();
     at::Tensor out;
-    detail::StartUpMemory memory(m.ctx);  // out of memory here: one agreed line (Note [memory ladder])
+    detail::StartUpMemory memory(m.ctx);  // out of memory: one line (Note [memory ladder])
     memory.run(FaultInjector::StartUp::kOutputCheck, [&] {
       at::NoGradGuard no_grad;
       out = m.model->forward(m.ctx.pixels(one.inputs.to(device)));
     });
     m.model->train(was_training);
     memory.agree();
-    detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(), m.train->describe());
+    detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(),
+                              m.train->describe());
   }
   for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
 }
@@ -200,18 +203,18 @@ struct Trainer::Impl::Fit {
   detail::MicroBatch micro;
   detail::StepPlan plan;
   detail::LoopCursor at;
-  const detail::ResumedSchedule resumed_lr;  // where the schedule starts, and what the resume says of it
+  const detail::ResumedSchedule resumed_lr;  // where the schedule starts, what the resume says
   const detail::LrSchedule lr;
   detail::LossWindow window;
   detail::EagerStep eager;
-  std::optional<detail::GraphStep> graph;           // made in the constructor's body (it agrees)
+  std::optional<detail::GraphStep> graph;          // made in the constructor's body (it agrees)
   std::optional<detail::StepTelemetry> telemetry;  // its clocks start once the engines are made
   LoopControl control;
   detail::RequestAgreement agree;
   TrainSummary summary;
   std::optional<Loader> loader;
   detail::DataWaitClock data_wait;  // Note [data wait]
-  int64_t averaged_at = -1;  // the step whose BatchNorm statistics are one set on every rank
+  int64_t averaged_at = -1;         // the step whose BatchNorm statistics are one set on every rank
 
  private:
   Fit(Impl& impl, detail::StartUp s);
@@ -244,7 +247,8 @@ TrainSummary Trainer::fit() {
       m.hooks.on_step(rec, f.control);
       if (at.eval_due(s) && f.evaluate_within_epoch()) break;
       const bool stop = f.act(f.agree.at_step(f.control));
-      if (at.save_due()) f.save(-1, "checkpoint.every_steps");  // after act: it records an early stop
+      if (at.save_due())
+        f.save(-1, "checkpoint.every_steps");  // after act: it records an early stop
       if (stop) break;
     }
     f.telemetry->epoch_ends();
@@ -255,8 +259,8 @@ TrainSummary Trainer::fit() {
     if (at.epoch_save_due())
       f.save(-1, at.step() % f.plan.steps_per_epoch == 0
                      ? "end of epoch " + std::to_string(at.epoch() + 1)
-                     : "end of training at step " + std::to_string(at.step()) + " (train.max_steps), within epoch " +
-                           std::to_string(at.epoch() + 1));
+                     : "end of training at step " + std::to_string(at.step()) +
+                           " (train.max_steps), within epoch " + std::to_string(at.epoch() + 1));
     f.telemetry->restart_rate();
     if (at.last_step()) break;
   }
@@ -393,7 +397,7 @@ void Trainer::Impl::Fit::one_set_of_statistics() {
   if (averaged_at == at.step() || m.ctx.sync_batch_norm) return;
   m.watchdog.beat("BatchNorm statistics", at.step());
   detail::average_batch_norm_buffers(*m.model, m.comm);
-  if (m.ctx.ema) detail::average_batch_norm_buffers(m.ctx.ema->named(), m.comm);  // the average's too
+  if (m.ctx.ema) detail::average_batch_norm_buffers(m.ctx.ema->named(), m.comm);  // EMA's too
   averaged_at = at.step();
 }
 
@@ -459,9 +463,10 @@ bool Trainer::Impl::Fit::evaluate() {
 }
 
 TrainSummary Trainer::Impl::Fit::finish() {
-  at.settle();               // the epoch of the last step, for a final save
+  at.settle();              // the epoch of the last step, for a final save
   act(agree.now(control));  // what was asked for in the last step
-  if (at.final_save_due(summary.stop_signal != 0)) save(-1, summary.stopped ? "early stop" : "end of training");
+  if (at.final_save_due(summary.stop_signal != 0))
+    save(-1, summary.stopped ? "early stop" : "end of training");
   one_set_of_statistics();  // model.pt, and what the program does with the model after fit()
   if (m.ctx.ema && t.ema_output) m.ctx.ema->swap();  // model.pt holds the weight average
   m.micro = micro.size();

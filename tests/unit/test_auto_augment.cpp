@@ -2,8 +2,7 @@
 // batches mixing ops and magnitudes against torchvision's _apply_op on each image alone, byte for
 // byte (tests/unit/augment_reference.py, run in DTRAIN_REF_PYTHON with Debian's python3-torch and
 // python3-torchvision); the policies' drawn ops applied in turn, likewise; the op spaces and the
-// ImageNet policy against torchvision's; the draws' structure and distributions; RandomErasing's
-// erase against F.erase and its draws against its constraints; the policy names.
+// ImageNet policy against torchvision's; the draws' structure and distributions; the policy names.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -28,14 +27,7 @@ namespace {
 
 using AugOp = AugmentOp;
 
-// augment_reference.py run in `dir` with `args`: its standard output.
-std::string aug_python(const test::TempDir& dir, const std::string& args) {
-  const std::string script = test::read_text(std::string(test::test_dir()) + "/unit/augment_reference.py");
-  const test::PythonRun r = test::run_python(dir, script, args);
-  EXPECT_EQ(r.status, 0) << test::python_failure("augment_reference.py " + args.substr(0, args.find(' ')), r)
-                         << "\n(it also needs Debian's python3-torchvision)";
-  return r.output;
-}
+using test::augment_python;
 
 std::string aug_number(double v) {  // every bit of a double, for Python's float()
   char buf[40];
@@ -54,12 +46,23 @@ at::Tensor aug_images(int64_t n, int64_t c, int64_t h, int64_t w, uint64_t seed)
     for (int64_t k = 0; k < c * plane; ++k) {
       uint8_t v = static_cast<uint8_t>(r.below(256));
       switch (j % 6) {
-        case 1: v = k < plane ? 77 : v; break;
-        case 2: v = static_cast<uint8_t>(100 + v % 11); break;
-        case 3: v = v < 128 ? 3 : 250; break;
-        case 4: v = 42; break;
-        case 5: v = v < 230 ? 9 : v; break;
-        default: break;
+        case 1:
+          v = k < plane ? 77 : v;
+          break;
+        case 2:
+          v = static_cast<uint8_t>(100 + v % 11);
+          break;
+        case 3:
+          v = v < 128 ? 3 : 250;
+          break;
+        case 4:
+          v = 42;
+          break;
+        case 5:
+          v = v < 230 ? 9 : v;
+          break;
+        default:
+          break;
       }
       p[j * c * plane + k] = v;
     }
@@ -84,8 +87,10 @@ void aug_expect_torchvision(const std::vector<AugJob>& jobs) {
   for (const AugJob& j : jobs) {
     const int64_t c = j.images.size(1), h = j.images.size(2), w = j.images.size(3);
     for (int64_t i = 0; i < j.images.size(0); ++i) {
-      lines << bytes.size() + static_cast<size_t>(i * c * h * w) << " " << c << " " << h << " " << w;
-      for (const OpDraw& d : j.ops[static_cast<size_t>(i)]) lines << " " << augment_op_name(d.op) << " " << aug_number(d.magnitude);
+      lines << bytes.size() + static_cast<size_t>(i * c * h * w) << " " << c << " " << h << " "
+            << w;
+      for (const OpDraw& d : j.ops[static_cast<size_t>(i)])
+        lines << " " << augment_op_name(d.op) << " " << aug_number(d.magnitude);
       lines << "\n";
     }
     const uint8_t* p = j.images.data_ptr<uint8_t>();
@@ -93,7 +98,8 @@ void aug_expect_torchvision(const std::vector<AugJob>& jobs) {
   }
   lines.close();
   test::write_bytes(dir.file("images"), bytes);
-  aug_python(dir, "ops '" + dir.file("images") + "' '" + dir.file("jobs") + "' '" + dir.file("out") + "'");
+  augment_python(
+      dir, "ops '" + dir.file("images") + "' '" + dir.file("jobs") + "' '" + dir.file("out") + "'");
   std::vector<uint8_t> out = test::read_bytes(dir.file("out"));
   ASSERT_EQ(out.size(), bytes.size()) << "augment_reference.py's output";
   size_t offset = 0;
@@ -109,8 +115,8 @@ void aug_expect_torchvision(const std::vector<AugJob>& jobs) {
       std::string list;
       for (const OpDraw& d : j.ops[static_cast<size_t>(i)])
         list += std::string(" ") + augment_op_name(d.op) + "(" + aug_number(d.magnitude) + ")";
-      ADD_FAILURE() << j.what << ": image " << i << " with" << list << ": " << differing << " of " << j.ours[i].numel()
-                    << " pixels differ, by up to " << diff.max().item<int>();
+      ADD_FAILURE() << j.what << ": image " << i << " with" << list << ": " << differing << " of "
+                    << j.ours[i].numel() << " pixels differ, by up to " << diff.max().item<int>();
     }
   }
 }
@@ -142,9 +148,11 @@ const std::vector<std::pair<AugOp, std::vector<double>>>& aug_cases() {
 std::vector<std::vector<OpDraw>> aug_batch_ops() {
   std::vector<std::vector<OpDraw>> ops;
   for (const auto& [op, magnitudes] : aug_cases())
-    for (size_t k = 0; k < std::max<size_t>(magnitudes.size(), 6); ++k) ops.push_back({{op, magnitudes[k % magnitudes.size()]}});
+    for (size_t k = 0; k < std::max<size_t>(magnitudes.size(), 6); ++k)
+      ops.push_back({{op, magnitudes[k % magnitudes.size()]}});
   SampleRandom r(11, 0, 0);
-  for (size_t i = ops.size() - 1; i > 0; --i) std::swap(ops[i], ops[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
+  for (size_t i = ops.size() - 1; i > 0; --i)
+    std::swap(ops[i], ops[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
   return ops;
 }
 
@@ -154,10 +162,12 @@ TEST(AutoAugment, EveryOpOfAMixedBatchIsTorchvisionsByteForByte) {
   std::vector<OpDraw> round;
   for (const auto& o : ops) round.push_back(o[0]);
   // 3 and 1 channels, not square; 2 rows (Sharpness leaves it); 3x3 (the blur's one inner pixel).
-  const std::vector<std::vector<int64_t>> shapes = {{3, 37, 29}, {1, 37, 29}, {3, 29, 40}, {3, 2, 7}, {1, 3, 3}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {3, 37, 29}, {1, 37, 29}, {3, 29, 40}, {3, 2, 7}, {1, 3, 3}};
   std::vector<AugJob> jobs;
   for (const auto& s : shapes) {
-    const std::string what = "images " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
+    const std::string what =
+        "images " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
     const at::Tensor images = aug_images(n, s[0], s[1], s[2], 5 + s[1]);
     const at::Tensor before = images.clone();
     jobs.push_back({what, images, ops, apply_augment_ops(images, round)});
@@ -170,16 +180,19 @@ TEST(AutoAugment, AWholeBatchOfOneOpAndAllIdentity) {
   const at::Tensor images = aug_images(6, 3, 11, 13, 3);
   EXPECT_TRUE(apply_augment_ops(images, std::vector<OpDraw>(6)).is_same(images));  // nothing to do
   // What torchvision refuses: a negative factor, posterize's bits beyond 8, a threshold over 255.
-  for (const OpDraw bad : {OpDraw{AugOp::kContrast, -1.5}, OpDraw{AugOp::kPosterize, 9}, OpDraw{AugOp::kSolarize, 256}}) {
+  for (const OpDraw bad : {OpDraw{AugOp::kContrast, -1.5}, OpDraw{AugOp::kPosterize, 9},
+                           OpDraw{AugOp::kSolarize, 256}}) {
     std::vector<OpDraw> ops(6);
     ops[2] = bad;
-    test::expect_all(test::message_of([&] { apply_augment_ops(images, ops); }), {augment_op_name(bad.op), "magnitude"});
+    test::expect_all(test::message_of([&] { apply_augment_ops(images, ops); }),
+                     {augment_op_name(bad.op), "magnitude"});
   }
   EXPECT_THROW(apply_augment_ops(images, std::vector<OpDraw>(5)), Error);
   std::vector<AugJob> jobs;
   for (const auto& [op, magnitudes] : aug_cases()) {
     std::vector<std::vector<OpDraw>> ops;
-    for (int64_t i = 0; i < 6; ++i) ops.push_back({{op, magnitudes[static_cast<size_t>(i) % magnitudes.size()]}});
+    for (int64_t i = 0; i < 6; ++i)
+      ops.push_back({{op, magnitudes[static_cast<size_t>(i) % magnitudes.size()]}});
     jobs.push_back({augment_op_name(op), images, ops, apply_augment(images, ops)});
   }
   aug_expect_torchvision(jobs);
@@ -191,8 +204,10 @@ TEST(AutoAugment, DrawnOpsAppliedInTurnAreTorchvisions) {
   const int64_t n = 48, h = 31, w = 26;
   const at::Tensor images = aug_images(n, 3, h, w, 9);
   const std::vector<AugmentPolicy> policies = {
-      AugmentPolicy(AutoAugment::kTrivialAugmentWide, h, w), AugmentPolicy(AutoAugment::kRandAugment, h, w, 2, 9),
-      AugmentPolicy(AutoAugment::kRandAugment, h, w, 3, 30), AugmentPolicy(AutoAugment::kAutoAugment, h, w)};
+      AugmentPolicy(AutoAugment::kTrivialAugmentWide, h, w),
+      AugmentPolicy(AutoAugment::kRandAugment, h, w, 2, 9),
+      AugmentPolicy(AutoAugment::kRandAugment, h, w, 3, 30),
+      AugmentPolicy(AutoAugment::kAutoAugment, h, w)};
   std::vector<AugJob> jobs;
   for (const AugmentPolicy& policy : policies) {
     std::vector<std::vector<OpDraw>> ops;
@@ -208,13 +223,16 @@ TEST(AutoAugment, DrawnOpsAppliedInTurnAreTorchvisions) {
 TEST(AutoAugment, OpSpacesAndTheImagenetPolicyAreTorchvisions) {
   const int64_t h = 37, w = 29;
   test::TempDir dir;
-  std::istringstream lines(aug_python(dir, "tables " + std::to_string(h) + " " + std::to_string(w)));
+  std::istringstream lines(
+      augment_python(dir, "tables " + std::to_string(h) + " " + std::to_string(w)));
   std::map<std::string, std::vector<std::string>> theirs;  // space -> its lines without the name
   std::vector<std::string> policy_lines;
   for (std::string line; std::getline(lines, line);) {
     const size_t space = line.find(' ');
-    if (line.substr(0, space) == "policy") policy_lines.push_back(line.substr(space + 1));
-    else theirs[line.substr(0, space)].push_back(line.substr(space + 1));
+    if (line.substr(0, space) == "policy")
+      policy_lines.push_back(line.substr(space + 1));
+    else
+      theirs[line.substr(0, space)].push_back(line.substr(space + 1));
   }
   auto line_of = [](const OpSpace& o) {
     std::string s = std::string(augment_op_name(o.op)) + (o.is_signed ? " 1" : " 0");
@@ -233,7 +251,8 @@ TEST(AutoAugment, OpSpacesAndTheImagenetPolicyAreTorchvisions) {
       for (std::string v; f >> v;) values.push_back(std::strtod(v.c_str(), nullptr));
       EXPECT_EQ(op, augment_op_name(ours[k].op)) << name << " op " << k;
       EXPECT_EQ(is_signed != 0, ours[k].is_signed) << name << " " << op;
-      EXPECT_EQ(values, ours[k].magnitudes) << name << " " << op << ": torchvision's\n  " << t[k] << "\nours\n  " << line_of(ours[k]);
+      EXPECT_EQ(values, ours[k].magnitudes)
+          << name << " " << op << ": torchvision's\n  " << t[k] << "\nours\n  " << line_of(ours[k]);
     }
   };
   expect_space("trivial", trivial_augment_space(31));
@@ -246,12 +265,13 @@ TEST(AutoAugment, OpSpacesAndTheImagenetPolicyAreTorchvisions) {
   for (size_t k = 0; k < ours.size(); ++k) {
     std::string expected;
     for (const PolicyOp& p : ours[k])
-      expected += std::string(expected.empty() ? "" : " ") + augment_op_name(p.op) + " " + aug_number(p.probability) + " " +
-                  std::to_string(p.magnitude_bin);
+      expected += std::string(expected.empty() ? "" : " ") + augment_op_name(p.op) + " " +
+                  aug_number(p.probability) + " " + std::to_string(p.magnitude_bin);
     std::istringstream f(policy_lines[k]);
     std::string got;
     for (std::string op, prob, bin; f >> op >> prob >> bin;)
-      got += std::string(got.empty() ? "" : " ") + op + " " + aug_number(std::strtod(prob.c_str(), nullptr)) + " " + bin;
+      got += std::string(got.empty() ? "" : " ") + op + " " +
+             aug_number(std::strtod(prob.c_str(), nullptr)) + " " + bin;
     EXPECT_EQ(got, expected) << "sub-policy " << k;
   }
 }
@@ -267,7 +287,8 @@ void aug_expect_in_space(const std::vector<OpSpace>& space, const OpDraw& d, int
     EXPECT_TRUE(o.is_signed || d.magnitude >= 0) << augment_op_name(d.op);
     bool found = false;
     for (size_t k = 0; k < o.magnitudes.size(); ++k)
-      found = found || ((bin < 0 || static_cast<int64_t>(k) == bin) && o.magnitudes[k] == std::abs(d.magnitude));
+      found = found || ((bin < 0 || static_cast<int64_t>(k) == bin) &&
+                        o.magnitudes[k] == std::abs(d.magnitude));
     EXPECT_TRUE(found) << augment_op_name(d.op) << " " << d.magnitude;
     return;
   }
@@ -294,8 +315,10 @@ TEST(AutoAugment, TrivialAugmentDrawsOneOpOfFourteenAndAnyBin) {
     EXPECT_NEAR(count, draws / 14, 250) << augment_op_name(op);  // 2000, sd 43
     const OpSpace* s = nullptr;
     for (const auto& o : policy.space()) s = o.op == op ? &o : s;
-    if (s->is_signed) EXPECT_NEAR(negative[op], count / 2.0, 0.1 * count) << augment_op_name(op);  // sd 0.025
-    else EXPECT_EQ(negative[op], 0) << augment_op_name(op);
+    if (s->is_signed)
+      EXPECT_NEAR(negative[op], count / 2.0, 0.1 * count) << augment_op_name(op);  // sd 0.025
+    else
+      EXPECT_EQ(negative[op], 0) << augment_op_name(op);
   }
   // Every bin drawn: 31 distinct magnitudes for the tables without repeats, 7 for Posterize.
   auto distinct = [&](AugOp op) {
@@ -321,7 +344,8 @@ TEST(AutoAugment, RandAugmentDrawsNumOpsAtItsMagnitude) {
     }
   }
   ASSERT_EQ(per_op.size(), 14u);
-  for (const auto& [op, count] : per_op) EXPECT_NEAR(count, 1500, 200) << augment_op_name(op);  // sd 37
+  for (const auto& [op, count] : per_op)
+    EXPECT_NEAR(count, 1500, 200) << augment_op_name(op);  // sd 37
   EXPECT_THROW(AugmentPolicy(AutoAugment::kRandAugment, 8, 8, 2, 31), Error);
   test::expect_all(test::message_of([] { AugmentPolicy(AutoAugment::kRandAugment, 8, 8, 2, -1); }),
                    {"data.rand_augment_magnitude", "0..30"});
@@ -355,30 +379,41 @@ TEST(AutoAugment, AutoAugmentDrawsSubPoliciesWithTheirProbabilities) {
     }
   }
   EXPECT_NEAR(total / double(draws), expected_ops, 0.03);
-  for (const auto& [op, p] : expected_per_op) EXPECT_NEAR(per_op[op] / double(draws), p, 0.015) << augment_op_name(op);
+  for (const auto& [op, p] : expected_per_op)
+    EXPECT_NEAR(per_op[op] / double(draws), p, 0.015) << augment_op_name(op);
   EXPECT_NEAR(negative[AugOp::kRotate], per_op[AugOp::kRotate] / 2.0, 0.1 * per_op[AugOp::kRotate]);
   EXPECT_EQ(negative[AugOp::kSolarize] + negative[AugOp::kPosterize], 0);
   // The same (seed, epoch, index) draws the same; none draws nothing.
   SampleRandom a(5, 1, 7), b(5, 1, 7), c(5, 1, 7);
   const auto x = policy.draw(a), y = policy.draw(b);
   ASSERT_EQ(x.size(), y.size());
-  for (size_t k = 0; k < x.size(); ++k) EXPECT_TRUE(x[k].op == y[k].op && x[k].magnitude == y[k].magnitude);
+  for (size_t k = 0; k < x.size(); ++k)
+    EXPECT_TRUE(x[k].op == y[k].op && x[k].magnitude == y[k].magnitude);
   EXPECT_TRUE(AugmentPolicy(AutoAugment::kNone, 8, 8).draw(c).empty());
 }
 
 TEST(AutoAugment, PolicyNamesAndBadValuesNameTheirKey) {
-  EXPECT_EQ(Config::from_string("data: {auto_augment: trivial_augment_wide}\n", "a.yaml").data.auto_augment,
+  EXPECT_EQ(Config::from_string("data: {auto_augment: trivial_augment_wide}\n", "a.yaml")
+                .data.auto_augment,
             AutoAugment::kTrivialAugmentWide);
-  test::expect_all(test::message_of([] { Config::from_string("data: {auto_augment: randaugment}\n", "a.yaml"); }),
-                   {"data.auto_augment", "randaugment", "none", "trivial_augment_wide", "rand_augment", "auto_augment"});
-  test::expect_all(test::message_of([] { Config::from_string("data: {rand_augment_magnitude: 31}\n", "a.yaml"); }),
+  test::expect_all(test::message_of([] {
+                     Config::from_string("data: {auto_augment: randaugment}\n", "a.yaml");
+                   }),
+                   {"data.auto_augment", "randaugment", "none", "trivial_augment_wide",
+                    "rand_augment", "auto_augment"});
+  test::expect_all(test::message_of([] {
+                     Config::from_string("data: {rand_augment_magnitude: 31}\n", "a.yaml");
+                   }),
                    {"data.rand_augment_magnitude", "31"});
-  test::expect_all(test::message_of([] { Config::from_string("data: {random_erase: 1.5}\n", "a.yaml"); }),
-                   {"data.random_erase", "1.5"});
-  test::expect_all(test::message_of([] { Config::from_string("train: {mixup_alpha: -0.2}\n", "a.yaml"); }),
-                   {"train.mixup_alpha", "-0.2"});
-  test::expect_all(test::message_of([] { Config::from_string("train: {label_smoothing: 1}\n", "a.yaml"); }),
-                   {"train.label_smoothing"});
+  test::expect_all(
+      test::message_of([] { Config::from_string("data: {random_erase: 1.5}\n", "a.yaml"); }),
+      {"data.random_erase", "1.5"});
+  test::expect_all(
+      test::message_of([] { Config::from_string("train: {mixup_alpha: -0.2}\n", "a.yaml"); }),
+      {"train.mixup_alpha", "-0.2"});
+  test::expect_all(
+      test::message_of([] { Config::from_string("train: {label_smoothing: 1}\n", "a.yaml"); }),
+      {"train.label_smoothing"});
   // The same ops for the same (seed, epoch, index), whichever batch the sample comes in.
   DataConfig d;
   d.auto_augment = AutoAugment::kTrivialAugmentWide;
@@ -389,71 +424,6 @@ TEST(AutoAugment, PolicyNamesAndBadValuesNameTheirKey) {
   EXPECT_TRUE(at::equal(both.narrow(0, 2, 1), one));
   EXPECT_FALSE(at::equal(both, images));
   EXPECT_TRUE(at::equal(BatchAugment()(images, {1, 2, 3, 4}, 0), images));
-}
-
-TEST(AutoAugment, ErasingEqualsTorchvisionsErase) {
-  const int64_t n = 10, c = 3, h = 9, w = 7;
-  at::Tensor images = at::randn({n, c, h, w}, at::TensorOptions().dtype(at::kFloat));
-  std::vector<CropBox> boxes = {{0, 0, 0, 0}, {2, 1, 3, 4}, {0, 0, 9, 7}, {8, 6, 1, 1}, {5, 2, 0, 3}, {3, 3, 6, 4}};
-  for (int64_t i = static_cast<int64_t>(boxes.size()); i < n; ++i) {
-    SampleRandom r(4, 0, i);
-    boxes.push_back(random_erasing(1.0, h, w, r));
-  }
-  at::Tensor rows = at::empty({n, 4}, at::kLong);
-  test::TempDir dir;
-  std::ofstream f(dir.file("boxes"));
-  for (int64_t i = 0; i < n; ++i) {
-    const CropBox& b = boxes[static_cast<size_t>(i)];
-    const int64_t v[4] = {b.top, b.left, b.height, b.width};
-    for (int k = 0; k < 4; ++k) rows[i][k] = v[k];
-    f << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << "\n";
-  }
-  f.close();
-  const auto* bytes = reinterpret_cast<const uint8_t*>(images.data_ptr<float>());
-  test::write_bytes(dir.file("images"), std::vector<uint8_t>(bytes, bytes + images.numel() * 4));
-  aug_python(dir, "erase '" + dir.file("images") + "' " + std::to_string(n) + " " + std::to_string(c) + " " +
-                      std::to_string(h) + " " + std::to_string(w) + " '" + dir.file("boxes") + "' '" + dir.file("out") + "'");
-  std::vector<uint8_t> out = test::read_bytes(dir.file("out"));
-  ASSERT_EQ(static_cast<int64_t>(out.size()), images.numel() * 4);
-  const at::Tensor theirs = at::from_blob(out.data(), images.sizes(), at::kFloat).clone();
-  erase_boxes_(images, rows);
-  for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(images[i].equal(theirs[i])) << "image " << i;
-  EXPECT_GT(images.eq(0).sum().item<int64_t>(), 0);
-  at::Tensor wrong = rows.to(at::kInt);
-  EXPECT_THROW(erase_boxes_(images, wrong), Error);
-}
-
-TEST(AutoAugment, ErasingDrawsKeepTorchvisionsConstraints) {
-  struct Size { int64_t h, w; };
-  for (const Size s : {Size{32, 32}, Size{224, 224}, Size{3, 200}, Size{40, 7}, Size{1, 10}}) {
-    SCOPED_TRACE(std::to_string(s.h) + "x" + std::to_string(s.w));
-    const double area = static_cast<double>(s.h * s.w);
-    int erased = 0;
-    const int draws = 10000;
-    for (int i = 0; i < draws; ++i) {
-      SampleRandom r(6, s.h, i);
-      const CropBox b = random_erasing(0.5, s.h, s.w, r);
-      if (b.height == 0 && b.width == 0 && b.top == 0 && b.left == 0) continue;
-      ++erased;
-      ASSERT_TRUE(b.height >= 0 && b.width >= 0 && b.height < s.h && b.width < s.w);
-      ASSERT_TRUE(b.top >= 0 && b.left >= 0 && b.top + b.height <= s.h && b.left + b.width <= s.w);
-      // h = round(sqrt(a r)), w = round(sqrt(a / r)): h w and h / w within a rounding of scale and ratio
-      const double hh = static_cast<double>(b.height), ww = static_cast<double>(b.width);
-      EXPECT_GE((hh + 0.5) * (ww + 0.5), 0.02 * area);
-      EXPECT_LE((hh - 0.5) * (ww - 0.5), 0.33 * area);
-      if (ww > 0.5) {
-        EXPECT_LE((hh - 0.5) / (ww + 0.5), 3.3);
-        EXPECT_GE((hh + 0.5) / (ww - 0.5), 0.3);
-      }
-    }
-    if (s.h >= 32) {
-      EXPECT_NEAR(erased, draws / 2, 250);  // square images: no fall-backs to speak of
-    } else if (s.h == 3) {
-      EXPECT_LT(erased, draws / 2 - 500);  // most draws of a 3-row image fall back
-    }
-  }
-  SampleRandom r(6, 0, 0);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(random_erasing(0.0, 32, 32, r).height, 0);
 }
 
 }  // namespace

@@ -23,12 +23,12 @@
 // Resampling is PIL's antialiased bilinear filter, so a PNG gives PIL's pixels exactly, and so
 // does a JPEG decoded at full size (data.scaled_decode: false) by the same libjpeg-turbo. With
 // data.scaled_decode (the default) a JPEG is decoded at the smallest of 1/2, 1/4, 1/8 of its size
-// that still holds the crop at S pixels or more (evaluation: the shorter side at data.resize or more), and the
-// crop is mapped into the smaller image; the output then differs from PIL's by the DCT's own
-// shrinking, a few levels per pixel, for a fraction of the work on large photos.
-// A training crop and flip are drawn from (run.seed, epoch, sample index) (SampleRandom), so a
-// run is reproducible on any number of ranks and after a resume; a sample that the sampler
-// repeats within one epoch (padding to a multiple of the world size) gets the same crop twice.
+// that still holds the crop at S pixels or more (evaluation: the shorter side at data.resize or
+// more), and the crop is mapped into the smaller image; the output then differs from PIL's by the
+// DCT's own shrinking, a few levels per pixel, for a fraction of the work on large photos. A
+// training crop and flip are drawn from (run.seed, epoch, sample index) (SampleRandom), so a run is
+// reproducible on any number of ranks and after a resume; a sample that the sampler repeats within
+// one epoch (padding to a multiple of the world size) gets the same crop twice.
 #include <sys/stat.h>
 
 #include <ATen/ATen.h>
@@ -45,14 +45,15 @@
 #include <tuple>
 #include <utility>
 
+#include "cuda/streams.h"
 #include "data/files.h"
+#include "data/formats/class_folders.h"
 #include "data/formats/inputs.h"
 #include "data/formats/registry.h"
 #include "data/images/auto_augment.h"
 #include "data/images/gpu_decode.h"
 #include "data/images/image_codec.h"
 #include "data/images/image_transforms.h"
-#include "cuda/streams.h"
 #include "data/splits.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -63,86 +64,13 @@
 namespace dtrain::detail {
 namespace {
 
-struct Sample {
-  std::string path;
-  int64_t label = 0;
-};
-
-struct Folder {
-  std::string root;
-  std::vector<std::string> classes;  // sorted
-  std::vector<Sample> samples;
-  int64_t skipped = 0;  // files without an image extension
-};
-
-std::string other_files(int64_t n) {
-  return std::to_string(n) + (n == 1 ? " other file" : " other files");
-}
-
-bool is_image_name(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* ext : {".jpg", ".jpeg", ".png"}) {
-    const size_t n = std::strlen(ext);
-    if (lower.size() > n && lower.compare(lower.size() - n, n, ext) == 0) return true;
-  }
-  return false;
-}
-
-// The classes and images under `root` (data.path/<key's value>). With `known` (the training
-// folder's classes), a class is numbered by its place there.
-Folder scan(const std::string& root, const std::string& key, const std::vector<std::string>* known) {
-  struct stat st {};
-  if (::stat(root.c_str(), &st) != 0)
-    throw Error("no folder " + root + " (" + std::strerror(errno) + "): data.format image_folder reads " +
-                    root + "/<class>/<image>",
-                key);
-  if (!S_ISDIR(st.st_mode)) throw Error(root + " is not a folder", key);
-  Folder f;
-  f.root = root;
-  for (const auto& [name, folder] : folder_entries(root, key))
-    if (folder) f.classes.push_back(name);
-  if (f.classes.empty())
-    throw Error(root + " holds no class folders: data.format image_folder reads " + root + "/<class>/<image>", key);
-  for (size_t c = 0; c < f.classes.size(); ++c) {
-    int64_t label = static_cast<int64_t>(c);
-    if (known != nullptr) {
-      const auto it = std::find(known->begin(), known->end(), f.classes[c]);
-      if (it == known->end())
-        throw Error(root + "/" + f.classes[c] + " is a class the training folder does not have (its " +
-                        std::to_string(known->size()) + " classes are the subfolders of data.train_dir)",
-                    key);
-      label = it - known->begin();
-    }
-    const std::string dir = root + "/" + f.classes[c];
-    auto tree = walk_folder(dir, key);
-    std::sort(tree.begin(), tree.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    const size_t before = f.samples.size();
-    int64_t skipped = 0;
-    for (const auto& [folder, files] : tree) {
-      for (const auto& name : files) {
-        if (is_image_name(name)) {
-          f.samples.push_back(Sample{folder + "/" + name, label});
-        } else {
-          ++skipped;
-        }
-      }
-    }
-    if (f.samples.size() == before)
-      throw Error(dir + ": a class folder without a .jpg, .jpeg or .png file" +
-                      (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
-                  key);
-    f.skipped += skipped;
-  }
-  return f;
-}
-
 struct Transform {
   bool train = true;
   int64_t size = 224, resize = 256;
   std::vector<double> scale, ratio;
   bool hflip = true, scaled_decode = true;
-  BatchAugment augment;  // training: data.auto_augment after the crop and flip, on the batch's device
+  BatchAugment
+      augment;  // training: data.auto_augment after the crop and flip, on the batch's device
 };
 
 // How one sample's pixels come out of its decoded image (Note [image transforms]): the scale it
@@ -163,8 +91,13 @@ struct Worker {
 class ImageFolderDataset : public Dataset {
  public:
   ImageFolderDataset(Folder folder, Transform t, int64_t classes, std::vector<double> mean,
-                     std::vector<double> std, uint64_t seed, const at::Device& device, DecodeChoice decode)
-      : folder_(std::move(folder)), t_(std::move(t)), classes_(classes), seed_(seed), device_(device),
+                     std::vector<double> std, uint64_t seed, const at::Device& device,
+                     DecodeChoice decode)
+      : folder_(std::move(folder)),
+        t_(std::move(t)),
+        classes_(classes),
+        seed_(seed),
+        device_(device),
         decode_(std::move(decode)) {
     spec_.input_shape = {3, t_.size, t_.size};
     spec_.num_classes = classes_;
@@ -176,9 +109,10 @@ class ImageFolderDataset : public Dataset {
     const std::string how =
         t_.train ? format("random resized crops to %lld (scale [%g, %g], ratio [%g, %g])%s",
                           static_cast<long long>(t_.size), t_.scale[0], t_.scale[1], t_.ratio[0],
-                          t_.ratio[1], t_.hflip ? ", flipped at random" : "") + t_.augment.describe()
-                 : format("resized to %lld, center crops of %lld", static_cast<long long>(t_.resize),
-                          static_cast<long long>(t_.size));
+                          t_.ratio[1], t_.hflip ? ", flipped at random" : "") +
+                       t_.augment.describe()
+                 : format("resized to %lld, center crops of %lld",
+                          static_cast<long long>(t_.resize), static_cast<long long>(t_.size));
     // The decoder a loader thread will use, made now (the pool keeps it for the first fetch), so
     // that the log says which of nvJPEG's decoders runs.
     std::string decoder;
@@ -188,24 +122,29 @@ class ImageFolderDataset : public Dataset {
       decoder = std::string(", its ") + first->backend() + " decoder" +
                 (std::string(first->backend()) == "hardware" ? " (the GPU's JPEG engines)" : "");
     }
-    description_ = format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
-                          folder_.samples.size(), folder_.classes.size()) +
-                   (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
-                   ", " + how + "; decoded on the " + (decode_.gpu ? "GPU" : "CPU") + " (" + decode_.why + decoder + ")";
+    description_ =
+        format("image folder %s: %zu images of %zu classes", folder_.root.c_str(),
+               folder_.samples.size(), folder_.classes.size()) +
+        (folder_.skipped > 0 ? " (" + other_files(folder_.skipped) + " skipped)" : std::string()) +
+        ", " + how + "; decoded on the " + (decode_.gpu ? "GPU" : "CPU") + " (" + decode_.why +
+        decoder + ")";
   }
 
   ~ImageFolderDataset() override {
     const int64_t cpu = cpu_decodes_.load();
     if (cpu > 0)
-      log::every(format("%s: %lld of %lld images decoded on the CPU instead of the GPU (data.decode), "
-                        "as nvJPEG does not take them",
-                        folder_.root.c_str(), static_cast<long long>(cpu),
-                        static_cast<long long>(cpu + gpu_decodes_.load())));
+      log::every(
+          format("%s: %lld of %lld images decoded on the CPU instead of the GPU (data.decode), "
+                 "as nvJPEG does not take them",
+                 folder_.root.c_str(), static_cast<long long>(cpu),
+                 static_cast<long long>(cpu + gpu_decodes_.load())));
   }
 
   int64_t size() const override { return static_cast<int64_t>(folder_.samples.size()); }
   Batch get(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, false); }
-  Batch get_pinned(const std::vector<int64_t>& indices) const override { return fetch(indices, 0, true); }
+  Batch get_pinned(const std::vector<int64_t>& indices) const override {
+    return fetch(indices, 0, true);
+  }
   DataSpec spec() const override { return spec_; }
   std::string describe() const override { return description_; }
   ImageDecodeCounts decode_counts() const { return {gpu_decodes_.load(), cpu_decodes_.load()}; }
@@ -220,10 +159,12 @@ class ImageFolderDataset : public Dataset {
     for (int64_t k = 0; k < n; ++k) y[k] = sample(indices[static_cast<size_t>(k)]).label;
     if (decode_.gpu) {
       at::Tensor inputs = fetch_gpu(indices, epoch);
-      if (t_.augment.active()) run_on_loader_stream(device_, [&] { inputs = t_.augment(inputs, indices, epoch); });
+      if (t_.augment.active())
+        run_on_loader_stream(device_, [&] { inputs = t_.augment(inputs, indices, epoch); });
       return Batch{inputs, targets};
     }
-    at::Tensor inputs = at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    at::Tensor inputs =
+        at::empty({n, 3, s, s}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
     uint8_t* x = inputs.data_ptr<uint8_t>();
     Worker w;
     for (int64_t k = 0; k < n; ++k) {
@@ -237,14 +178,16 @@ class ImageFolderDataset : public Dataset {
  private:
   const Sample& sample(int64_t i) const {
     if (i < 0 || i >= size())
-      throw Error("sample index " + std::to_string(i) + " is out of range [0, " + std::to_string(size()) + ")",
+      throw Error("sample index " + std::to_string(i) + " is out of range [0, " +
+                      std::to_string(size()) + ")",
                   description_);
     return folder_.samples[static_cast<size_t>(i)];
   }
 
   // The sample's crop and flip (drawn from (seed, epoch, index)) on a width x height image;
   // `decoder` picks the JPEG scale when one may be chosen (data.scaled_decode), else full size.
-  Plan plan(int64_t width, int64_t height, int64_t index, int64_t epoch, const JpegDecoder* decoder) const {
+  Plan plan(int64_t width, int64_t height, int64_t index, int64_t epoch,
+            const JpegDecoder* decoder) const {
     SampleRandom random(seed_, epoch, index);
     const int64_t s = t_.size;
     Plan p;
@@ -252,8 +195,8 @@ class ImageFolderDataset : public Dataset {
     if (!t_.train) {
       const CenterCrop center = resize_center_crop(width, height, t_.resize, s);
       if (decoder != nullptr)
-        p.scale = decoder->scale_for(static_cast<double>(width), static_cast<double>(height), center.resized_width,
-                                     center.resized_height);
+        p.scale = decoder->scale_for(static_cast<double>(width), static_cast<double>(height),
+                                     center.resized_width, center.resized_height);
       const double f = static_cast<double>(p.scale.num) / p.scale.denom;
       r.region = CropBox{0, 0, p.scale.scaled(height), p.scale.scaled(width)};
       r.box = Box{0, 0, static_cast<double>(width) * f, static_cast<double>(height) * f};
@@ -263,16 +206,22 @@ class ImageFolderDataset : public Dataset {
     }
     const CropBox crop = random_resized_crop(width, height, t_.scale, t_.ratio, random);
     if (decoder != nullptr)
-      p.scale = decoder->scale_for(static_cast<double>(crop.width), static_cast<double>(crop.height), s, s);
+      p.scale = decoder->scale_for(static_cast<double>(crop.width),
+                                   static_cast<double>(crop.height), s, s);
     // The crop in the decoded image's pixels: the smallest whole-pixel region around it (the
     // crop itself at full size), and the crop's exact place within that region.
     const double f = static_cast<double>(p.scale.num) / p.scale.denom;
-    const double x0 = static_cast<double>(crop.left) * f, x1 = static_cast<double>(crop.left + crop.width) * f;
-    const double y0 = static_cast<double>(crop.top) * f, y1 = static_cast<double>(crop.top + crop.height) * f;
+    const double x0 = static_cast<double>(crop.left) * f,
+                 x1 = static_cast<double>(crop.left + crop.width) * f;
+    const double y0 = static_cast<double>(crop.top) * f,
+                 y1 = static_cast<double>(crop.top + crop.height) * f;
     r.region.left = static_cast<int64_t>(std::floor(x0));
     r.region.top = static_cast<int64_t>(std::floor(y0));
-    r.region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), p.scale.scaled(width)) - r.region.left;
-    r.region.height = std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), p.scale.scaled(height)) - r.region.top;
+    r.region.width = std::min<int64_t>(static_cast<int64_t>(std::ceil(x1)), p.scale.scaled(width)) -
+                     r.region.left;
+    r.region.height =
+        std::min<int64_t>(static_cast<int64_t>(std::ceil(y1)), p.scale.scaled(height)) -
+        r.region.top;
     const auto left = static_cast<double>(r.region.left), top = static_cast<double>(r.region.top);
     r.box = Box{x0 - left, y0 - top, x1 - left, y1 - top};
     r.grid_width = r.grid_height = s;
@@ -309,7 +258,8 @@ class ImageFolderDataset : public Dataset {
     thread_local std::vector<size_t> sizes;
     if (files.size() < static_cast<size_t>(n)) files.resize(static_cast<size_t>(n));
     sizes.resize(static_cast<size_t>(n));
-    for (size_t k = 0; k < static_cast<size_t>(n); ++k) sizes[k] = read_file_into(sample(indices[k]).path, files[k]);
+    for (size_t k = 0; k < static_cast<size_t>(n); ++k)
+      sizes[k] = read_file_into(sample(indices[k]).path, files[k]);
     GpuBatchPool::Lease batch = pool_->take();
     batch->start(n, t_.size);
     Worker w;
@@ -318,7 +268,8 @@ class ImageFolderDataset : public Dataset {
       const int64_t i = indices[static_cast<size_t>(k)];
       const std::string& path = sample(i).path;
       std::vector<uint8_t>& bytes = batch->bytes(k);
-      bytes.swap(files[static_cast<size_t>(k)]);  // the batch's old buffer comes back for the next read
+      bytes.swap(
+          files[static_cast<size_t>(k)]);  // the batch's old buffer comes back for the next read
       const size_t size = sizes[static_cast<size_t>(k)];
       std::string why = "a PNG";
       if (sniff_image(bytes.data(), size, path) == ImageFormat::kJpeg) {
@@ -346,11 +297,13 @@ class ImageFolderDataset : public Dataset {
     return inputs;
   }
 
-  // The log's line for the first file of each kind that goes to the CPU (the count comes at the end).
+  // The log's line for the first file of each kind that goes to the CPU (the count comes at the
+  // end).
   void first_refusal(const std::string& why, const std::string& path) const {
     std::lock_guard<std::mutex> lock(refusal_mu_);
     if (!refusals_.insert(why).second) return;
-    log::every(path + ": " + why + ", decoded on the CPU (data.decode " + (decode_.gpu ? "gpu" : "cpu") +
+    log::every(path + ": " + why + ", decoded on the CPU (data.decode " +
+               (decode_.gpu ? "gpu" : "cpu") +
                "; files like it are counted, the total logged at the end)");
   }
 
@@ -371,19 +324,24 @@ class ImageFolderDataset : public Dataset {
 void check_settings(const DataConfig& cfg) {
   Config::check_value("data.image_size", static_cast<double>(cfg.image_size));
   if (cfg.resize == 0)
-    throw Error("is 0: set it, or resolve the config so that it comes from data.image_size", "data.resize");
+    throw Error("is 0: set it, or resolve the config so that it comes from data.image_size",
+                "data.resize");
   if (cfg.resize < cfg.image_size)
     throw Error("is " + std::to_string(cfg.resize) + ", smaller than the crop, data.image_size " +
-                    std::to_string(cfg.image_size) + ": evaluation resizes the shorter side to data.resize, then crops",
+                    std::to_string(cfg.image_size) +
+                    ": evaluation resizes the shorter side to data.resize, then crops",
                 "data.resize");
   auto pair = [](const std::vector<double>& v, const char* key, double above, double at_most) {
     if (v.size() != 2 || !(v[0] > above && v[0] <= v[1] && v[1] <= at_most))
-      throw Error(format("needs [low, high] with %g < low <= high <= %g, got %zu numbers", above, at_most, v.size()), key);
+      throw Error(format("needs [low, high] with %g < low <= high <= %g, got %zu numbers", above,
+                         at_most, v.size()),
+                  key);
   };
   pair(cfg.crop_scale, "data.crop_scale", 0.0, 1.0);
   pair(cfg.crop_ratio, "data.crop_ratio", 0.0, 1e6);
   if (cfg.pixel_mean.size() != 3) throw Error("needs 3 numbers (R, G, B)", "data.pixel_mean");
-  if (cfg.pixel_std.size() != 3 || !std::all_of(cfg.pixel_std.begin(), cfg.pixel_std.end(), [](double v) { return v > 0; }))
+  if (cfg.pixel_std.size() != 3 ||
+      !std::all_of(cfg.pixel_std.begin(), cfg.pixel_std.end(), [](double v) { return v > 0; }))
     throw Error("needs 3 numbers (R, G, B), each > 0", "data.pixel_std");
 }
 
@@ -391,27 +349,6 @@ std::string under(const std::string& path, const std::string& dir) {
   if (!dir.empty() && dir.front() == '/') return dir;
   if (path.empty()) return dir;
   return path + (path.back() == '/' ? "" : "/") + dir;
-}
-
-// The image files under `dir` (its subfolders too), sorted by path.
-std::vector<std::string> image_files_under(const std::string& dir) {
-  const auto tree = walk_folder(dir, "--input");
-  std::vector<std::string> files;
-  int64_t skipped = 0;
-  for (const auto& [folder, names] : tree)
-    for (const auto& name : names) {
-      if (is_image_name(name)) {
-        files.push_back(folder + "/" + name);
-      } else {
-        ++skipped;
-      }
-    }
-  if (files.empty())
-    throw Error(dir + ": a folder without a .jpg, .jpeg or .png file" +
-                    (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
-                "--input");
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 }  // namespace
@@ -428,9 +365,12 @@ std::vector<std::string> image_input_files(const std::string& path) {
 }
 
 PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, bool scaled_decode) {
-  if (spec.input_shape.size() != 3 || spec.input_shape[1] != spec.input_shape[2] || spec.recipe.resize < 1)
-    throw Error("the run's preprocess.json gives no evaluation transform (input_shape [3, S, S], "
-                "eval_transform.resize)", "--input");
+  if (spec.input_shape.size() != 3 || spec.input_shape[1] != spec.input_shape[2] ||
+      spec.recipe.resize < 1)
+    throw Error(
+        "the run's preprocess.json gives no evaluation transform (input_shape [3, S, S], "
+        "eval_transform.resize)",
+        "--input");
   Folder f;
   f.root = path;
   f.classes = spec.recipe.class_names;
@@ -440,8 +380,9 @@ PredictInputs image_file_inputs(const std::string& path, const DataSpec& spec, b
   Transform t;
   t.train = false;
   t.size = spec.input_shape[2], t.resize = spec.recipe.resize, t.scaled_decode = scaled_decode;
-  out.data = std::make_shared<ImageFolderDataset>(std::move(f), t, spec.num_classes, spec.pixel_mean,
-                                                  spec.pixel_std, 0, at::kCPU, DecodeChoice{false, "data.decode cpu"});
+  out.data = std::make_shared<ImageFolderDataset>(std::move(f), t, spec.num_classes,
+                                                  spec.pixel_mean, spec.pixel_std, 0, at::kCPU,
+                                                  DecodeChoice{false, "data.decode cpu"});
   return out;
 }
 
@@ -453,18 +394,21 @@ Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::D
   const auto decoding_threads =
       static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, cfg.workers), std::max(1, cpus - 1)));
   const DecodeChoice decode = choose_decode(cfg.decode, device, decoding_threads);
-  if (cfg.train_dir.empty()) throw Error("is empty: name the folder of training images", "data.train_dir");
-  Folder train = scan(under(cfg.path, cfg.train_dir), "data.train_dir", nullptr);
+  if (cfg.train_dir.empty())
+    throw Error("is empty: name the folder of training images", "data.train_dir");
+  Folder train = scan_class_folders(under(cfg.path, cfg.train_dir), "data.train_dir", nullptr);
   const auto found = static_cast<int64_t>(train.classes.size());
   if (cfg.num_classes > 0 && cfg.num_classes < found)
-    throw Error("is " + std::to_string(cfg.num_classes) + ", but " + train.root + " holds " + std::to_string(found) +
-                    " class folders (labels 0.." + std::to_string(found - 1) + "); leave it at 0 to take the folder's",
+    throw Error("is " + std::to_string(cfg.num_classes) + ", but " + train.root + " holds " +
+                    std::to_string(found) + " class folders (labels 0.." +
+                    std::to_string(found - 1) + "); leave it at 0 to take the folder's",
                 "data.num_classes");
   const int64_t classes = cfg.num_classes > 0 ? cfg.num_classes : found;
   std::vector<double> mean = cfg.normalize ? cfg.pixel_mean : std::vector<double>{0, 0, 0};
   std::vector<double> stdev = cfg.normalize ? cfg.pixel_std : std::vector<double>{1, 1, 1};
   Transform t;
-  t.size = cfg.image_size, t.resize = cfg.resize, t.scale = cfg.crop_scale, t.ratio = cfg.crop_ratio;
+  t.size = cfg.image_size, t.resize = cfg.resize, t.scale = cfg.crop_scale,
+  t.ratio = cfg.crop_ratio;
   t.hflip = cfg.hflip, t.scaled_decode = cfg.scaled_decode;
   t.augment = BatchAugment(cfg, static_cast<uint64_t>(seed), cfg.image_size, cfg.image_size);
   Splits out;
@@ -473,8 +417,9 @@ Splits make_image_folder_splits(const DataConfig& cfg, int64_t seed, const at::D
                                                    static_cast<uint64_t>(seed), device, decode);
   if (!cfg.test_dir.empty()) {
     t.train = false, t.augment = BatchAugment();
-    out.test = std::make_shared<ImageFolderDataset>(scan(under(cfg.path, cfg.test_dir), "data.test_dir", &names), t,
-                                                    classes, mean, stdev, static_cast<uint64_t>(seed), device, decode);
+    out.test = std::make_shared<ImageFolderDataset>(
+        scan_class_folders(under(cfg.path, cfg.test_dir), "data.test_dir", &names), t, classes,
+        mean, stdev, static_cast<uint64_t>(seed), device, decode);
   }
   return out;
 }
