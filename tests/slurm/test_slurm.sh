@@ -15,7 +15,8 @@
 #   d. `srun --mpi=none` (DTRAIN_SRUN_ARGS): an error naming the task and the fix, exit 1, nothing
 #      trained, the run directory of (a) unchanged.
 # Slurm holds a requeued job for 2 minutes before it may start again (its BeginTime); the test
-# releases it at once (`scontrol update jobid=N starttime=now`), as an administrator can.
+# releases it at once (`scontrol update jobid=N starttime=now`, cluster.sh's slurm_release), as an
+# administrator can.
 # Env (set by ctest): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_REF_PYTHON.
 set -euo pipefail
 
@@ -67,20 +68,8 @@ wait_log() {
   joblog "$1"
   fail "$1: no '$3' in the job's output after $2 s"
 }
-# held ID: the job is requeued and held by Slurm (PENDING, reason BeginTime).
-held() { [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reason) == BeginTime ]]; }
-# release ID: once the requeued job is held (its last run's steps may still be ending), and the
-# steps of its last run are gone (what Slurm's hold waits for: a step of the same id started while
-# the old one still cleans up fails to launch), it may start now.
-release() {
-  for _ in $(seq 1 120); do held "$1" && break; sleep 0.5; done
-  held "$1" || fail "job $1 is not held after its requeue (state $(job_field "$1" JobState), reason $(job_field "$1" Reason))"
-  for _ in $(seq 1 120); do
-    pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
-    sleep 0.25
-  done
-  scontrol update jobid="$1" starttime=now
-}
+held() { slurm_held "$1"; }
+release() { slurm_release "$1"; }
 
 # ---- a. a job that trains to its end -----------------------------------------------------------
 plain=$(submit plain -- run.name=plain "${short[@]}")
