@@ -13,6 +13,11 @@
 #                         (CLUSTER_HOST_MOUNTS=1: with this machine's mounts, e.g. for slurmd)
 #   node_pids HOST        the processes in a node's network namespace
 #   node_link HOST up|down  the node's link to the bridge (its veth, host side)
+#   node_shape HOST RATE|off  shape the node's link to RATE (tc's units: 1gbit, 100mbit) both ways
+#                         with a token bucket (tbf): on the veth's host side (what the bridge sends
+#                         to the node) and on the node's eth0 (what it sends); off removes both
+#   node_qdiscs HOST      the tbf queueing disciplines on the node's link (empty when unshaped),
+#                         with their counters (tc -s)
 #   cluster_mpi_args      mpirun options for these nodes (DTRAIN_MPIRUN_ARGS): the launch agent
 #                         (rsh-agent.sh) and Open MPI's TCP kept on the bridge's subnet
 #
@@ -176,6 +181,33 @@ on_node() {
 node_pids() { ip netns pids "$(node_field "$1" 2)"; }
 
 node_link() { ip link set "$(node_field "$1" 2)-h" "$2"; }
+
+node_shape() {
+  local ns bits burst
+  ns=$(node_field "$1" 2) || { echo "node_shape: no node '$1'" >&2; return 255; }
+  tc qdisc del dev "$ns-h" root 2>/dev/null || true
+  ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+  [[ $2 == off ]] && return 0
+  case $2 in
+    *gbit) bits=$((${2%gbit} * 1000000000)) ;;
+    *mbit) bits=$((${2%mbit} * 1000000)) ;;
+    *) echo "node_shape: a rate such as 1gbit or 100mbit, not '$2'" >&2; return 255 ;;
+  esac
+  # The bucket holds what the rate sends in 4 ms (one tick of a 250 Hz kernel: tbf needs at
+  # least rate/HZ), at least 256 KiB (a veth passes segments of up to 64 KiB, GSO); 50 ms of
+  # queue before tbf drops.
+  burst=$((bits / 8 / 250))
+  ((burst >= 262144)) || burst=262144
+  tc qdisc add dev "$ns-h" root tbf rate "$2" burst "$burst" latency 50ms
+  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$2" burst "$burst" latency 50ms
+}
+
+node_qdiscs() {
+  local ns
+  ns=$(node_field "$1" 2) || return 255
+  tc -s qdisc show dev "$ns-h" | awk '/^qdisc tbf/ { p = 1 } /^qdisc/ && !/tbf/ { p = 0 } p { print "'"$ns-h"': " $0 }'
+  ip netns exec "$ns" tc -s qdisc show dev eth0 | awk '/^qdisc tbf/ { p = 1 } /^qdisc/ && !/tbf/ { p = 0 } p { print "'"$1"' eth0: " $0 }'
+}
 
 cluster_mpi_args() {
   echo "--mca plm_rsh_agent $cluster_here/rsh-agent.sh --mca plm_rsh_no_tree_spawn 1" \
