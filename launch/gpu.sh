@@ -17,6 +17,8 @@
 #                                     # sharing the GPU, model.sync_batch_norm off and on, against
 #                                     # PyTorch DDP with BatchNorm and nn.SyncBatchNorm
 #   bash launch/gpu.sh recipe         # bench/image_recipe.sh: the image recipe's cost, against PyTorch
+#   bash launch/gpu.sh checkpoint     # bench/checkpoint_stall.sh: a save's stall, synchronous
+#                                     # against background (checkpoint.async), GPT-2 and ResNet-50
 #   bash launch/gpu.sh resnet [PARTS] # bench/resnet_speed.sh: ResNet against torch.compile (parts
 #                                     # A, T, B, C, P; each a device call's worth)
 #   bash launch/gpu.sh all            # build, test, bench
@@ -178,6 +180,7 @@ case ${1:-all} in
   resnet) shift; OUT=$OUT/resnet bash bench/resnet_speed.sh "$@" ;;
   syncbn) shift; OUT=$OUT/syncbn bash bench/sync_batch_norm.sh "$@" ;;
   recipe) shift; unpack_debs; OUT=$OUT/recipe bash bench/image_recipe.sh "$@" ;;
+  checkpoint) shift; OUT=$OUT/checkpoint bash bench/checkpoint_stall.sh "$@" ;;
   decode) shift; unpack_debs; DTRAIN_FASHION_MNIST=$FMNIST OUT=$OUT/decode bash bench/gpu_decode.sh "$@" ;;
   all) build && test_tiers; bench; pack ;;
   *) echo "usage: $0 build|test|bench [cases]|observe|ladder [ABC]|decode [accuracy|profile]|resnet [ATBCP]|syncbn [compile]|recipe|all"; exit 2 ;;

@@ -73,6 +73,7 @@ enum class Attention { kAuto, kFlash, kCudnn, kEfficient, kMath };  // model.att
 enum class CifarLabels { kFine, kCoarse };                          // data.cifar_labels
 enum class CsvTask { kClassification, kRegression };                // data.csv_task
 enum class DecodeMode { kCpu, kGpu, kAuto };                        // data.decode
+enum class AsyncSave { kAuto, kOn, kOff };                          // checkpoint.async
 // data.auto_augment: torchvision's TrivialAugmentWide, RandAugment, AutoAugment (ImageNet policy)
 enum class AutoAugment { kNone, kTrivialAugmentWide, kRandAugment, kAutoAugment };
 
@@ -97,6 +98,7 @@ const char* to_string(TokenDtype v);
 const char* to_string(CifarLabels v);
 const char* to_string(DecodeMode v);
 const char* to_string(CsvTask v);
+const char* to_string(AsyncSave v);
 
 struct RunConfig {
   std::string name = "run";
@@ -308,6 +310,10 @@ struct CheckpointConfig {
   bool keep_best = false;       // train.monitor: the best evaluation's weights in <run dir>/best/
   std::string dir;              // "" = <run dir>/checkpoints
   std::string resume = "auto";  // auto | none | a checkpoint's path
+  // Write in the background while training goes on (Note [background saves]); auto: on CUDA
+  // ranks.
+  AsyncSave async = AsyncSave::kAuto;
+  double write_mb_per_s = 0;  // the writer's pace per rank; 0 = as fast as the disk takes it
   // The folder checkpoints go to: dir, else <run dir>/checkpoints; "" when the run writes none.
   std::string folder(const RunConfig& run) const;
 };

@@ -63,6 +63,9 @@ struct DeviceMemory {
   // held by the GPU JPEG decoders (data.decode gpu, beside the caching allocator): device memory
   // and page-locked host memory
   int64_t decode = 0, decode_pinned = 0;
+  // page-locked host memory holding a checkpoint's state for background saves (checkpoint.async,
+  // rank 0's, allocated at the first save): in the summary only
+  int64_t checkpoint_pinned = 0;
 };
 
 // After every optimizer step.

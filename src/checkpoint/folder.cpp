@@ -137,13 +137,16 @@ bool has_marker(const std::string& checkpoint) {
 }
 
 MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
-                                 const std::string& content) {
+                                 const std::string& content,
+                                 const std::function<void(size_t)>& pace) {
   MarkedFile f;
   f.name = name;
   f.bytes = static_cast<int64_t>(content.size());
   uint32_t crc = 0;
-  write_file_atomic(join_path(checkpoint, name), content,
-                    [&crc](const char* p, size_t n) { crc = crc32_of(p, n, crc); });
+  write_file_atomic(join_path(checkpoint, name), content, [&crc, &pace](const char* p, size_t n) {
+    if (pace) pace(n);
+    crc = crc32_of(p, n, crc);
+  });
   f.hash = crc;
   return f;
 }

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,10 @@ class CheckpointFolder {
 bool has_marker(const std::string& checkpoint);
 // Writes `content` as the file `name` inside `checkpoint` (write_file_atomic: temporary name,
 // fsync, rename) and returns its entry: size and CRC-32 of the bytes as they were written.
+// `pace` (if set) is called with each piece's size (up to 8 MB) before the piece is written.
 MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
-                                 const std::string& content);
+                                 const std::string& content,
+                                 const std::function<void(size_t)>& pace = {});
 // Entries as text, one line each, and back: how each rank hands rank 0 the entries of the files
 // it wrote (gather_strings). Parsing names `where` when the text is not such lines.
 std::string marker_entries(const std::vector<MarkedFile>& files);

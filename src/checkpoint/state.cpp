@@ -155,6 +155,8 @@ std::string encode(const SharedState& s) {
   d.insert("libtorch_version", s.libtorch_version);
   d.insert("model", tensor_dict(s.model));
   d.insert("optimizer", tensor_dict(s.optimizer));
+  if (s.optimizer_shards > 0)
+    d.insert("optimizer_shards", static_cast<int64_t>(s.optimizer_shards));
   d.insert("scaler", tensor_dict(s.scaler));
   if (!s.ema.empty()) {
     d.insert("ema", tensor_dict(s.ema));
@@ -174,6 +176,7 @@ std::string encode(const RankState& s) {
   d.insert("step", s.step);
   d.insert("cpu_rng", s.cpu_rng);
   if (s.cuda_rng.defined()) d.insert("cuda_rng", s.cuda_rng);
+  if (!s.optimizer_shard.empty()) d.insert("optimizer_shard", tensor_dict(s.optimizer_shard));
   return to_bytes(d);
 }
 
@@ -202,6 +205,8 @@ SharedState decode_shared(const std::string& bytes, const std::string& file) {
   s.libtorch_version = r.text("libtorch_version");
   s.model = r.tensors("model");
   s.optimizer = r.tensors("optimizer");
+  if (r.has("optimizer_shards"))
+    s.optimizer_shards = static_cast<int>(r.integer("optimizer_shards"));
   s.scaler = r.tensors("scaler");
   if (r.has("ema")) {
     s.ema = r.tensors("ema");
@@ -223,6 +228,7 @@ RankState decode_rank(const std::string& bytes, const std::string& file) {
   s.step = r.integer("step");
   s.cpu_rng = r.tensor("cpu_rng");
   s.cuda_rng = r.tensor("cuda_rng", /*optional=*/true);
+  if (r.has("optimizer_shard")) s.optimizer_shard = r.tensors("optimizer_shard");
   return s;
 }
 

@@ -2,9 +2,10 @@
 // rank 0) holds what every rank shares: the model's parameters and buffers, the optimizer and
 // loss-scaler state, where the loop stood (and whether the run ended there by an early stop),
 // the hooks' states (Hook::state), the resolved config key by key, and the versions.
-// `rank-<R>.pt` holds what differs by rank: its random-number generator states. Both are pickled
-// dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain reads
-// them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler.
+// `rank-<R>.pt` holds what differs by rank: its random-number generator states and, with
+// dist.shard_optimizer, its shard of the optimizer state (state.pt then holds none). Both are
+// pickled dicts (written by torch::pickle_save), so Python's torch.load opens them too; dtrain
+// reads them with its own bounded reader (checkpoint/pickle_reader.h), never LibTorch's unpickler.
 // Beside them a checkpoint holds model.pt (the weights for Python, checkpoint/weights.h),
 // preprocess.json (data/preprocess.h) and the COMPLETE marker (checkpoint/folder.h).
 #pragma once
@@ -34,9 +35,12 @@ struct SharedState {
   std::map<std::string, std::string> config;  // key -> value, as --print-config writes them
   std::string config_hash;                    // hex of Config::hash()
   std::string dtrain_version, libtorch_version;
-  NamedTensors model;      // named_parameters() then named_buffers(), CPU copies
-  NamedTensors optimizer;  // Optimizer::state()
-  NamedTensors scaler;     // GradScaler::state(), empty without one
+  NamedTensors model;  // named_parameters() then named_buffers(), CPU copies
+  // Optimizer::state(): the whole state; empty where each rank's file holds its shard's entries
+  // (dist.shard_optimizer: optimizer_shards > 0, the world that wrote them)
+  NamedTensors optimizer;
+  int optimizer_shards = 0;
+  NamedTensors scaler;  // GradScaler::state(), empty without one
   // train.ema_decay: the weight average under the model's names and its count of updates; empty
   // without one (and in checkpoints written before it was kept).
   NamedTensors ema;
@@ -52,6 +56,9 @@ struct RankState {
   int64_t step = 0;
   at::Tensor cpu_rng;   // the default CPU generator's state
   at::Tensor cuda_rng;  // the default CUDA generator's state of this rank's GPU (undefined: CPU)
+  // dist.shard_optimizer: this rank's shard's Optimizer::state(), its pieces' entries
+  // ("exp_avg.<n>" by piece number, dist/optimizer_shard.h); empty otherwise
+  NamedTensors optimizer_shard;
 };
 
 // "rank-00003.pt": the file of rank 3's state in a checkpoint.

@@ -53,13 +53,9 @@ std::vector<std::pair<std::string, std::string>> tied_names(const std::string& m
   return {};
 }
 
-std::vector<Entry> entries(Model& model) {
-  const std::string kind = model.name();
+std::vector<Entry> entries(const std::string& kind, const NamedTensors& tensors) {
   std::vector<Entry> out;
-  for (const auto& p : model.named_parameters())
-    out.push_back({twin_name(kind, p.key()), p.value(), false, {}});
-  for (const auto& b : model.named_buffers())
-    out.push_back({twin_name(kind, b.key()), b.value(), false, {}});
+  for (const auto& [name, t] : tensors) out.push_back({twin_name(kind, name), t, false, {}});
   for (const auto& [name, target] : tied_names(kind)) {
     for (size_t k = 0; k < out.size(); ++k) {
       if (out[k].name == target) {
@@ -71,9 +67,22 @@ std::vector<Entry> entries(Model& model) {
   return out;
 }
 
+std::vector<Entry> entries(Model& model) {
+  NamedTensors tensors;
+  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) tensors.emplace_back(b.key(), b.value());
+  return entries(model.name(), tensors);
+}
+
 std::string dtype_str(const at::Tensor& t) { return at::toString(t.scalar_type()); }
 
 }  // namespace
+
+std::string weights_bytes(const std::string& model_kind, const NamedTensors& tensors) {
+  NamedTensors named;
+  for (const Entry& e : entries(model_kind, tensors)) named.emplace_back(e.name, e.tensor);
+  return torch_save_bytes(named);
+}
 
 std::string weights_bytes(Model& model) {
   NamedTensors tensors;

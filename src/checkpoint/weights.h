@@ -11,7 +11,11 @@
 // names.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dtrain/models.h"
 
@@ -20,6 +24,10 @@ namespace dtrain::detail {
 // The file's bytes: every parameter and buffer (BatchNorm running statistics and
 // num_batches_tracked included) under the twin's names, as CPU contiguous tensors.
 std::string weights_bytes(Model& model);
+// The same of a copy of the model's tensors: `tensors` as named_parameters() then named_buffers()
+// give them (dtrain's names) of a model whose Module::name() is `model_kind`.
+std::string weights_bytes(const std::string& model_kind,
+                          const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
 // weights_bytes, written atomically (readers see the old file or the new one).
 void save_weights(Model& model, const std::string& path);

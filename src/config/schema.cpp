@@ -52,6 +52,9 @@ std::string adam_only(const Config& c) {
 std::string with_weight_decay(const Config& c) {
   return c.train.weight_decay > 0 ? "" : "train.weight_decay is 0";
 }
+std::string saving(const Config& c) {
+  return c.checkpoint.folder(c.run).empty() ? "run.dir and checkpoint.dir are empty" : "";
+}
 std::string monitored(const Config& c) {
   return c.train.monitor != Monitor::kOff ? "" : "train.monitor is off";
 }
@@ -138,6 +141,7 @@ const char* to_string(TokenDtype v) { return config::name_of(v); }
 const char* to_string(CifarLabels v) { return config::name_of(v); }
 const char* to_string(DecodeMode v) { return config::name_of(v); }
 const char* to_string(CsvTask v) { return config::name_of(v); }
+const char* to_string(AsyncSave v) { return config::name_of(v); }
 const char* to_string(ProgressMode v) { return config::name_of(v); }
 
 }  // namespace dtrain

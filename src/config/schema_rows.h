@@ -34,6 +34,8 @@ DTRAIN_CHOICE_NAMES(CifarLabels, {{"fine", CifarLabels::kFine}, {"coarse", Cifar
 DTRAIN_CHOICE_NAMES(DecodeMode, {{"cpu", DecodeMode::kCpu},
                                  {"gpu", DecodeMode::kGpu},
                                  {"auto", DecodeMode::kAuto}})
+DTRAIN_CHOICE_NAMES(AsyncSave,
+                    {{"auto", AsyncSave::kAuto}, {"on", AsyncSave::kOn}, {"off", AsyncSave::kOff}})
 DTRAIN_CHOICE_NAMES(CsvTask, {{"classification", CsvTask::kClassification},
                               {"regression", CsvTask::kRegression}})
 DTRAIN_CHOICE_NAMES(TokenDtype, {{"auto", TokenDtype::kAuto},
@@ -165,6 +167,7 @@ std::string sgd_only(const Config& c);
 std::string adam_only(const Config& c);
 std::string with_weight_decay(const Config& c);
 std::string monitored(const Config& c);
+std::string saving(const Config& c);  // the run writes checkpoints
 std::string cross_entropy(const Config& c);
 std::string mixing(const Config& c);       // mixup or cutmix on
 std::string mixing_both(const Config& c);  // mixup and cutmix on

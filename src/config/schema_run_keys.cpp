@@ -277,6 +277,22 @@ void add_checkpoint_keys(std::vector<Field>& s) {
                     "one; none = start fresh; or the path of a checkpoint to continue from")
                   .always()
                   .may_change());
+  s.push_back(choice("checkpoint.async", &C::checkpoint, &CheckpointConfig::async,
+                     "write checkpoints in the background: the saving step copies the state into "
+                     "host memory (page-locked on a GPU, allocated once and reused) and training "
+                     "goes on while a thread encodes and writes it; the COMPLETE marker still "
+                     "comes last, once every rank's files are written (a few steps later); a save "
+                     "that comes while the previous one is being written waits for it, as do the "
+                     "end of training and a signal's stop; auto = on for CUDA ranks, off on CPUs")
+                  .when(saving)
+                  .may_change());
+  s.push_back(field("checkpoint.write_mb_per_s", &C::checkpoint, &CheckpointConfig::write_mb_per_s,
+                    "the pace of each rank's checkpoint writer in MB/s, to spare a shared file "
+                    "system or the loader's reads (with checkpoint.async the writes stretch out in "
+                    "the background); 0 = as fast as the disk takes them",
+                    in_range(0.0, 1e9))
+                  .when(saving)
+                  .may_change());
 }
 
 }  // namespace dtrain::config

@@ -270,37 +270,7 @@ OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<
       offset += n;
     }
   }
-  // Put each parameter's entries together from its pieces, in the order one optimizer over every
-  // parameter lists them (Optimizer::state()).
-  const ShardPlan plan = plan_shards(numels_of(params), control.world());
-  const std::vector<NumberedPiece> all_pieces = numbered(plan);
-  std::vector<std::vector<size_t>> of_param(params.size());  // piece numbers, in flat order
-  for (size_t n = 0; n < all_pieces.size(); ++n) of_param[all_pieces[n].piece.param].push_back(n);
-  auto has = [&](const std::string& kind) { return pieces.count(kind + ".0") > 0; };
-  auto assemble = [&](const std::string& kind, size_t i) {
-    const std::string first = kind + "." + std::to_string(of_param[i].front());
-    if (kind == "step") return pieces.at(first);  // alike in every piece of a parameter
-    at::Tensor out =
-        at::empty_strided(params[i].sizes(), params[i].strides(), pieces.at(first).options());
-    const at::Tensor flat = flat_values(out);
-    for (size_t n : of_param[i]) {
-      const ShardPiece& p = all_pieces[n].piece;
-      flat.narrow(0, p.offset, p.length).copy_(pieces.at(kind + "." + std::to_string(n)));
-    }
-    return out;
-  };
-  auto add_all = [&](const std::vector<std::string>& kinds) {
-    for (size_t i = 0; i < params.size(); ++i)
-      for (const auto& kind : kinds)
-        whole.emplace_back(kind + "." + std::to_string(i), assemble(kind, i));
-  };
-  if (has("momentum")) add_all({"momentum"});
-  if (has("exp_avg")) {
-    add_all({"exp_avg", "exp_avg_sq", "step"});
-  } else if (has("step")) {
-    add_all({"step"});
-  }
-  return whole;
+  return whole_optimizer_state(pieces, params, control.world(), "the gathered shards");
 }
 
 OptimizerState state_of_shard(const OptimizerState& whole, const std::vector<at::Tensor>& params,
@@ -331,6 +301,52 @@ OptimizerState state_of_shard(const OptimizerState& whole, const std::vector<at:
     }
   }
   return out;
+}
+
+OptimizerState whole_optimizer_state(const std::map<std::string, at::Tensor>& pieces,
+                                     const std::vector<at::Tensor>& params, int world,
+                                     const std::string& where) {
+  // Put each parameter's entries together from its pieces, in the order one optimizer over every
+  // parameter lists them (Optimizer::state()).
+  const ShardPlan plan = plan_shards(numels_of(params), world);
+  const std::vector<NumberedPiece> all_pieces = numbered(plan);
+  std::vector<std::vector<size_t>> of_param(params.size());  // piece numbers, in flat order
+  for (size_t n = 0; n < all_pieces.size(); ++n) of_param[all_pieces[n].piece.param].push_back(n);
+  auto piece = [&](const std::string& name) -> const at::Tensor& {
+    const auto it = pieces.find(name);
+    if (it == pieces.end())
+      throw Error("the optimizer state of a shard lacks entry " + name + " (" +
+                      std::to_string(all_pieces.size()) + " pieces over " + std::to_string(world) +
+                      " ranks)",
+                  where);
+    return it->second;
+  };
+  auto has = [&](const std::string& kind) { return pieces.count(kind + ".0") > 0; };
+  OptimizerState whole;
+  auto assemble = [&](const std::string& kind, size_t i) {
+    const std::string first = kind + "." + std::to_string(of_param[i].front());
+    if (kind == "step") return piece(first);  // alike in every piece of a parameter
+    at::Tensor out =
+        at::empty_strided(params[i].sizes(), params[i].strides(), piece(first).options());
+    const at::Tensor flat = flat_values(out);
+    for (size_t n : of_param[i]) {
+      const ShardPiece& p = all_pieces[n].piece;
+      flat.narrow(0, p.offset, p.length).copy_(piece(kind + "." + std::to_string(n)));
+    }
+    return out;
+  };
+  auto add_all = [&](const std::vector<std::string>& kinds) {
+    for (size_t i = 0; i < params.size(); ++i)
+      for (const auto& kind : kinds)
+        whole.emplace_back(kind + "." + std::to_string(i), assemble(kind, i));
+  };
+  if (has("momentum")) add_all({"momentum"});
+  if (has("exp_avg")) {
+    add_all({"exp_avg", "exp_avg_sq", "step"});
+  } else if (has("step")) {
+    add_all({"step"});
+  }
+  return whole;
 }
 
 }  // namespace dtrain::detail

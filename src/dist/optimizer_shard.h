@@ -33,15 +33,18 @@
 // bucket's buffer is made when its gradients are ready and released once it is sent, and the
 // parameters' gradients go as they enter it (ReducerOptions::release_buckets), so past backward
 // a rank keeps no gradient beyond its shard. A skipped step updates nothing on any rank and gathers
-// nothing. Checkpoints hold the whole state, as one optimizer over all the parameters writes it:
-// gather_optimizer_state() puts the pieces' entries together on rank 0 (the plan is a pure function
-// of the parameters, so it needs no more than the model), and a sharded checkpoint resumes on any
-// number of ranks, sharded or not; on resume each rank cuts its pieces' entries out of the whole
-// state (state_of_shard()).
+// nothing. Checkpoints hold the whole state, as one optimizer over all the parameters has it:
+// each rank writes its own shard's entries into its rank file in parallel, and on resume
+// whole_optimizer_state() puts the pieces' entries together (the plan is a pure function of the
+// parameters and the writing world, so it needs no more than the model), so a sharded checkpoint
+// resumes on any number of ranks, sharded or not; each rank then cuts its pieces' entries out of
+// the whole state (state_of_shard()). gather_optimizer_state() gathers the same whole state to
+// rank 0 over the control plane.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -125,6 +128,15 @@ class OptimizerShard {
 // alone (Communicator::gather).
 OptimizerState gather_optimizer_state(const Optimizer& shard, const std::vector<at::Tensor>& params,
                                       Communicator& control);
+
+// The whole optimizer state from the entries of every shard (each rank's Optimizer::state() of its
+// pieces, "exp_avg.<n>" by piece number, all ranks' together in `pieces`, CPU tensors) of `params`
+// planned over `world` ranks: the entries one optimizer over all the parameters has, in its
+// order. An entry missing is an Error naming it and `where`. How a checkpoint of a sharded run,
+// each rank's shard in its own file, is read back (train/resume.cpp).
+OptimizerState whole_optimizer_state(const std::map<std::string, at::Tensor>& pieces,
+                                     const std::vector<at::Tensor>& params, int world,
+                                     const std::string& where);
 
 // The entries of a whole optimizer state (a checkpoint's) for `rank`'s pieces in the plan of
 // `params`, for its Optimizer::load_state(). Entries that name no parameter of the plan (another

@@ -1,24 +1,43 @@
 // Checkpoints (config section `checkpoint`): on every save the loop asks for, each rank writes
-// its own state and rank 0 the shared state (with a sharded optimizer, the whole optimizer state
-// gathered from every rank) into checkpoint.dir/step-<N>/; once every rank's
-// files are durable, rank 0 writes the COMPLETE marker (each file's size and CRC-32, taken as
-// the file was written and gathered from its rank), then prunes to checkpoint.keep. Every
-// step of that is agreed over the control plane, so a failure on any rank (a full disk, a folder
-// that is not shared) is an Error on every rank naming the rank and the file, and no rank waits.
-// What the files hold: checkpoint/state.h; the folder's rules: checkpoint/folder.h.
+// its own state and rank 0 the shared state into checkpoint.dir/step-<N>/; once every rank's files
+// are durable, rank 0 writes the COMPLETE marker (each file's size and CRC-32, taken as the file
+// was written and gathered from its rank), then prunes to checkpoint.keep. Every step of that is
+// agreed over the control plane, so a failure on any rank (a full disk, a folder that is not
+// shared) is an Error on every rank naming the rank and the file, and no rank waits. What the files
+// hold: checkpoint/state.h; the folder's rules: checkpoint/folder.h. With dist.shard_optimizer each
+// rank writes its own shard of the optimizer state into its rank file, all ranks at once, where
+// rank 0 alone once wrote the whole state gathered from them.
+//
+// Note [background saves]: with checkpoint.async (auto: on CUDA ranks) the saving step only
+// copies the state into host memory (checkpoint/snapshot.h: buffers allocated at the first save
+// and reused, page-locked for a GPU, the copies queued on the training stream) and hands it to a
+// thread that encodes, hashes and writes this rank's files (checkpoint/background_write.h) while
+// training goes on. The marker still comes last and is agreed: from the next step on, every
+// step boundary adds to a small all-reduce on the control plane whether this rank's write has
+// finished, pipelined as the loop's own requests are (Note [hook requests]): started in one
+// on_step, read in the next. When every rank's has, all ranks together (the same step, the same
+// collectives) agree that none failed, gather the entries, and rank 0 writes the marker and
+// prunes. So a kill at any moment of a background write leaves the previous checkpoint complete
+// and the newest one resumed; a failed write (a full disk) is an Error on every rank at that
+// step, naming the rank and the file, and training stops. A save that comes while the previous
+// write still runs waits for it first (the log says how long), as do the end of training, a
+// signal's stop (on_end) and an error's unwinding (the writer's destructor: the files are
+// finished, the marker is not written).
 #include <ATen/Context.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checkpoint/background_write.h"
 #include "checkpoint/folder.h"
+#include "checkpoint/snapshot.h"
 #include "checkpoint/state.h"
-#include "checkpoint/weights.h"
 #include "data/preprocess.h"
 #include "dist/optimizer_shard.h"
 #include "dtrain/amp.h"
@@ -34,7 +53,6 @@
 #include "util/dir.h"
 #include "util/format.h"
 #include "util/fs.h"
-#include "util/hash.h"
 #include "util/torch_compat.h"
 
 namespace dtrain::detail {
@@ -58,20 +76,15 @@ at::Tensor generator_state(at::Generator gen) {
   return gen.get_state();
 }
 
-// The trainable parameters in the model's order: what the step context hands the optimizer and
-// what a sharded optimizer's plan was made from (Note [sharded optimizer]).
-std::vector<at::Tensor> trainable(Model& model) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : model.named_parameters())
-    if (p.value().requires_grad()) out.push_back(p.value());
-  return out;
-}
-
 NamedTensors model_tensors(Model& model) {
   NamedTensors out;
   for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
   for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
   return out;
+}
+
+bool async_on(const CheckpointConfig& c, const at::Device& device) {
+  return c.async == AsyncSave::kOn || (c.async == AsyncSave::kAuto && device.is_cuda());
 }
 
 class CheckpointWriter : public Hook {
@@ -81,14 +94,21 @@ class CheckpointWriter : public Hook {
   void on_start(const RunInfo& run, LoopControl&) override {
     folder_ = run.config->checkpoint.folder(run.config->run);
     keep_ = run.config->checkpoint.keep;
+    mb_per_s_ = run.config->checkpoint.write_mb_per_s;
+    async_ = async_on(run.config->checkpoint, run.device);
+    pinned_ = run.device.is_cuda();
     if (!run.resumed_from.empty()) last_ = run.resumed_from, last_step_ = run.resumed_step;
     if (run.rank == 0) preprocess_ = preprocess_json(run.data, run.config->data);
   }
 
   bool on_save(const TrainState& s) override {
     if (folder_.empty()) return false;
-    const auto t0 = Clock::now();
+    control_ = s.control;
+    world_ = s.world, rank_ = s.rank;
     const int64_t step = s.position.step;
+    if (pending_ && pending_->step == step) return true;  // asked twice at one step
+    finish_pending("step " + std::to_string(step) + "'s save");
+    const auto t0 = Clock::now();
     const CheckpointFolder folder(folder_);
     const std::string dir = folder.path_of(step);
     if (has_marker(dir)) {  // this step is saved already (a second request, or resumed here)
@@ -101,71 +121,150 @@ class CheckpointWriter : public Hook {
       if (path_exists(dir)) remove_tree(dir);  // an incomplete earlier attempt at this step
       make_dirs(dir);
     });
-    // The whole optimizer state for rank 0's state.pt: with a sharded optimizer every rank's
-    // shard, gathered by every rank before the agreed write (Note [sharded optimizer]).
-    NamedTensors optimizer_state;
-    if (shards_optimizer(*s.config, s.world))
-      optimizer_state = gather_optimizer_state(*s.optimizer, trainable(*s.model), control);
-    else if (s.rank == 0)
-      optimizer_state = s.optimizer->state();
-    std::vector<MarkedFile> written;  // this rank's files: sizes and hashes taken as written
-    agreed(control, "write", [&] {
-      RankState mine;
-      mine.rank = s.rank;
-      mine.world = s.world;
-      mine.step = step;
-      mine.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
-      if (s.device.is_cuda())
-        mine.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
-      written.push_back(write_checkpoint_file(dir, rank_file_name(s.rank), encode(mine)));
-      if (s.rank == 0) {
-        written.push_back(
-            write_checkpoint_file(dir, "state.pt", encode(shared(s, optimizer_state))));
-        // for Python: torch.load, and how the raw data became the inputs (json.load)
-        written.push_back(write_checkpoint_file(dir, "model.pt", weights_bytes(*s.model)));
-        written.push_back(write_checkpoint_file(dir, "preprocess.json", preprocess_));
+    CapturedCheckpoint c = capture(s, dir);
+    pending_ = Pending{dir, step, t0, s.reason, 0};
+    if (!async_) {
+      finish_write(write_result(c));
+      return true;
+    }
+    writer_.start(std::move(c));
+    log::detail("checkpoint step " + std::to_string(step) + ": state copied in " +
+                format("%.3f", seconds_since(t0)) + " s, written in the background");
+    return true;
+  }
+
+  void on_step(const StepRecord&, LoopControl&) override {
+    if (!pending_) return;
+    if (world_ == 1) {
+      if (writer_.finished()) finish_write(writer_.wait());
+      return;
+    }
+    if (poll_) {  // started at the previous boundary: every rank has read it by now
+      poll_->wait();
+      poll_.reset();
+      if (poll_flag_.item<int64_t>() == 0) {
+        finish_write(writer_.wait());
+        return;
       }
-    });
-    const auto entries = gather_strings(control, marker_entries(written));
+    }
+    poll_flag_ = at::tensor({writer_.finished() ? int64_t{0} : int64_t{1}}, at::kLong);
+    poll_ = control_->all_reduce_async(poll_flag_, ReduceOp::kMax);
+  }
+
+  void on_end(TrainSummary& summary) override {
+    finish_pending("the end of training");
+    if (async_ && pinned_) summary.memory.checkpoint_pinned = snapshot_.bytes();
+    summary.checkpoint = last_;
+    summary.checkpoint_step = last_.empty() ? -1 : last_step_;
+  }
+
+ private:
+  struct Pending {
+    std::string dir;
+    int64_t step = 0;
+    Clock::time_point started;
+    std::string reason;
+    double waited = 0;  // seconds a later save or the end waited for the write
+  };
+
+  // What the files will hold, with every tensor copied to this rank's host buffers.
+  CapturedCheckpoint capture(const TrainState& s, const std::string& dir) {
+    // With a sharded optimizer each rank writes its own shard's entries into its rank file, all
+    // ranks at once (Note [sharded optimizer]); otherwise rank 0 the whole state into state.pt.
+    const bool sharded = shards_optimizer(*s.config, s.world);
+    snapshot_.begin();
+    CapturedCheckpoint c;
+    c.dir = dir;
+    c.step = s.position.step;
+    c.mb_per_s = mb_per_s_;
+    c.rank.rank = s.rank;
+    c.rank.world = s.world;
+    c.rank.step = s.position.step;
+    c.rank.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
+    if (s.device.is_cuda())
+      c.rank.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
+    if (sharded) c.rank.optimizer_shard = snapshot_.copy(s.optimizer->state(), s.device);
+    if (s.rank == 0) {
+      SharedState st = shared(s);
+      st.model = snapshot_.copy(model_tensors(*s.model), s.device);
+      if (sharded) {
+        st.optimizer_shards = s.world;
+      } else {
+        st.optimizer = snapshot_.copy(s.optimizer->state(), s.device);
+      }
+      if (s.scaler) st.scaler = snapshot_.copy(s.scaler->state(), s.device);
+      st.ema = snapshot_.copy(s.ema, s.device);
+      c.shared = std::move(st);
+      c.model_kind = s.model->name();
+      c.preprocess = preprocess_;
+    }
+    c.copied = snapshot_.finish(s.device);
+    if (async_ && s.rank == 0 && snapshot_.bytes() != reported_bytes_) {
+      reported_bytes_ = snapshot_.bytes();
+      log::info("checkpoint.async: " + format("%.1f", reported_bytes_ / 1e6) + " MB of " +
+                (s.device.is_cuda() ? "page-locked " : "") +
+                "host memory hold the state while it is written (rank 0; allocated once, reused)");
+    }
+    return c;
+  }
+
+  // Waits for the write in flight, if any, and completes it on every rank (`why`: what waits).
+  void finish_pending(const std::string& why) {
+    if (!pending_) return;
+    double waited = 0;
+    BackgroundWrite::Result r = writer_.wait(&waited);
+    if (poll_) poll_->wait(), poll_.reset();  // the last boundary's, unread
+    if (waited > 0.05) {
+      pending_->waited = waited;
+      log::info("checkpoint: " + why + " waited " + format("%.2f", waited) + " s for step " +
+                std::to_string(pending_->step) + "'s background write to finish");
+    }
+    finish_write(std::move(r));
+  }
+
+  // Every rank with its write's result: agreed that none failed, the entries gathered, and on
+  // rank 0 the marker and the pruning.
+  void finish_write(BackgroundWrite::Result r) {
+    const Pending p = *pending_;
+    pending_.reset();
+    Communicator& control = *control_;
+    agree_no_failure(control, r.failure, "checkpoint write", p.dir);
+    const auto entries = gather_strings(control, marker_entries(r.files));
     int64_t bytes = 0;
     agreed(control, "marker", [&] {
-      if (s.rank != 0) return;
+      if (rank_ != 0) return;
       std::vector<MarkedFile> files;
-      for (int r = 0; r < s.world; ++r) {
+      for (int k = 0; k < world_; ++k) {
         const std::string where =
-            join_path(dir, rank_file_name(r)) + " (rank " + std::to_string(r) + "'s entries)";
-        for (auto& f : parse_marker_entries(entries[static_cast<size_t>(r)], where))
+            join_path(p.dir, rank_file_name(k)) + " (rank " + std::to_string(k) + "'s entries)";
+        for (auto& f : parse_marker_entries(entries[static_cast<size_t>(k)], where))
           files.push_back(std::move(f));
       }
       // the marker's order: state.pt, model.pt, preprocess.json, then the ranks' files
       std::stable_partition(files.begin(), files.end(),
                             [](const MarkedFile& f) { return f.name.rfind("rank-", 0) != 0; });
       for (const auto& f : files) {
-        if (!path_exists(join_path(dir, f.name)))
+        if (!path_exists(join_path(p.dir, f.name)))
           throw Error(
               "checkpoint file missing on rank 0 (is checkpoint.dir on a file system "
               "every rank shares?)",
-              join_path(dir, f.name));
+              join_path(p.dir, f.name));
         bytes += f.bytes;
       }
-      write_marker(dir, step, s.world, files);
+      write_marker(p.dir, p.step, world_, files);
       sync_dir(folder_);
-      for (const auto& old : folder.prune(keep_)) log::detail("checkpoint removed: " + old);
+      for (const auto& old : CheckpointFolder(folder_).prune(keep_))
+        log::detail("checkpoint removed: " + old);
     });
-    last_ = dir, last_step_ = step;
-    log::info("checkpoint saved: " + dir + " (step " + std::to_string(step) + ", " +
-              format("%.1f", bytes / 1e6) + " MB, " + format("%.2f", seconds_since(t0)) + " s; " +
-              s.reason + ")");
-    return true;
+    last_ = p.dir, last_step_ = p.step;
+    log::info("checkpoint saved: " + p.dir + " (step " + std::to_string(p.step) + ", " +
+              format("%.1f", bytes / 1e6) + " MB, " +
+              (async_ ? "written in the background in " + format("%.2f", r.seconds) + " s"
+                      : format("%.2f", seconds_since(p.started)) + " s") +
+              "; " + p.reason + ")");
   }
 
-  void on_end(TrainSummary& summary) override {
-    summary.checkpoint = last_;
-    summary.checkpoint_step = last_.empty() ? -1 : last_step_;
-  }
-
- private:
-  static SharedState shared(const TrainState& s, NamedTensors optimizer_state) {
+  static SharedState shared(const TrainState& s) {
     SharedState st;
     st.position = s.position;
     st.world = s.world;
@@ -174,10 +273,6 @@ class CheckpointWriter : public Hook {
     st.config_hash = format("%016llx", static_cast<unsigned long long>(s.config->hash()));
     st.dtrain_version = DTRAIN_VERSION;
     st.libtorch_version = compat::libtorch_version();
-    st.model = model_tensors(*s.model);
-    st.optimizer = std::move(optimizer_state);
-    if (s.scaler) st.scaler = s.scaler->state();
-    st.ema = s.ema;
     st.ema_updates = s.ema_updates;
     st.hooks = s.hook_states;
     return st;
@@ -186,8 +281,19 @@ class CheckpointWriter : public Hook {
   std::string folder_;
   std::string preprocess_;  // preprocess.json's text (rank 0)
   int64_t keep_ = 1;
+  double mb_per_s_ = 0;
+  bool async_ = false;
+  bool pinned_ = false;  // the snapshot is page-locked (a CUDA rank)
   std::string last_;
   int64_t last_step_ = -1;
+  Communicator* control_ = nullptr;
+  int world_ = 1, rank_ = 0;
+  HostSnapshot snapshot_;  // rank 0's host copy of the shared state
+  int64_t reported_bytes_ = 0;
+  BackgroundWrite writer_;
+  std::optional<Pending> pending_;  // a save whose marker is not written yet
+  std::unique_ptr<Work> poll_;      // the all-reduce of "still writing" in flight
+  at::Tensor poll_flag_;
 };
 
 }  // namespace

@@ -214,6 +214,7 @@ class MetricsFile : public Hook {
     }
     if (run_.device.is_cuda()) j["mem_peak"] = s.memory.peak;
     if (s.memory.decode > 0) j["mem_decode"] = s.memory.decode;
+    if (s.memory.checkpoint_pinned > 0) j["mem_checkpoint_pinned"] = s.memory.checkpoint_pinned;
     j["optimizer_state_bytes"] = s.optimizer_state_bytes;  // rank 0's (its shard's when sharded)
     j["optimizer_shards"] = s.optimizer_shards;
     j["weight_bytes"] = s.weight_bytes;

@@ -128,6 +128,10 @@ class Report : public Hook {
       out.push_back("peak GPU memory " + gib(s.memory.peak) + " (allocated by tensors) on rank 0" +
                     (s.memory.decode > 0
                          ? ", and " + gib(s.memory.decode) + " held by the GPU JPEG decoders"
+                         : "") +
+                    (s.memory.checkpoint_pinned > 0
+                         ? "; " + gib(s.memory.checkpoint_pinned) +
+                               " of page-locked host memory for background checkpoint saves"
                          : ""));
     if (s.optimizer_shards > 1) out.push_back("optimizer state " + sharded_state(s) + " on rank 0");
     if (s.oom_retries > 0)

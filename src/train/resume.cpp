@@ -137,6 +137,23 @@ void set_generator_state(at::Generator gen, const at::Tensor& state) {
   gen.set_state(state);
 }
 
+// The whole optimizer state of a checkpoint whose ranks wrote their shards into their own files.
+OptimizerState shards_put_together(const std::string& path, const SharedState& saved,
+                                   const std::vector<at::Tensor>& params) {
+  if (saved.optimizer_shards != saved.world)
+    throw Error("state.pt names " + std::to_string(saved.optimizer_shards) +
+                    " optimizer shards for a checkpoint of " + std::to_string(saved.world) +
+                    " ranks",
+                join_path(path, "state.pt"));
+  std::map<std::string, at::Tensor> pieces;
+  for (int r = 0; r < saved.optimizer_shards; ++r) {
+    const std::string file = join_path(path, rank_file_name(r));
+    for (auto& [name, t] : decode_rank(read_file(file), file).optimizer_shard)
+      pieces[name] = std::move(t);
+  }
+  return whole_optimizer_state(pieces, params, saved.optimizer_shards, path);
+}
+
 }  // namespace
 
 LoopPosition resume_position(const SharedState& saved, const Config& cfg, std::string* said) {
@@ -224,11 +241,15 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
   } else if (!saved.ema.empty()) {
     log::info("the checkpoint's weight average is not used (train.ema_decay is 0)");
   }
+  // A sharded run's checkpoint holds its shards' entries, one rank file each: put together
+  // (Note [sharded optimizer]).
+  const OptimizerState whole =
+      saved.optimizer_shards > 0 ? shards_put_together(path, saved, ctx.params) : saved.optimizer;
   try {
-    // A checkpoint holds the whole state (Note [sharded optimizer]); a shard loads its entries.
-    ctx.optimizer->load_state(ctx.shard ? state_of_shard(saved.optimizer, ctx.params,
-                                                         ctx.shard->plan(), ctx.shard->rank())
-                                        : saved.optimizer);
+    // A shard loads its own entries of the whole state.
+    ctx.optimizer->load_state(
+        ctx.shard ? state_of_shard(whole, ctx.params, ctx.shard->plan(), ctx.shard->rank())
+                  : whole);
     if (ctx.scaler && !saved.scaler.empty()) ctx.scaler->load_state(saved.scaler);
   } catch (const Error& e) {
     throw Error(e.cause(), state_file);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# What a checkpoint save costs training, synchronous against background (checkpoint.async): GPT-2
+# 124M (bench/configs/gpt2.yaml, bf16, B=16, T=1024; state.pt 1.49 GB + model.pt 0.50 GB) and
+# ResNet-50 (bench/configs/resnet50.yaml), each without checkpoints, saving every EVERY steps
+# synchronously, and in the background; every step logged (run.log_every=1) and the stall per
+# save read by bench/checkpoint_stall.py (results.md).
+#   bash bench/checkpoint_stall.sh            # after bash launch/gpu.sh build (about 5 minutes)
+# Environment: OUT (default ./gpu-out/checkpoint), DTRAIN_BIN, PYTHON, EVERY (30), STEPS (150),
+# CASES (gpt2 resnet50), EXTRA (overrides for every run; on a CPU: DTRAIN_BIN=build/bin/dtrain
+# EXTRA="model.n_layer=2 data.synthetic_shape=128 ..." CASES=gpt2).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out/checkpoint}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+BIN=${DTRAIN_BIN:-build-gpu/bin/dtrain}
+EVERY=${EVERY:-30}
+STEPS=${STEPS:-150}
+read -ra EXTRA_ARGS <<<"${EXTRA:-}"
+[ -x "$BIN" ] || { echo "no $BIN: run bash launch/gpu.sh build first"; exit 1; }
+: >"$OUT/results.md"
+for c in ${CASES:-gpt2 resnet50}; do
+  runs=()
+  for mode in none off on; do
+    every=$EVERY
+    [ $mode = none ] && every=0
+    name=${c}_$mode
+    rm -rf "$OUT/runs/$name"
+    timeout 300 "$BIN" "bench/configs/$c.yaml" run.dir="$OUT/runs" run.name="$name" run.log_every=1 \
+      train.max_steps="$STEPS" train.epochs=1000 checkpoint.every_epoch=false checkpoint.every_steps=$every \
+      checkpoint.async=${mode/none/off} checkpoint.keep=1 "${EXTRA_ARGS[@]}" >"$OUT/$name.log" 2>&1 ||
+      echo "$name: exit $?" | tee -a "$OUT/results.md"
+    grep -E "checkpoint saved|waited|page-locked" "$OUT/$name.log" | tail -3
+    runs+=("$OUT/runs/$name/metrics.jsonl")
+  done
+  echo "### $c, a save every $EVERY steps" | tee -a "$OUT/results.md"
+  $PY bench/checkpoint_stall.py --every "$EVERY" "${runs[@]}" | tee -a "$OUT/results.md"
+  rm -rf "$OUT"/runs/*/checkpoints
+done
