@@ -18,6 +18,7 @@
 #include "dtrain/log.h"
 #include "dtrain/version.h"
 #include "models/activation_checkpoint.h"
+#include "runtime/binding.h"
 #include "runtime/signals.h"
 #include "session/config_check.h"
 #include "session/error_policy.h"
@@ -108,9 +109,11 @@ Session build_session(Runtime& rt, Config cfg, const std::string& origin,
   log::configure(rt.rank(), cfg.run.quiet);
   rt.setup(cfg.run, cfg.dist);
   log::detail(version_text());
-  log::detail("world " + std::to_string(rt.world()) + " rank(s); rank 0 on " + rt.host() +
-              ", device " + rt.device().str() + ", gradients over " + rt.comm().backend() + ", " +
-              std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
+  // Every rank's host, gathered (a collective: every rank takes part, rank 0 prints).
+  const std::string hosts = detail::hosts_of_ranks(gather_strings(rt.cpu_comm(), rt.host()));
+  log::detail("world " + std::to_string(rt.world()) + " rank(s) on " + hosts +
+              "; rank 0's device " + rt.device().str() + ", gradients over " + rt.comm().backend() +
+              ", " + std::to_string(at::get_num_threads()) + " CPU thread(s) per rank");
   log::detail(detail::config_line(cfg, origin));
   if (sets_no_data_key(cfg) && rt.rank() == 0)
     log::info(

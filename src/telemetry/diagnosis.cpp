@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "util/format.h"
 
@@ -155,6 +157,15 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart,
               "): the wait is each " + collective(in) +
               "'s fixed cost and the ranks' skew, not bytes on the wire";
   if (ranks_apart) f.what += "; part of this wait is for the slowest rank (below)";
+  // Ranks on several hosts: every collective crosses the network between them, the slowest link
+  // of the ring, which sets the bytes' time when it is slower than the links within a host.
+  const std::set<std::string> hosts(in.rank_hosts.begin(), in.rank_hosts.end());
+  const bool across_hosts = hosts.size() > 1 && !latency;
+  if (across_hosts)
+    f.what += "; the " + std::to_string(in.world) + " ranks are on " +
+              std::to_string(hosts.size()) + " hosts: every " + collective(in) +
+              " crosses the network between them, whose bandwidth sets this wait when it is "
+              "below the links within a host";
   std::vector<std::string> fixes;
   if (!in.overlap)
     fixes.push_back(
@@ -176,6 +187,10 @@ void comm_bound(const DiagnosisInput& in, double share, bool ranks_apart,
     fixes.push_back("set dist.grad_dtype=bf16 (halves the bytes on the wire)");
   if (latency)
     fixes.push_back("fewer ranks: a model whose gradients are this small gains little from more");
+  if (across_hosts)
+    fixes.push_back(
+        "a faster network between the hosts (InfiniBand or RoCE for NCCL; check the link "
+        "each host uses with dtrain env), or fewer hosts for the same ranks");
   fixes.push_back(larger_batch("gives backward more to hide it behind"));
   for (size_t i = 0; i < fixes.size(); ++i) f.fix += (i ? "; " : "") + fixes[i];
   out.push_back(f);

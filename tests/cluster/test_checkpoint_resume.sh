@@ -57,7 +57,7 @@ run 120 one "$cluster_here/on-node.sh" dtrain-n2 "$bin" "$cfg" "${common[@]}" ru
   checkpoint.resume="$ck"
 [[ $rc == 0 ]] || { show one; fail "resuming with 1 rank on node 2: exit $rc"; }
 grep -q "resumed from $ck at step $step" "$tmp/one.out" || { show one; fail "the 1-rank run does not say it resumed from $ck"; }
-grep -q "world 1 rank(s); rank 0 on dtrain-n2" "$tmp/one.out" || { show one; fail "the 1-rank run is not on dtrain-n2"; }
+grep -q "world 1 rank(s) on 1 host: dtrain-n2 (rank 0)" "$tmp/one.out" || { show one; fail "the 1-rank run is not on dtrain-n2"; }
 grep -h "resumed from" "$tmp/one.out" "$tmp/one.err" | head -3
 end_one=$(checkpoint one 60)
 moved "$ck" "$end_one"

@@ -44,7 +44,7 @@ start=$(date +%s)
 hosts_run 120 four "$hostfile" "$cfg" "${common[@]}" run.name=four
 [[ $rc == 0 ]] || { show four; fail "4 ranks on 2 nodes: exit $rc"; }
 echo "4 ranks on 2 nodes: $(( $(date +%s) - start )) s"
-has four "--hostfile $hostfile" "world 4 rank(s); rank 0 on dtrain-n1" \
+has four "--hostfile $hostfile" "world 4 rank(s) on 2 hosts: dtrain-n1 (ranks 0-1), dtrain-n2 (ranks 2-3)" \
   "global batch 128 = 4 rank(s) x 32 per rank" "training: 4 rank(s)"
 grep -h -F -e "+ mpirun" -e "world 4 rank(s)" -e "training: 4 rank(s)" "$tmp/four.out" "$tmp/four.err"
 # Every rank's host, gathered by the report (report.html's "world" fact).
@@ -64,7 +64,7 @@ echo "ok: 4 ranks on 2 nodes end bit for bit as 4 ranks on one node"
 # One rank alone on node 1, no launcher: the same global batch.
 run 120 one "$cluster_here/on-node.sh" dtrain-n1 "$bin" "$cfg" "${common[@]}" run.name=one
 [[ $rc == 0 ]] || { show one; fail "1 rank: exit $rc"; }
-has one "world 1 rank(s); rank 0 on dtrain-n1" "global batch 128 = 1 rank(s) x 128 per rank"
+has one "world 1 rank(s) on 1 host: dtrain-n1 (rank 0)" "global batch 128 = 1 rank(s) x 128 per rank"
 mid_one=$(checkpoint one 10)
 end_one=$(checkpoint one 30)
 moved "$mid_one" "$end_one"

@@ -23,7 +23,7 @@ state=$(job_field "$job" JobState)
 [[ $state == COMPLETED ]] || { tail -n 40 "$tmp/job.log" >&2; tail -n 20 "$tmp"/slurm/log/*.log >&2; fail "job $job ended $state"; }
 grep -h -E "^dtrain: job|world 4 rank|dtrain: exit" "$tmp/job.log"
 grep -qF "2 node(s) x 2 rank(s)" "$tmp/job.log" || fail "the job does not say 2 nodes x 2 ranks"
-grep -qF "world 4 rank(s); rank 0 on dtrain-n1" "$tmp/job.log" || { tail -n 40 "$tmp/job.log" >&2; fail "not 4 ranks with rank 0 on dtrain-n1"; }
+grep -qF "world 4 rank(s) on 2 hosts: dtrain-n1 (ranks 0-1), dtrain-n2 (ranks 2-3)" "$tmp/job.log" || { tail -n 40 "$tmp/job.log" >&2; fail "not 4 ranks with rank 0 on dtrain-n1"; }
 grep -qF '4 rank(s) on dtrain-n1, dtrain-n2' "$tmp/runs/slurm/report.html" || fail "report.html does not name both nodes"
 echo "ok: sbatch -N 2 --ntasks-per-node=2: job $job trained 4 ranks on dtrain-n1, dtrain-n2 (report.html)"
 

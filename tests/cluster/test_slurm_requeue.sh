@@ -53,7 +53,7 @@ completed() {  # completed ID LOG SECS: the job ends COMPLETED
 start=$(date +%s)
 whole=$(submit whole -N 2 --ntasks-per-node=2 -- run.name=whole)
 completed "$whole" whole 180
-has whole "2 node(s) x 2 rank(s)" "world 4 rank(s); rank 0 on dtrain-n1" "dtrain: exit 0"
+has whole "2 node(s) x 2 rank(s)" "world 4 rank(s) on 2 hosts: dtrain-n1 (ranks 0-1), dtrain-n2 (ranks 2-3)" "dtrain: exit 0"
 end_whole=$(checkpoint whole $steps)
 echo "ok: job $whole: 4 ranks on dtrain-n1, dtrain-n2 trained $steps steps uninterrupted ($(($(date +%s) - start)) s)"
 
@@ -93,7 +93,7 @@ echo "ok: job $job: USR1 on 2 nodes -> checkpoint at step $step, exit 75, requeu
 # ---- the 2-node job's checkpoint resumed by a one-node job ------------------------------------------
 one=$(submit one -N 1 --ntasks-per-node=4 --nodelist=dtrain-n2 -- run.name=one)
 completed "$one" one 180
-has one "1 node(s) x 4 rank(s)" "world 4 rank(s); rank 0 on dtrain-n2" "resumed from $ck_one at step $step" "dtrain: exit 0"
+has one "1 node(s) x 4 rank(s)" "world 4 rank(s) on 1 host: dtrain-n2 (ranks 0-3)" "resumed from $ck_one at step $step" "dtrain: exit 0"
 grep -h "world 4 rank(s)\|resumed from" "$tmp/one.log" | head -2
 grep -qF '4 rank(s) on dtrain-n2' "$tmp/runs/one/report.html" || fail "report.html of the one-node job does not say 4 ranks on dtrain-n2"
 end_one=$(checkpoint one $steps)

@@ -40,7 +40,7 @@ start=$(date +%s)
 hosts_run 120 three "$hostfile" "$cfg" "${common[@]}" run.name=three
 [[ $rc == 0 ]] || { show three; fail "3 ranks on 3 nodes: exit $rc"; }
 echo "3 ranks on 3 nodes: $(($(date +%s) - start)) s"
-has three "world 3 rank(s); rank 0 on dtrain-n1" "global batch 96 = 3 rank(s) x 32 per rank"
+has three "world 3 rank(s) on 3 hosts: dtrain-n1 (rank 0), dtrain-n2 (rank 1), dtrain-n3 (rank 2)" "global batch 96 = 3 rank(s) x 32 per rank"
 grep -h -F -e "world 3 rank(s)" -e "training: 3 rank(s)" "$tmp/three.out" "$tmp/three.err"
 grep -qF '3 rank(s) on dtrain-n1, dtrain-n2, dtrain-n3' "$tmp/runs/three/report.html" ||
   fail "report.html does not name the three hosts ('3 rank(s) on dtrain-n1, dtrain-n2, dtrain-n3')"
@@ -55,7 +55,7 @@ echo "ok: 3 ranks on 3 nodes end bit for bit as 3 ranks on one node"
 
 run 120 one "$cluster_here/on-node.sh" dtrain-n3 "$bin" "$cfg" "${common[@]}" run.name=one
 [[ $rc == 0 ]] || { show one; fail "1 rank: exit $rc"; }
-has one "world 1 rank(s); rank 0 on dtrain-n3" "global batch 96 = 1 rank(s) x 96 per rank"
+has one "world 1 rank(s) on 1 host: dtrain-n3 (rank 0)" "global batch 96 = 1 rank(s) x 96 per rank"
 end_one=$(checkpoint one 30)
 moved "$(checkpoint one 10)" "$end_one"
 close_model "$end_three" "$end_one"

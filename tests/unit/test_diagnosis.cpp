@@ -161,6 +161,17 @@ TEST(Diagnosis, CommunicationBoundNamesTheBucketsAndTheirWaits) {
   // With bf16 already on the wire, it is not suggested again.
   in.overlap = true, in.grad_dtype = "bf16";
   EXPECT_FALSE(has(find(diagnose(in), "communication-bound")->fix, "grad_dtype"));
+  // One host: nothing of a network between hosts; two: the finding and the fix name it.
+  in.rank_hosts = {"n1", "n1"};
+  EXPECT_FALSE(has(find(diagnose(in), "communication-bound")->what, "hosts")) << f->what;
+  in.rank_hosts = {"n1", "n2"};
+  f = find(diagnose(in), "communication-bound");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(has(f->what,
+                  "the 2 ranks are on 2 hosts: every reduce-scatter crosses the network "
+                  "between them"))
+      << f->what;
+  EXPECT_TRUE(has(f->fix, "a faster network between the hosts")) << f->fix;
 }
 
 TEST(Diagnosis, CollectiveTimeTheBucketsDoNotExplainIsWaitingForOtherRanks) {

@@ -235,6 +235,18 @@ TEST(Binding, RanksOfANodeTakeTheGpusInTurn) {
   EXPECT_EQ(detail::device_for_rank(DeviceKind::kCpu, 0, 8), -1);
 }
 
+TEST(Binding, TheStartUpNamesEveryRanksHostWithItsRanks) {
+  EXPECT_EQ(detail::hosts_of_ranks({"n1"}), "1 host: n1 (rank 0)");
+  EXPECT_EQ(detail::hosts_of_ranks({"n1", "n1", "n2", "n2"}),
+            "2 hosts: n1 (ranks 0-1), n2 (ranks 2-3)");
+  // Round-robin placement: each host's ranks as they come, in the order of their first rank.
+  EXPECT_EQ(detail::hosts_of_ranks({"b", "a", "b", "a", "c"}),
+            "3 hosts: b (ranks 0, 2), a (ranks 1, 3), c (rank 4)");
+  EXPECT_EQ(detail::hosts_of_ranks({"x", "x", "x"}), "1 host: x (ranks 0-2)");
+  EXPECT_EQ(detail::hosts_of_ranks({"a", "b", "c"}, 2),
+            "3 hosts: a (rank 0), b (rank 1) ... and 1 more host");
+}
+
 TEST(Binding, CpuListsAsTasksetWritesThem) {
   EXPECT_EQ(detail::cpu_list_text({}), "");
   EXPECT_EQ(detail::cpu_list_text({0}), "0");
