@@ -2,7 +2,12 @@
 // rank facts, the device this rank computes on, and the communicators. Created first in main
 // (run_guarded does it), destroyed last. What is process-wide besides it: the logger's rank and
 // quiet switch (log::configure; build_session sets them for each session), the rank and host
-// every Error carries (set by each Runtime's constructor), and the model registry (models.h).
+// every Error carries (set by each Runtime's constructor), the model registry (models.h) and the
+// data-format registry (the formats dtrain registers, data/formats/registry.h), the stop signal
+// the handlers record (install_stop_signals()), and what is set for the whole process from the
+// config: by Runtime::setup LibTorch's intra-op thread count (run.threads), cuDNN's benchmark
+// mode and TF32 for cuBLAS (run.tf32), by the Trainer the CUDA caching allocator's cap
+// (run.gpu_memory_fraction); and the GPU JPEG decoders' memory counts (data.decode gpu).
 // Invariants: ranks that share a node number themselves 0..local_world-1 in rank order, and rank
 // r of a node binds GPU local_rank % GPUs when CUDA is present and run.device allows it, else
 // the CPU; every rank reports the same world size (tests/dist/test_runtime.cpp).

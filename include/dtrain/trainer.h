@@ -33,7 +33,8 @@ class Trainer {
   // standard hooks are installed, in this order (hooks/standard.h): the profiler window
   // (run.profile_steps > 0), stop signals, checkpoints, the metrics file, TensorBoard
   // (run.tensorboard), progress lines, the bucket timeline, the timeline (run.timeline), the
-  // end-of-run report and the weights for Python (model.pt). Running out of memory here (the
+  // end-of-run report, the weights for Python (model.pt) and the best model (train.monitor:
+  // best/ and early stopping). Running out of memory here (the
   // model to the device, the gradient buckets, the optimizer state, the output check) ends every
   // rank alike: the same AgreedError, saying what the training state needs on each rank against
   // what the device allows, and the settings that free it. `faults`: tests only, failures to

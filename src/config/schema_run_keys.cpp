@@ -241,7 +241,8 @@ void add_dist_keys(std::vector<Field>& s) {
           "its buffer are released as soon as its reduce-scatter is sent, so past backward a rank "
           "holds no gradient beyond its shard. Checkpoints hold the whole state, so a run resumes "
           "on any number of ranks, sharded or not, at any stage. false = every rank keeps "
-          "everything. One rank: a warning, nothing sharded; fewer values than ranks: an error")
+          "everything. One rank: a warning, nothing sharded; a rank left with no values (fewer "
+          "values than ranks, or 5 on 4): an error")
           .always()
           .may_change());
 }

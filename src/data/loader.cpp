@@ -10,6 +10,10 @@
 // batch 128 keeps 19 MB of uint8 pixels a batch: three fewer on the device lowered its peak by
 // about 60 MB (docs/PERFORMANCE.md). Copies started by next() on the training thread instead
 // queue behind the step on its stream, and the GPU waited for data (11-14% of the step).
+// A dataset that makes its batches on the device itself (data.decode gpu: a worker decodes
+// into device memory as it fetches) has no host copy to hold back: there every claimed batch
+// holds device memory, at most data.prefetch of them (claims never run further ahead of next())
+// plus the step's, so data.prefetch + 1.
 #include "dtrain/data/loader.h"
 
 #include <algorithm>

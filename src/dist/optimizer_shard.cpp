@@ -142,12 +142,16 @@ OptimizerShard::OptimizerShard(std::vector<at::Tensor> params,
                   kKey);
   }
   plan_ = plan_shards(numels_of(params_), world);
-  if (plan_.total < world)
+  if (plan_.elements(world - 1) == 0) {  // shards of ceil(total / world): the last may be empty
+    int fits = world - 1;
+    while (fits > 1 && plan_shards({plan_.total}, fits).elements(fits - 1) == 0) --fits;
     throw Error("cannot shard the optimizer state over " + std::to_string(world) +
-                    " ranks: the model has " + std::to_string(plan_.total) +
-                    " trainable values, so a rank would hold none (use at most " +
-                    std::to_string(plan_.total) + " ranks, or dist.shard_optimizer=false)",
+                    " ranks: the model's " + std::to_string(plan_.total) +
+                    " trainable values in shards of " + std::to_string(plan_.shard) +
+                    " leave rank " + std::to_string(world - 1) + " none (use at most " +
+                    std::to_string(fits) + " ranks, or dist.shard_optimizer=false)",
                 kKey);
+  }
   at::NoGradGuard no_grad;
   views_.resize(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r)

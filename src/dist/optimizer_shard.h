@@ -68,8 +68,9 @@ class OptimizerShard {
  public:
   // Plans the shards of `params` (the trainable parameters, in the model's order; `names` for
   // messages) over comm's ranks; every rank must call it with the same parameters. Throws an
-  // Error naming dist.shard_optimizer when they cannot be sharded: fewer values than ranks (a
-  // rank would hold none), parameters of more than one dtype or device (a shard travels as one
+  // Error naming dist.shard_optimizer when they cannot be sharded: a rank would hold no values
+  // (the last shards of ceil(total / world) values are empty: 5 values on 4 ranks leave rank 3
+  // none), parameters of more than one dtype or device (a shard travels as one
   // buffer), or a parameter whose values are not one dense block of memory.
   OptimizerShard(std::vector<at::Tensor> params, const std::vector<std::string>& names,
                  Communicator& comm);

@@ -35,7 +35,9 @@ struct ShardPlan {
 };
 
 // `numels[i]`: the values of parameter i. Throws dtrain::Error when world < 1 or a size is
-// negative. A rank holds nothing when total <= rank * shard (fewer values than ranks).
+// negative. A rank holds nothing when total <= rank * shard: with fewer values than ranks, and
+// also with more where the shards' rounding up uses them all first (5 values on 4 ranks: 2, 2,
+// 1, 0); OptimizerShard refuses such a plan.
 ShardPlan plan_shards(const std::vector<int64_t>& numels, int world);
 
 }  // namespace dtrain

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "util/cpus.h"  // affinity_cpus(), the CPUs a process may use
+
 namespace dtrain::detail {
 
 struct ThreadChoice {
@@ -20,14 +22,6 @@ struct ThreadChoice {
 // The rule: run.threads = 0 -> the CPUs this process may use divided among the ranks that share
 // them (at least 1); run.threads = N -> N, capped at those CPUs, with a warning when capped.
 ThreadChoice choose_threads(int affinity_cpus, int sharing_ranks, int64_t requested);
-
-// CPUs in this process's affinity mask (sched_getaffinity); the online CPUs if that fails.
-int affinity_cpus();
-
-// The CPUs in this process's affinity mask, ascending.
-std::vector<int> affinity_cpu_list();
-// CPU numbers as taskset and /proc write them: "0-3,8,10-11" ("" for none).
-std::string cpu_list_text(const std::vector<int>& cpus);
 
 // The CPUs of one node (ranks sharing memory) as its ranks' affinity masks give them out.
 struct NodeCpus {

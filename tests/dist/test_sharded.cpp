@@ -322,9 +322,9 @@ TEST(Sharded, ParametersThatCannotBeShardedAreAnErrorNamingTheKey) {
   };
   // Fewer values than ranks: a rank would hold none.
   std::string m = error_of({at::zeros({world_size() - 1})});
-  EXPECT_NE(
-      m.find("a rank would hold none (use at most " + std::to_string(world_size() - 1) + " ranks"),
-      std::string::npos)
+  EXPECT_NE(m.find("leave rank " + std::to_string(world_size() - 1) + " none (use at most " +
+                   std::to_string(world_size() - 1) + " ranks"),
+            std::string::npos)
       << m;
   // Parameters of two dtypes cannot travel as one buffer.
   std::vector<at::Tensor> mixed(static_cast<size_t>(world_size()), at::zeros({8}));

@@ -8,12 +8,16 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "dist/optimizer_shard.h"
 #include "dist/shard_plan.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
 #include "dtrain/optim.h"
+#include "test_support.h"
 
 namespace dtrain {
 namespace {
@@ -93,6 +97,25 @@ class SimulatedRank : public Communicator {
   [[noreturn]] static void fail() { throw std::logic_error("a simulated rank runs no collective"); }
   int rank_, world_;
 };
+
+// A plan that leaves a rank no values is refused, naming the key, the rank and the ranks that
+// fit: fewer values than ranks, and also 5 values on 4 ranks (shards of 2: 2, 2, 1, 0).
+TEST(ShardPlan, AShardOptimizerThatWouldLeaveARankEmptyIsAnError) {
+  EXPECT_EQ(plan_shards({5}, 4).elements(3), 0);
+  for (const auto& [numels, world, fits] :
+       std::vector<std::tuple<std::vector<int64_t>, int, int>>{{{5}, 4, 3}, {{2, 1}, 4, 3}}) {
+    std::vector<at::Tensor> params;
+    std::vector<std::string> names;
+    for (int64_t n : numels) params.push_back(at::zeros({n})), names.push_back("p");
+    SimulatedRank me(0, world);
+    dtrain::test::expect_all(
+        dtrain::test::message_of([&] { detail::OptimizerShard(params, names, me); }),
+        {"dist.shard_optimizer", "leave rank " + std::to_string(world - 1) + " none",
+         "use at most " + std::to_string(fits) + " ranks"});
+  }
+  SimulatedRank me(0, 3);
+  EXPECT_NO_THROW(detail::OptimizerShard({at::zeros({5})}, {"p"}, me));  // 2, 2, 1
+}
 
 // Three simulated ranks' shard optimizers over the same parameters (each updates its pieces in
 // place, so together they update every value without a gather) against one optimizer over all of

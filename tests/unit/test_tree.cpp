@@ -2,7 +2,6 @@
 //   - every source under src/ is named in ARCHITECTURE.md's module map, in its folder's row;
 //   - every Note [x] is defined once (a comment that opens with "Note [x]:"), cited elsewhere,
 //     and listed in ARCHITECTURE.md's index with the file that defines it;
-//   - every standard hook (src/hooks/standard.cpp) is in ARCHITECTURE.md's hook list, in order;
 //   - every repository path that README.md and docs/ name in code spans exists;
 //   - every relative link of README.md and docs/ leads to a file (and heading) that exists, and
 //     README.md links every page of docs/;
@@ -297,27 +296,6 @@ TEST(Docs, EveryNoteIsDefinedOnceAndListedInTheIndexWhereItIsDefined) {
     if (!defined.count(note))
       wrong.push_back("Note [" + note + "] is in the index but defined nowhere");
   EXPECT_TRUE(wrong.empty()) << joined(wrong);
-}
-
-TEST(Docs, EveryStandardHookIsInTheHookListInItsOrder) {
-  // The factories standard_hooks() calls, in order, against the paragraph that lists them.
-  std::vector<std::string> made;
-  const std::string standard = read("src/hooks/standard.cpp");
-  const std::regex make(R"(\bmake_([a-z_]+)\()");
-  for (std::sregex_iterator it(standard.begin(), standard.end(), make), end; it != end; ++it)
-    made.push_back((*it)[1]);
-  ASSERT_GE(made.size(), 8u);
-  const std::string doc = read("docs/ARCHITECTURE.md");
-  const size_t start = doc.find("the standard ones (`src/hooks/standard.h`");
-  ASSERT_NE(start, std::string::npos) << "ARCHITECTURE.md's hook list was not found";
-  const std::string list = doc.substr(start, doc.find("\n\n", start) - start);
-  size_t at = 0;
-  for (const auto& hook : made) {
-    const size_t pos = list.find("`" + hook + "`", at);
-    EXPECT_NE(pos, std::string::npos)
-        << "standard hook " << hook << " is not in the hook list (in order): " << list;
-    if (pos != std::string::npos) at = pos;
-  }
 }
 
 // The folder that implements each public header, from ARCHITECTURE.md's table of them ("|

@@ -9,7 +9,8 @@
 // Without workers (or pinning), or when a worker's copy finds the device out of memory, next()
 // copies on the current stream. Inputs a dataset made on the device itself (an image folder
 // decoding on the GPU) are handed on without a copy, tied to the current stream by next() like a
-// worker's copies.
+// worker's copies; those hold device memory from their fetch on: up to data.prefetch + 1 batches
+// (Note [batches on the device]), where copied batches hold it for two at most.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -58,7 +58,7 @@
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
-#include "runtime/threads.h"
+#include "util/cpus.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
