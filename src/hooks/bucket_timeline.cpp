@@ -18,7 +18,7 @@ class BucketTimeline : public Hook {
   std::string name() const override { return "bucket timeline"; }
 
   void on_end(TrainSummary& s) override {
-    if (s.buckets.empty()) return;
+    if (s.buckets.empty() || s.stop_signal != 0) return;  // a signal's stop: kept short
     auto ms = [](double seconds) { return format("%.2f", seconds * 1e3); };
     std::string tl =
         "gradient buckets of the last step (ms from the last backward's start; "

@@ -83,11 +83,17 @@ class Report : public Hook {
   void on_end(TrainSummary& s) override {
     if (run_.rank != 0) return;
     const std::vector<std::string> lines = summary_lines(s);
-    for (const std::string& line : lines) log::info(line);
+    // A signal's stop (a pause: the run resumes) says where it stands in one line; the rest of the
+    // summary and the diagnosis go to report.txt.
+    const bool paused = s.stop_signal != 0;
+    for (const std::string& line : lines) {
+      log::info(line);
+      if (paused) break;
+    }
     const std::vector<Finding> findings = diagnose(diagnosis_input(s));
     const std::string diagnosis = diagnosis_text(findings);
-    if (!run_.run_dir.empty()) log::detail("run directory: " + run_.run_dir);
-    log::info(diagnosis.substr(0, diagnosis.size() - 1));
+    if (!run_.run_dir.empty() && !paused) log::detail("run directory: " + run_.run_dir);
+    if (!paused) log::info(diagnosis.substr(0, diagnosis.size() - 1));
     if (run_.run_dir.empty()) return;
     std::string text = "dtrain report: " + run_.config->run.name + "\n";
     for (const std::string& line : lines) text += line + "\n";
@@ -96,7 +102,8 @@ class Report : public Hook {
     const std::string title = "dtrain report: " + run_.config->run.name;
     write_file_atomic(join_path(run_.run_dir, "report.html"),
                       report_html(report_data(title, facts(s), findings, series_)));
-    log::detail("report: " + join_path(run_.run_dir, "report.txt") + ", report.html");
+    log::detail("report: " + join_path(run_.run_dir, "report.txt") + ", report.html" +
+                (paused ? " (the summary and the diagnosis so far)" : ""));
   }
 
  private:

@@ -69,6 +69,10 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   [[ ! -e $tmp/runs/$name/model.pt ]] || fail "$name: the stopped run wrote model.pt"
   grep -q "after step $step of [0-9]*: checkpoint .* written, no model.pt (the run has not ended)" "$tmp/$name.out" ||
     { show "$name"; fail "$name: the stopped run does not say it wrote no model.pt"; }
+  # A stop is short: one summary line, no bucket lines, the diagnosis in report.txt only.
+  ! grep -qE "^diagnosis:|gradient buckets of the last step" "$tmp/$name.out" ||
+    { show "$name"; fail "$name: the stop printed the diagnosis or the bucket timeline"; }
+  grep -q "^diagnosis:" "$tmp/runs/$name/report.txt" || fail "$name: no diagnosis in report.txt"
   # One line for the stop, from rank 0: no rank announces the signal's requests.
   ! grep -q "asks to stop\|asks to save" "$tmp/$name.out" ||
     { show "$name"; fail "$name: the ranks announced the stop signal's requests"; }
