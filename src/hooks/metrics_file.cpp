@@ -27,13 +27,15 @@
 // Beside it, metrics.csv holds the train and eval records' main numbers, one row each, for
 // spreadsheets and pandas.read_csv (as Lightning's CSVLogger): the columns kCsvColumns, a cell
 // empty where the record has no such number (a train row has no test_loss, an eval row no lr);
-// a resumed run appends rows (the header only in a new file).
+// a resumed run appends rows (the header only in a new file), after dropping the rows of steps
+// past its checkpoint, which it trains again (rewind_csv): one row per step.
 // A failed write, fsync or close is an Error naming the file and the OS reason; the files are
 // closed (and their close checked) at the end of the run.
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "dtrain/config.h"
@@ -88,6 +90,28 @@ std::string csv_row(const nlohmann::json& r) {
   return row + "\n";
 }
 
+// A resumed run's metrics.csv goes on from the checkpoint's step: the rows of later steps (the
+// stopped run trained past its last checkpoint, and the resumed run trains them again) are
+// dropped, so every step has one row. Rewritten atomically; the header and other lines stay.
+void rewind_csv(const std::string& csv, int64_t step) {
+  std::istringstream in(read_file(csv));
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const size_t a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+    if (b != std::string::npos && line.compare(0, a, "type") != 0) {
+      const std::string cell = line.substr(a + 1, b - a - 1);
+      if (!cell.empty() && cell.find_first_not_of("0123456789") == std::string::npos &&
+          std::stoll(cell) > step) {
+        ++dropped;
+        continue;
+      }
+    }
+    kept += line + "\n";
+  }
+  if (dropped > 0) write_file_atomic(csv, kept);
+}
+
 class MetricsFile : public Hook {
  public:
   std::string name() const override { return "metrics"; }
@@ -101,6 +125,7 @@ class MetricsFile : public Hook {
     // train/run_directory.h); records past the checkpoint's step come again, the same values.
     out_ = std::make_unique<OutputFile>(run.run_dir + "/metrics.jsonl", !run.resumed_from.empty());
     const std::string csv = run.run_dir + "/metrics.csv";
+    if (!run.resumed_from.empty() && path_exists(csv)) rewind_csv(csv, run.resumed_step);
     const bool header = run.resumed_from.empty() || !path_exists(csv) || read_file(csv).empty();
     csv_ = std::make_unique<OutputFile>(csv, !run.resumed_from.empty());
     if (header) csv_->write(std::string(kCsvColumns) + "\n");

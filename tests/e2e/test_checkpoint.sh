@@ -129,6 +129,14 @@ run 120 killed-whole "$mpiexec" "${mpi_flags[@]}" -np 3 "$bin" "$cfg" "${common[
 [[ $rc == 0 ]] || { show killed-whole; fail "$name: the uninterrupted run failed (exit $rc)"; }
 end=$(printf 'step-%09d' $((epochs * 127)))
 same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$name-whole/checkpoints/$end"
+# The killed run had logged steps past its last checkpoint; the resumed run trained them again:
+# metrics.csv keeps one row per step (metrics.jsonl keeps both, after its resume record).
+"$py" - "$tmp/runs/$name/metrics.csv" "$step" <<'PY' || fail "$name: metrics.csv repeats steps after the resume"
+import csv, sys
+steps = [int(r["step"]) for r in csv.DictReader(open(sys.argv[1])) if r["type"] == "train"]
+assert len(steps) == len(set(steps)) and steps == sorted(steps), steps
+assert max(steps) > int(sys.argv[2]), (sys.argv[2], steps[-5:])  # the resumed run's rows are there
+PY
 echo "$name: job ended ${elapsed} s after kill -9; resumed from step $step; result = uninterrupted"
 
 # A second Ctrl-C ends at once, without waiting for a checkpoint.
