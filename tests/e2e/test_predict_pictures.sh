@@ -81,14 +81,18 @@ PY
 echo "ok: preprocess.json names Fashion-MNIST's classes (data.class_names) and CIFAR-10's (batches.meta.txt)"
 
 # 2. Pictures for the IDX-trained model, on 1 and 2 ranks; the IDX file of test image 0.
+echo "not a picture" >"$tmp/pics/notes.txt"
 run 120 pics1 "$bin" predict "${mlp[@]}" --input "$tmp/pics" --output "$tmp/pics.1.jsonl" --top-k 3 --batch-size 1
 [[ $rc == 0 ]] || { show pics1; fail "predict on pictures: exit $rc"; }
+grep -qF "$tmp/pics: 4 image(s); 1 other file skipped (not .jpg, .jpeg or .png)" "$tmp/pics1.out" ||
+  { show pics1; fail "the log does not count the file it skipped"; }
 grep -F "for 4 pictures of $tmp/pics (PNG, JPEG), made gray and resized to 28 x 28" "$tmp/pics1.out" ||
   { show pics1; fail "the log does not say how the pictures were prepared"; }
 run 120 pics2 "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" predict "${mlp[@]}" --input "$tmp/pics" \
   --output "$tmp/pics.2.jsonl" --top-k 3 --batch-size 1
 [[ $rc == 0 ]] || { show pics2; fail "predict on pictures, 2 ranks: exit $rc"; }
 cmp "$tmp/pics.1.jsonl" "$tmp/pics.2.jsonl" || fail "pictures: 1 and 2 ranks wrote different files"
+rm "$tmp/pics/notes.txt"  # the reference below reads every file of the folder
 run 120 idx "$bin" predict "${mlp[@]}" --input "$tmp/test0.idx" --output "$tmp/idx.jsonl" --top-k 3
 [[ $rc == 0 ]] || { show idx; fail "predict on the IDX file: exit $rc"; }
 run 120 csv "$bin" predict "${mlp[@]}" --input "$tmp/pics/c_test2.jpg" --output "$tmp/one.csv" --top-k 2

@@ -10,6 +10,7 @@
 
 #include "data/files.h"
 #include "dtrain/error.h"
+#include "dtrain/log.h"
 
 namespace dtrain::detail {
 
@@ -103,6 +104,9 @@ std::vector<std::string> image_files_under(const std::string& dir) {
                     (skipped > 0 ? " (" + other_files(skipped) + ")" : std::string()),
                 "--input");
   std::sort(files.begin(), files.end());
+  if (skipped > 0)
+    log::info(dir + ": " + std::to_string(files.size()) + " image(s); " + other_files(skipped) +
+              " skipped (not .jpg, .jpeg or .png)");
   return files;
 }
 

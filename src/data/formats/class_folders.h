@@ -32,7 +32,7 @@ Folder scan_class_folders(const std::string& root, const std::string& key,
                           const std::vector<std::string>* known);
 
 // The image files under `dir` (its subfolders too), sorted by path (`dtrain predict --input`):
-// none is an error.
+// none is an error; other files are counted in a log line.
 std::vector<std::string> image_files_under(const std::string& dir);
 
 }  // namespace dtrain::detail
