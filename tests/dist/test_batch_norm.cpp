@@ -52,6 +52,8 @@ struct OpCase {
   at::ScalarType dtype;
   bool residual_relu;
   double tol;
+  bool relu_alone = false;  // relu(bn(x)): the ReLU's zeros found again from x in the backward
+  bool forked = false;      // y used twice (norm_forked), each use with its own gradient
 };
 
 // Rank r holds r + 2 samples of one batch (unequal shares), C = 16 channels at 5x5, channels
@@ -75,6 +77,7 @@ void expect_op_matches_whole_batch(const OpCase& k) {
       held(at::randn({n, c, 5, 5}, f64) * 2 + at::arange(c, f64).view({1, c, 1, 1}) * 3);
   const at::Tensor res = held(at::randn({n, c, 5, 5}, f64));
   const at::Tensor dy = held(at::randn({n, c, 5, 5}, f64));
+  const at::Tensor dy2 = held(at::randn({n, c, 5, 5}, f64));
   const at::Tensor w = at::rand({c}, f64) + 0.5, b = at::randn({c}, f64);
 
   // The reference: the whole batch in double.
@@ -83,7 +86,8 @@ void expect_op_matches_whole_batch(const OpCase& k) {
   at::Tensor rm = at::zeros({c}, f64), rv = at::ones({c}, f64);
   at::Tensor yr = at::batch_norm(xr, wr, br, rm, rv, true, 0.1, 1e-5, false);
   if (k.residual_relu) yr = (yr + res).relu();
-  (yr * dy).sum().backward();
+  if (k.relu_alone) yr = yr.relu();
+  ((yr * dy).sum() + (k.forked ? (yr * dy2).sum() : at::zeros({}, f64))).backward();
 
   // This rank's share through models/batch_norm.h's norm() with the exchange.
   auto comm = data_comm();
@@ -103,8 +107,19 @@ void expect_op_matches_whole_batch(const OpCase& k) {
   };
   at::Tensor xs = share(x).requires_grad_(true);
   const at::Tensor rs = k.residual_relu ? share(res) : at::Tensor();
-  const at::Tensor y = detail::norm(bn, xs, rs, k.residual_relu, {/*fused=*/true, &sync});
-  (y.to(at::kFloat) * share(dy).to(at::kFloat)).sum().backward();
+  const bool relu = k.residual_relu || k.relu_alone;
+  const detail::NormMode mode{/*fused=*/true, &sync};
+  at::Tensor y;
+  if (k.forked) {
+    const auto both = detail::norm_forked(bn, xs, rs, relu, mode);
+    y = both[0];
+    ((both[0].to(at::kFloat) * share(dy).to(at::kFloat)).sum() +
+     (both[1].to(at::kFloat) * share(dy2).to(at::kFloat)).sum())
+        .backward();
+  } else {
+    y = detail::norm(bn, xs, rs, relu, mode);
+    (y.to(at::kFloat) * share(dy).to(at::kFloat)).sum().backward();
+  }
 
   EXPECT_LT(relative(y, yr.detach().narrow(0, start[rank], mine)), k.tol) << "y";
   EXPECT_LT(relative(xs.grad(), xr.grad().narrow(0, start[rank], mine)), k.tol) << "dx";
@@ -128,6 +143,14 @@ TEST(SyncBatchNorm, OpOnEachRanksShareIsBatchNormOfTheWholeBatch) {
 
 TEST(SyncBatchNorm, OpWithShortcutAndReluIsBatchNormOfTheWholeBatch) {
   expect_op_matches_whole_batch({at::kFloat, true, 2e-5});
+}
+
+TEST(SyncBatchNorm, OpWithReluAloneAndForkedOutputsIsBatchNormOfTheWholeBatch) {
+  // What a ResNet block runs besides: relu(bn(x)) (the backward finds the ReLU's zeros from x)
+  // and an output used twice, with a shortcut and without.
+  expect_op_matches_whole_batch({at::kFloat, false, 2e-5, /*relu_alone=*/true});
+  expect_op_matches_whole_batch({at::kFloat, false, 2e-5, true, /*forked=*/true});
+  expect_op_matches_whole_batch({at::kFloat, true, 2e-5, false, /*forked=*/true});
 }
 
 TEST(SyncBatchNorm, OpInBf16IsBatchNormOfTheWholeBatchWithinBf16) {
