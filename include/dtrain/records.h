@@ -101,6 +101,7 @@ struct StepRecord {
   // readings of that clock.
   const std::vector<BucketTiming>* buckets = nullptr;
   double buckets_start = 0;
+  double backward_end = 0;  // when that step's backward ended, on the buckets' clock
 };
 
 // After every evaluation: at the end of an epoch when train.eval is on, and every

@@ -274,7 +274,8 @@ std::string csv_text(const SweepResult& res, const Recommendation& rec) {
   return out;
 }
 
-std::string json_text(const SweepResult& res, const Recommendation& rec) {
+std::string json_text(const SweepResult& res, const Recommendation& rec,
+                      const std::string& forecast) {
   using nlohmann::json;
   json rows = json::array();
   for (const Row& r : res.rows) {
@@ -332,6 +333,7 @@ std::string json_text(const SweepResult& res, const Recommendation& rec) {
                           {"decode", to_string(r.decode)}};
     for (const auto& [key, value] : r.keys) out["recommended"][key] = json_value(value);
   }
+  if (!forecast.empty()) out["forecast"] = json::parse(forecast);
   return out.dump(2) + "\n";
 }
 
@@ -359,11 +361,11 @@ void check_outputs(const std::string& prefix, bool force) {
 }
 
 void write_outputs(const std::string& prefix, bool force, const SweepResult& result,
-                   const Recommendation& rec) {
+                   const Recommendation& rec, const std::string& forecast) {
   check_outputs(prefix, force);
   const std::vector<std::string> paths = output_paths(prefix);
   detail::write_file_atomic(paths[0], csv_text(result, rec));
-  detail::write_file_atomic(paths[1], json_text(result, rec));
+  detail::write_file_atomic(paths[1], json_text(result, rec, forecast));
 }
 
 }  // namespace dtrain::bench

@@ -31,7 +31,9 @@ Recommendation recommend(const std::vector<Row>& rows, double headroom = kHeadro
 // setting, then the recommendation.
 std::string table_text(const SweepResult& result, const Recommendation& rec);
 std::string csv_text(const SweepResult& result, const Recommendation& rec);
-std::string json_text(const SweepResult& result, const Recommendation& rec);
+// `forecast`: --forecast's JSON object (bench/scaling.h), added as "forecast"; "" without.
+std::string json_text(const SweepResult& result, const Recommendation& rec,
+                      const std::string& forecast = "");
 
 // PREFIX.csv and PREFIX.json.
 std::vector<std::string> output_paths(const std::string& prefix);
@@ -40,6 +42,6 @@ std::vector<std::string> output_paths(const std::string& prefix);
 void check_outputs(const std::string& prefix, bool force);
 // Checks again, then writes both files (each atomically; a failed write is an Error naming it).
 void write_outputs(const std::string& prefix, bool force, const SweepResult& result,
-                   const Recommendation& rec);
+                   const Recommendation& rec, const std::string& forecast = "");
 
 }  // namespace dtrain::bench

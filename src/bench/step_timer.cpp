@@ -32,6 +32,7 @@ void StepTimer::on_start(const RunInfo& run, LoopControl&) {
 void StepTimer::start(const StepRecord* record) {
   detail::synchronize(device_);
   data0_ = record ? record->phases.data : 0;
+  comm0_ = record ? record->phases.comm : 0;
   samples0_ = record ? record->samples : 0;
   if (device_.is_cuda())
     gpu_ = std::make_unique<detail::GpuMonitor>(detail::pci_bus_id(device_.index()), gpu_sample_s_);
@@ -39,7 +40,15 @@ void StepTimer::start(const StepRecord* record) {
 }
 
 void StepTimer::on_step(const StepRecord& r, LoopControl&) {
-  if (r.step < warmup_ || timing_.complete) return;
+  if (timing_.complete) return;
+  if (r.buckets && !r.buckets->empty()) {
+    if (r.step > warmup_)
+      timing_.timeline.add(*r.buckets, r.backward_end);
+    else if (r.step > 1)  // past the first step, whose plan is rebuilt
+      timing_.warmup_timeline = detail::TimelineMean(),
+      timing_.warmup_timeline.add(*r.buckets, r.backward_end);
+  }
+  if (r.step < warmup_) return;
   if (r.step == warmup_) {
     start(&r);
     return;
@@ -55,6 +64,7 @@ void StepTimer::on_step(const StepRecord& r, LoopControl&) {
   timing_.samples = r.samples - samples0_;
   timing_.seconds = std::chrono::duration<double>(now - t0_).count();
   timing_.data_seconds = r.phases.data - data0_;
+  timing_.comm_seconds = r.phases.comm - comm0_;
   // Fewer than 3 samples (the first is taken at start()) would report the warm-up's figures.
   if (gpu_) {
     std::optional<GpuStats> mean = gpu_->run_mean();
@@ -65,6 +75,7 @@ void StepTimer::on_step(const StepRecord& r, LoopControl&) {
 
 void StepTimer::on_end(TrainSummary& summary) {
   timing_.peak_memory = summary.memory.peak;
+  timing_.weight_bytes = summary.weight_bytes, timing_.gradient_bytes = summary.gradient_bytes;
   timing_.memory_total = detail::memory_stats(device_).total;
 }
 
@@ -85,8 +96,9 @@ void fill_row(const Timing& mine, Communicator& control, Row& row) {
        static_cast<double>(mine.peak_memory), static_cast<double>(mine.memory_total),
        static_cast<double>(mine.steps), static_cast<double>(mine.samples)},
       at::kDouble);
-  at::Tensor least =
-      at::tensor({static_cast<double>(mine.steps), static_cast<double>(mine.samples)}, at::kDouble);
+  at::Tensor least = at::tensor(
+      {static_cast<double>(mine.steps), static_cast<double>(mine.samples), mine.comm_seconds},
+      at::kDouble);
   at::Tensor gpu =
       at::tensor({mine.gpu ? mine.gpu->utilization : 0.0, mine.gpu ? 1.0 : 0.0}, at::kDouble);
   control.all_reduce(worst, ReduceOp::kMax);
@@ -110,6 +122,12 @@ void fill_row(const Timing& mine, Communicator& control, Row& row) {
   row.step_mean_s = row.timed_seconds / static_cast<double>(mine.steps);
   row.tokens_per_s = row.samples_per_s * static_cast<double>(mine.tokens_per_sample);
   if (g[1] > 0) row.gpu_utilization = g[0] / g[1];
+  row.comm_per_step_s = l[2] / static_cast<double>(mine.steps);
+  const detail::TimelineMean& tl = mine.timeline.steps() > 0 ? mine.timeline : mine.warmup_timeline;
+  row.buckets = tl.buckets();
+  row.backward_end = tl.backward_end();
+  row.timeline_steps = tl.steps();
+  row.weight_bytes = mine.weight_bytes, row.gradient_bytes = mine.gradient_bytes;
   if (mine.flops_per_sample > 0 && mine.peak_flops > 0)
     row.mfu = row.samples_per_s * mine.flops_per_sample / (mine.peak_flops * control.world());
 }

@@ -16,6 +16,7 @@
 #include "bench/sweep.h"
 #include "dtrain/comm.h"
 #include "dtrain/hooks.h"
+#include "telemetry/forecast.h"
 #include "telemetry/gpu_monitor.h"
 #include "util/clock.h"
 
@@ -35,6 +36,13 @@ struct Timing {
   int64_t tokens_per_sample = 0;
   double flops_per_sample = 0, peak_flops = 0;
   std::string device_name;
+  // For the scaling forecast (bench/scaling.h): the communication phase over the timed steps,
+  // the mean bucket timeline of the timed steps (of the warm-up's last step that had one when
+  // none did: a CUDA graph's replays have no host side to time), and the bytes of this rank's
+  // parameters and gradients.
+  double comm_seconds = 0;
+  detail::TimelineMean timeline, warmup_timeline;
+  int64_t weight_bytes = 0, gradient_bytes = 0;
 };
 
 class StepTimer : public Hook {
@@ -56,7 +64,7 @@ class StepTimer : public Hook {
   at::Device device_ = at::kCPU;
   Timing timing_;
   detail::Clock::time_point t0_, last_;
-  double data0_ = 0;
+  double data0_ = 0, comm0_ = 0;
   int64_t samples0_ = 0;
   std::unique_ptr<detail::GpuMonitor> gpu_;
 };

@@ -148,6 +148,15 @@ struct Row {
   int64_t memory_total = 0;    // the largest GPU's bytes (max over ranks); 0 on CPU
   std::optional<double> gpu_utilization;  // NVML percent, mean over ranks and the timed steps
   std::optional<double> mfu;              // model FLOP/s over peak FLOP/s, when both are known
+  // For the scaling forecast (--forecast, bench/scaling.h): the least communication phase per
+  // timed step over the ranks; this rank's mean bucket timeline of the timed steps (else of the
+  // warm-up's last step that had one) and over how many steps; its parameters' and gradients'
+  // bytes.
+  double comm_per_step_s = 0;
+  std::vector<BucketTiming> buckets;
+  double backward_end = 0;
+  int64_t timeline_steps = 0;
+  int64_t weight_bytes = 0, gradient_bytes = 0;
 };
 
 struct SweepResult {

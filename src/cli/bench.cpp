@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "bench/report.h"
+#include "bench/scaling.h"
 #include "bench/sweep.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "telemetry/forecast.h"
 #include "util/log_errors.h"
 
 namespace dtrain::cli {
@@ -38,11 +40,21 @@ GPU's memory free, or a smaller one within 3% of it. --activation-checkpointing 
 --shard-optimizer false,true time the rungs of the memory ladder the same way (every list is
 crossed with the others), so that the table shows what each rung costs and what it frees;
 --decode cpu,gpu times an image folder's two decoders (data.decode) beside each other.
+--forecast adds the scaling forecast of the recommended setting: its step time and efficiency on
+more GPUs (2, 4, 8 over NVLink; 16 to 64 over InfiniBand; on several ranks also over this job's
+own collective, timed at the bucket sizes), from its timed steps' phases and bucket timeline (on
+one rank the gradient engine runs for it: dist.reduce_single_rank=true), with its assumptions.
+--link sets the links instead (repeatable): nvlink, infiniband, measured, or key=value pairs,
+e.g. --link name=mine,bus=100,step_us=5,ranks=2/4 (bus in GB/s, nccl-tests' bus bandwidth;
+latency per ring step in us); a preset's numbers change the same way: --link
+infiniband,net_bus=300.
   mpirun -np 8 dtrain bench configs/x.yaml --micro-batches 32,64,128,256
   dtrain bench configs/fashion_mnist.yaml --workers 0,1,2,4 --out runs/workers
   mpirun -np 4 dtrain bench configs/x.yaml --micro-batches 8,16 --activation-checkpointing off,blocks --shard-optimizer false,true
   dtrain bench configs/imagefolder_resnet.yaml --decode cpu,gpu --workers 2,4,8
-  mpirun -np 2 dtrain bench configs/x.yaml --sweep dist.bucket_cap_mb=1,25,100 --sweep data.workers=0,2)";
+  mpirun -np 2 dtrain bench configs/x.yaml --sweep dist.bucket_cap_mb=1,25,100 --sweep data.workers=0,2
+  dtrain bench configs/x.yaml --forecast
+  mpirun -np 8 dtrain bench configs/x.yaml --forecast --link measured --link infiniband)";
 
 // "configs/fashion_mnist.yaml" -> "fashion_mnist".
 std::string stem(const std::string& path) {
@@ -64,7 +76,8 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   std::vector<std::string> overrides, sweep_texts;
   std::vector<std::string> alias_texts(bench::sweep_aliases().size());
   int64_t warmup = 5, steps = 20;
-  bool force = false;
+  bool force = false, forecast = false;
+  std::vector<std::string> link_texts;
   app.add_option("config", config_path, "YAML config file")->required();
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   app.add_option("--sweep", sweep_texts,
@@ -81,6 +94,15 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   app.add_option("--out", out,
                  "write PREFIX.csv and PREFIX.json (default: bench-<config file name>)");
   app.add_flag("--force", force, "write over existing output files");
+  CLI::Option* forecast_flag = app.add_flag(
+      "--forecast", forecast,
+      "forecast the recommended setting's step time and scaling efficiency on more GPUs");
+  app.add_option("--link", link_texts,
+                 "with --forecast, a link to forecast over (repeatable): nvlink, infiniband, "
+                 "measured, or bus=GBPS,step_us=US[,base_us=US,ranks=N/N,name=NAME]")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->needs(forecast_flag);
   app.footer(kBenchFooter);
   try {
     app.parse(argc, argv);
@@ -98,7 +120,18 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
     opt.warmup_steps = warmup;
     opt.steps = steps;
     const Config base = Config::from_file(config_path, overrides);
-    const bench::SweepPlan plan = bench::plan_sweep(base, overrides, opt, rt.world());
+    bench::SweepPlan plan = bench::plan_sweep(base, overrides, opt, rt.world());
+    std::vector<detail::Link> links;
+    if (forecast) {
+      links = bench::forecast_links(link_texts, rt.world());
+      // One rank has no gradient engine unless asked: its buckets are what the forecast times.
+      if (rt.world() == 1) {
+        for (bench::Setting& st : plan.settings) st.config.dist.reduce_single_rank = true;
+        log::info(
+            "--forecast on one rank: dist.reduce_single_rank=true, so that the gradient "
+            "engine's buckets are timed");
+      }
+    }
     rt.check_launcher(launcher_env);
     std::string failure;
     if (rt.rank() == 0) {
@@ -111,11 +144,28 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
     agree_no_failure(rt.cpu_comm(), failure, "checking the output files");
     const bench::SweepResult result = bench::run_sweep(rt, plan, config_path, opt);
     const bench::Recommendation rec = bench::recommend(result.rows);
+    std::string forecast_text, forecast_json;
+    if (forecast && rec.row >= 0) {
+      const bench::Row& row = result.rows[static_cast<size_t>(rec.row)];
+      const std::string source =
+          "the " + std::to_string(row.timed_steps) + " timed steps of the recommended setting" +
+          (row.timeline_steps > 0
+               ? " (bucket timeline: the mean of " + std::to_string(row.timeline_steps) + ")"
+               : "");
+      const bench::ScalingForecast f = bench::forecast_setting(
+          rt, row, plan.settings[static_cast<size_t>(rec.row)].config, links, source);
+      for (const std::string& line : detail::forecast_text(f.input, f.forecast, f.links, source))
+        forecast_text += line + "\n";
+      forecast_json = bench::forecast_json(f);
+    } else if (forecast) {
+      forecast_text = "no scaling forecast: no setting fits\n";
+    }
     failure.clear();
     if (rt.rank() == 0) {
       std::fputs(("\n" + bench::table_text(result, rec)).c_str(), stdout);
+      if (!forecast_text.empty()) std::fputs(("\n" + forecast_text).c_str(), stdout);
       try {
-        bench::write_outputs(out, force, result, rec);
+        bench::write_outputs(out, force, result, rec, forecast_json);
         std::printf("wrote %s.csv and %s.json\n", out.c_str(), out.c_str());
         check_stdout();
       } catch (const Error& e) {

@@ -9,6 +9,9 @@
 // metrics.jsonl (telemetry/report_history.h); its counts and rates are this process's: the
 // steady rate (after the warm-up) and the overall one, each named. Every rank takes part in one
 // gather of the host names at the start, so that the slowest rank is named with its host.
+// report.txt ends with the scaling forecast (telemetry/forecast.h, Note [scaling forecast]): the
+// step and its efficiency on 2 to 64 GPUs over NVLink and InfiniBand, from rank 0's phases and
+// its mean bucket timeline over the steps; a CUDA run's log says it in one line.
 #include <algorithm>
 #include <ctime>
 #include <memory>
@@ -25,6 +28,7 @@
 #include "hooks/standard.h"
 #include "runtime/cpu_binding.h"
 #include "telemetry/diagnosis.h"
+#include "telemetry/forecast.h"
 #include "telemetry/report_history.h"
 #include "telemetry/report_html.h"
 #include "util/format.h"
@@ -63,7 +67,11 @@ class Report : public Hook {
   }
 
   void on_step(const StepRecord& r, LoopControl&) override {
-    if (run_.rank != 0 || !r.loss) return;
+    if (run_.rank != 0) return;
+    // The bucket timelines past the first steps (the plan is rebuilt after the first).
+    if (r.buckets && !r.buckets->empty() && r.step > run_.resumed_step + 2)
+      timeline_.add(*r.buckets, r.backward_end);
+    if (!r.loss) return;
     ReportPoint p;
     p.step = r.step, p.epoch = r.epoch, p.time = r.elapsed, p.loss = *r.loss;
     p.samples_per_s = r.samples_per_s;
@@ -94,11 +102,17 @@ class Report : public Hook {
     const std::string diagnosis = diagnosis_text(findings);
     if (!run_.run_dir.empty() && !paused) log::detail("run directory: " + run_.run_dir);
     if (!paused) log::info(diagnosis.substr(0, diagnosis.size() - 1));
+    // On a GPU, one line of the forecast (a CPU's compute says little of a GPU's); not for a
+    // stop, which says only what it must.
+    if (run_.device.is_cuda() && !paused && steps_run(s) > 0)
+      log::detail(forecast_line(forecast(scaling_input(s), link_presets())));
     if (run_.run_dir.empty()) return;
     std::string text = "dtrain report: " + run_.config->run.name + "\n";
     for (const std::string& line : lines) text += line + "\n";
     text += "run directory: " + run_.run_dir + "\n";
-    write_file_atomic(join_path(run_.run_dir, "report.txt"), text + diagnosis);
+    std::string scaling;
+    for (const std::string& line : forecast_lines(s)) scaling += line + "\n";
+    write_file_atomic(join_path(run_.run_dir, "report.txt"), text + diagnosis + scaling);
     const std::string title = "dtrain report: " + run_.config->run.name;
     write_file_atomic(join_path(run_.run_dir, "report.html"),
                       report_html(report_data(title, facts(s), findings, series_)));
@@ -218,6 +232,42 @@ class Report : public Hook {
     return in;
   }
 
+  int64_t steps_run(const TrainSummary& s) const { return s.steps - run_.resumed_step; }
+
+  // What the forecast takes from this run (Note [scaling forecast]): rank 0's phases per step of
+  // this process, its mean bucket timeline (else the last step's), the gradients' collective.
+  ScalingInput scaling_input(const TrainSummary& s) const {
+    const Config& c = *run_.config;
+    ScalingInput in;
+    const double steps = static_cast<double>(std::max<int64_t>(1, steps_run(s)));
+    in.world = run_.world;
+    in.step = s.phases.total() / steps;
+    in.comm = s.phases.comm / steps;
+    in.batch = c.resolved.rank_batch;
+    in.buckets = timeline_.buckets(), in.backward_end = timeline_.backward_end();
+    if (in.buckets.empty()) in.buckets = s.buckets, in.backward_end = s.backward_end;
+    in.on_cuda = run_.device.is_cuda();
+    const bool sharded = c.dist.shard_optimizer != ShardOptimizer::kOff;
+    in.gradients = sharded ? Collective::kReduceScatter : Collective::kAllReduce;
+    // Without a timeline: the gradients as sent (bf16 halves fp32's).
+    in.gradient_bytes =
+        c.dist.grad_dtype == GradDtype::kBf16 ? s.gradient_bytes / 2 : s.gradient_bytes;
+    if (sharded) in.broadcast_bytes = s.weight_bytes;
+    return in;
+  }
+
+  std::vector<std::string> forecast_lines(const TrainSummary& s) const {
+    if (steps_run(s) <= 0) return {};
+    const ScalingInput in = scaling_input(s);
+    const std::vector<Link>& links = link_presets();
+    std::string source = "rank 0's " + std::to_string(steps_run(s)) + " steps";
+    if (timeline_.steps() > 0)
+      source += " (bucket timeline: the mean of " + std::to_string(timeline_.steps()) + ")";
+    if (!run_.device.is_cuda())
+      source += ", on a CPU: what these links would add to this CPU's step, not a GPU's speed";
+    return forecast_text(in, forecast(in, links), links, source);
+  }
+
   Facts facts(const TrainSummary& s) const {
     const Config& c = *run_.config;
     const std::set<std::string> hosts(hosts_.begin(), hosts_.end());
@@ -266,6 +316,7 @@ class Report : public Hook {
 
   RunInfo run_;
   std::vector<std::string> hosts_;
+  TimelineMean timeline_;
   ReportSeries series_;
 };
 

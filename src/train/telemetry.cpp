@@ -81,6 +81,7 @@ void StepTelemetry::fill_step(StepRecord& rec) const {
     rec.buckets = &ctx_.reducer->last_timeline();
     rec.buckets_start =
         std::chrono::duration<double>(ctx_.reducer->last_start().time_since_epoch()).count();
+    rec.backward_end = ctx_.reducer->last_backward_end();
   }
 }
 
