@@ -185,4 +185,64 @@ std::string forecast_json(const ScalingForecast& f) {
   return j.dump();
 }
 
+std::pair<detail::ScalingInput, std::string> scaling_input_from_json(const std::string& text,
+                                                                     const std::string& origin) {
+  using nlohmann::json;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw Error("not a JSON object", origin);
+  if (j.contains("forecast")) j = j["forecast"];
+  if (j.contains("from")) j = j["from"];
+  auto field = [&](const json& o, const char* key, bool required) -> const json* {
+    if (!o.contains(key)) {
+      if (required) throw Error(std::string("no \"") + key + "\" in the measurements", origin);
+      return nullptr;
+    }
+    return &o.at(key);
+  };
+  auto number = [&](const json& o, const char* key, bool required, double fallback) {
+    const json* v = field(o, key, required);
+    if (!v) return fallback;
+    if (!v->is_number() || !(v->get<double>() >= 0))
+      throw Error(std::string("\"") + key + "\" must be a number >= 0", origin);
+    return v->get<double>();
+  };
+  detail::ScalingInput in;
+  in.world = static_cast<int>(number(j, "world", false, 1));
+  in.step = number(j, "step_s", true, 0);
+  in.comm = number(j, "comm_s", false, 0);
+  if (in.comm > in.step) throw Error("\"comm_s\" is more than \"step_s\"", origin);
+  in.batch = static_cast<int64_t>(number(j, "rank_batch", false, 0));
+  in.backward_end = number(j, "backward_end_s", false, 0);
+  in.gradient_bytes = static_cast<int64_t>(number(j, "gradient_bytes", false, 0));
+  in.broadcast_bytes = static_cast<int64_t>(number(j, "broadcast_bytes", false, 0));
+  if (const json* c = field(j, "on_cuda", false)) {
+    if (!c->is_boolean()) throw Error("\"on_cuda\" must be true or false", origin);
+    in.on_cuda = c->get<bool>();
+  }
+  if (const json* c = field(j, "collective", false)) {
+    if (*c != "all_reduce" && *c != "reduce_scatter")
+      throw Error("\"collective\" must be \"all_reduce\" or \"reduce_scatter\"", origin);
+    if (*c == "reduce_scatter") in.gradients = Collective::kReduceScatter;
+  }
+  if (const json* b = field(j, "buckets", false)) {
+    if (!b->is_array()) throw Error("\"buckets\" must be a list", origin);
+    for (const json& x : *b) {
+      if (!x.is_object()) throw Error("each of \"buckets\" must be an object", origin);
+      BucketTiming t;
+      t.bucket = static_cast<int>(in.buckets.size());
+      t.bytes = static_cast<int64_t>(number(x, "bytes", true, 0));
+      t.launched = number(x, "launched_s", false, in.backward_end);
+      t.ready = number(x, "ready_s", false, t.launched);
+      t.done = number(x, "done_s", false, t.launched);
+      in.buckets.push_back(t);
+    }
+  }
+  if (in.buckets.empty() && in.gradient_bytes <= 0)
+    throw Error("neither \"buckets\" nor \"gradient_bytes\": nothing to send", origin);
+  std::string source = origin;
+  if (const json* s = field(j, "source", false); s && s->is_string())
+    source = s->get<std::string>();
+  return {in, source};
+}
+
 }  // namespace dtrain::bench

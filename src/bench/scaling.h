@@ -47,4 +47,10 @@ ScalingForecast forecast_setting(Runtime& rt, const Row& row, const Config& conf
 // The forecast as the bench's JSON object ("forecast" in PREFIX.json).
 std::string forecast_json(const ScalingForecast& f);
 
+// --forecast-from: the measurements a JSON text holds, as forecast_json writes them (a bench's
+// PREFIX.json, its "forecast" object, or that object's "from"), and what they are ("source", else
+// `origin`). A missing or mistyped field is an Error naming `origin` and the field.
+std::pair<detail::ScalingInput, std::string> scaling_input_from_json(const std::string& text,
+                                                                     const std::string& origin);
+
 }  // namespace dtrain::bench

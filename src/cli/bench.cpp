@@ -17,6 +17,7 @@
 #include "dtrain/log.h"
 #include "dtrain/session.h"
 #include "telemetry/forecast.h"
+#include "util/dir.h"
 #include "util/log_errors.h"
 
 namespace dtrain::cli {
@@ -65,6 +66,29 @@ std::string stem(const std::string& path) {
   return name;
 }
 
+// --forecast-from FILE: no MPI, nothing run; the forecast on standard output, an error as one
+// line (exit 1).
+int forecast_from_main(const std::string& path, const std::vector<std::string>& link_texts) {
+  try {
+    const std::string text = detail::read_file(path);
+    const auto [in, source] = bench::scaling_input_from_json(text, path);
+    for (const std::string& t : link_texts)
+      if (t == "measured")
+        throw Error(
+            "--link measured: --forecast-from runs no job to time (give its numbers: "
+            "--link bus=GBPS,step_us=US)");
+    const std::vector<detail::Link> links = bench::forecast_links(link_texts, 1);
+    const detail::Forecast f = detail::forecast(in, links);
+    for (const std::string& line : detail::forecast_text(in, f, links, source))
+      std::printf("%s\n", line.c_str());
+    check_stdout();
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv, const std::map<std::string, std::string>& launcher_env) {
@@ -78,7 +102,8 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   int64_t warmup = 5, steps = 20;
   bool force = false, forecast = false;
   std::vector<std::string> link_texts;
-  app.add_option("config", config_path, "YAML config file")->required();
+  std::string forecast_from;
+  app.add_option("config", config_path, "YAML config file (not with --forecast-from)");
   app.add_option("overrides", overrides, "section.key=value settings that replace the file's");
   app.add_option("--sweep", sweep_texts,
                  "section.key=v1,v2,...: the values of a config key to time (repeatable)")
@@ -101,13 +126,31 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
                  "with --forecast, a link to forecast over (repeatable): nvlink, infiniband, "
                  "measured, or bus=GBPS,step_us=US[,base_us=US,ranks=N/N,name=NAME]")
       ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->needs(forecast_flag);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--forecast-from", forecast_from,
+                 "FILE: the forecast again from the measurements a --forecast PREFIX.json holds "
+                 "(nothing is run), over --link's links or the presets")
+      ->excludes(forecast_flag);
   app.footer(kBenchFooter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return usage_exit(app.exit(e));
+  }
+  if (!link_texts.empty() && !forecast && forecast_from.empty()) {
+    std::fprintf(stderr, "error: --link needs --forecast or --forecast-from\n");
+    return kExitUsage;
+  }
+  if (!forecast_from.empty()) {
+    if (!config_path.empty() || !overrides.empty()) {
+      std::fprintf(stderr, "error: --forecast-from takes no config: it runs nothing\n");
+      return kExitUsage;
+    }
+    return forecast_from_main(forecast_from, link_texts);
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "error: dtrain bench needs a config file (or --forecast-from FILE)\n");
+    return kExitUsage;
   }
   if (out.empty()) out = "bench-" + stem(config_path);
   return run_guarded(&argc, &argv, [&](Runtime& rt) {

@@ -59,12 +59,12 @@ std::vector<std::string> forecast_text(const ScalingInput& in, const Forecast& f
   for (const BucketTiming& b : in.buckets) bytes += static_cast<double>(b.bytes);
   if (in.buckets.empty()) bytes = static_cast<double>(in.gradient_bytes);
   out.push_back(
-      "scaling forecast (a forecast from this run's measurements, not a measurement; "
+      "scaling forecast (a forecast from measured numbers, not a measurement; "
       "weak scaling: every rank keeps its batch" +
       (in.batch > 0 ? " of " + std::to_string(in.batch) : std::string()) + "):");
-  std::string from = "  from " + source +
-                     format(" on %d rank(s): step %s ms, ", in.world, ms_text(in.step).c_str()) +
-                     "of it " + ms_text(in.comm) + " ms communication; ";
+  out.push_back("  from " + source);
+  std::string from = format("  measured on %d rank(s): step %s ms, of it %s ms communication; ",
+                            in.world, ms_text(in.step).c_str(), ms_text(in.comm).c_str());
   from += in.buckets.empty()
               ? "gradients " + mib_text(bytes)
               : std::to_string(in.buckets.size()) + " gradient bucket(s), " + mib_text(bytes);

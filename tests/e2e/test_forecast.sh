@@ -70,7 +70,7 @@ cd "$tmp"
 run 120 one "$bin" bench "$cfg" --forecast --out "$tmp/one"
 [[ $rc == 0 ]] || { show one; fail "bench --forecast exited with $rc"; }
 grep -q "^--forecast on one rank: dist.reduce_single_rank=true" one.out || { show one; fail "no word on the gradient engine"; }
-grep -q "^scaling forecast (a forecast from this run's measurements, not a measurement" one.out ||
+grep -q "^scaling forecast (a forecast from measured numbers, not a measurement" one.out ||
   { show one; fail "no forecast, or not marked as one"; }
 for row in "nvlink +2 +1 " "nvlink +4 +1 " "nvlink +8 +1 " "infiniband +16 +2 " "infiniband +32 +4 " "infiniband +64 +8 "; do
   grep -qE "^  $row" one.out || { show one; fail "no forecast row '$row'"; }
