@@ -16,6 +16,7 @@
 #include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "dtrain/session.h"
+#include "runtime/launch_check.h"
 #include "telemetry/forecast.h"
 #include "util/dir.h"
 #include "util/log_errors.h"
@@ -151,6 +152,17 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
   if (config_path.empty()) {
     std::fprintf(stderr, "error: dtrain bench needs a config file (or --forecast-from FILE)\n");
     return kExitUsage;
+  }
+  if (forecast) {
+    // --link's mistakes before MPI starts: one line, from the launcher's rank 0 (the world the
+    // launcher gives decides whether "measured" has ranks to time).
+    const auto [rank, world] = detail::launcher_place(launcher_env);
+    try {
+      bench::forecast_links(link_texts, world);
+    } catch (const Error& e) {
+      if (rank == 0) std::fprintf(stderr, "[rank 0] error: %s\n", e.what());
+      return 1;
+    }
   }
   if (out.empty()) out = "bench-" + stem(config_path);
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
