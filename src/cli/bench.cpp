@@ -49,14 +49,16 @@ one rank the gradient engine runs for it: dist.reduce_single_rank=true), with it
 --link sets the links instead (repeatable): nvlink, infiniband, measured, or key=value pairs,
 e.g. --link name=mine,bus=100,step_us=5,ranks=2/4 (bus in GB/s, nccl-tests' bus bandwidth;
 latency per ring step in us); a preset's numbers change the same way: --link
-infiniband,net_bus=300.
+infiniband,net_bus=300. --forecast-from PREFIX.json forecasts again from the measurements a
+--forecast run saved, over other links, running nothing (no config then).
   mpirun -np 8 dtrain bench configs/x.yaml --micro-batches 32,64,128,256
   dtrain bench configs/fashion_mnist.yaml --workers 0,1,2,4 --out runs/workers
   mpirun -np 4 dtrain bench configs/x.yaml --micro-batches 8,16 --activation-checkpointing off,blocks --shard-optimizer false,true
   dtrain bench configs/imagefolder_resnet.yaml --decode cpu,gpu --workers 2,4,8
   mpirun -np 2 dtrain bench configs/x.yaml --sweep dist.bucket_cap_mb=1,25,100 --sweep data.workers=0,2
   dtrain bench configs/x.yaml --forecast
-  mpirun -np 8 dtrain bench configs/x.yaml --forecast --link measured --link infiniband)";
+  mpirun -np 8 dtrain bench configs/x.yaml --forecast --link measured --link infiniband
+  dtrain bench --forecast-from bench-x.json --link infiniband,net_bus=360)";
 
 // "configs/fashion_mnist.yaml" -> "fashion_mnist".
 std::string stem(const std::string& path) {
