@@ -219,8 +219,12 @@ void set_from_text(Config& c, const std::string& key, const std::string& value,
         key);
   const Field& f = known_field(key, where);
   if (value.find_first_not_of(" \t") == std::string::npos)
-    throw Error("empty value (" + where + "); write " + key + "='' for an empty string or " + key +
-                    "=[] for an empty list",
+    throw Error("empty value (" + where + "); " +
+                    (f.type.find("list") != std::string::npos
+                         ? "for an empty list write " + key + "=[]"
+                         : "for an empty string write " + key +
+                               "=\"''\" on a command line (the shell keeps the inner quotes; " +
+                               key + "='' alone reaches dtrain empty)"),
                 key);
   YAML::Node n;
   try {

@@ -131,7 +131,9 @@ TEST(ConfigErrors, OverrideOfASectionOrWithoutAValueIsAnError) {
   };
   expect_all(msg("train=1"), {"'train' is a section", "command line 'train=1'"});
   expect_all(msg("train={lr: 0.1}"), {"'train' is a section"});
-  expect_all(msg("train.lr="), {"train.lr", "empty value", "command line 'train.lr='"});
+  expect_all(msg("train.lr="), {"train.lr", "empty value", "command line 'train.lr='",
+                                "train.lr=\"''\" on a command line"});
+  expect_all(msg("data.crop_scale="), {"data.crop_scale", "empty value", "data.crop_scale=[]"});
   expect_all(msg("run.name= "), {"run.name", "empty value"});
   expect_all(msg("train.lr.x=1"), {"train.lr.x", "unknown key"});
   expect_all(msg("train.lr={a: 1}"), {"train.lr", "expected a number"});
