@@ -122,7 +122,7 @@ class CheckpointWriter : public Hook {
       make_dirs(dir);
     });
     CapturedCheckpoint c = capture(s, dir);
-    pending_ = Pending{dir, step, t0, s.reason, 0};
+    pending_ = Pending{dir, step, t0, s.reason};
     if (!async_) {
       finish_write(write_result(c));
       return true;
@@ -164,7 +164,6 @@ class CheckpointWriter : public Hook {
     int64_t step = 0;
     Clock::time_point started;
     std::string reason;
-    double waited = 0;  // seconds a later save or the end waited for the write
   };
 
   // What the files will hold, with every tensor copied to this rank's host buffers.
@@ -215,7 +214,6 @@ class CheckpointWriter : public Hook {
     BackgroundWrite::Result r = writer_.wait(&waited);
     if (poll_) poll_->wait(), poll_.reset();  // the last boundary's, unread
     if (waited > 0.05) {
-      pending_->waited = waited;
       log::info("checkpoint: " + why + " waited " + format("%.2f", waited) + " s for step " +
                 std::to_string(pending_->step) + "'s background write to finish");
     }

@@ -4,19 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace {
 
 std::string read(const std::string& rel) {
-  std::ifstream in(std::string(dtrain::test::source_dir()) + "/" + rel);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return dtrain::test::read_text(std::string(dtrain::test::source_dir()) + "/" + rel);
 }
 
 std::vector<std::string> standard_hooks() {
