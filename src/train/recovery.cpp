@@ -2,7 +2,6 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "dtrain/log.h"
 #include "train/loss.h"
 #include "train/memory_ladder.h"
+#include "train/out_of_memory.h"
 #include "train/start_up_memory.h"
 #include "util/format.h"
 
@@ -25,18 +25,6 @@ int64_t next_smaller(int64_t micro, int64_t rank_batch) {
 }
 
 }  // namespace
-
-bool is_out_of_memory(const std::exception& e) {
-  if (dynamic_cast<const InjectedOutOfMemory*>(&e)) return true;
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
-  if (dynamic_cast<const c10::Error*>(&e)) {
-    const char* w = e.what();
-    // LibTorch's CPU allocator says "can't allocate memory" (older ones "not enough memory").
-    return std::strstr(w, "out of memory") || std::strstr(w, "not enough memory") ||
-           std::strstr(w, "can't allocate memory");
-  }
-  return false;
-}
 
 MicroBatchDoesNotFit::MicroBatchDoesNotFit(int64_t micro, int64_t step)
     : Error("out of memory at step " + std::to_string(step) + " with a micro-batch of " +

@@ -11,17 +11,10 @@
 
 #include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
+#include "train/out_of_memory.h"
 #include "train/step_context.h"
 
 namespace dtrain::detail {
-
-// Whether `e` is an out-of-memory error (CUDA's, the CPU allocator's, or an injected one).
-bool is_out_of_memory(const std::exception& e);
-
-// The fault injector's error: thrown instead of a real allocation failure.
-struct InjectedOutOfMemory : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Out-of-memory recovery is off (Trainer::set_out_of_memory_recovery(false)) and a step ran out
 // of memory on some rank: thrown by MicroBatch::shrink on every rank alike, after the ranks

@@ -1,12 +1,10 @@
 #include "train/start_up_memory.h"
 
-#include <c10/util/Exception.h>
-
 #include <vector>
 
 #include "dist/optimizer_shard.h"
 #include "dtrain/comm.h"
-#include "train/recovery.h"
+#include "train/out_of_memory.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -39,26 +37,6 @@ StateSettings state_settings(const Config& cfg, int world) {
   s.reducer = world > 1 || cfg.dist.reduce_single_rank;
   s.bucket_element_bytes = cfg.dist.grad_dtype == GradDtype::kBf16 ? 2 : 0;
   return s;
-}
-
-std::string allocator_words(const std::exception& e) {
-  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-  std::string w = first_line(c10 ? c10->what_without_backtrace() : e.what());
-  // LibTorch's CPU allocator: "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator:
-  // ..."
-  if (w.rfind("[enforce fail at ", 0) == 0) {
-    const size_t check = w.find("] ");
-    const size_t end = check == std::string::npos ? check : w.find(". ", check);
-    if (end != std::string::npos) w = w.substr(end + 2);
-  }
-  const size_t tried = w.find("Tried to allocate");
-  if (tried != std::string::npos) {
-    const size_t end = w.find(". ", tried);
-    if (end != std::string::npos) w = w.substr(0, end);
-  }
-  constexpr size_t kMost = 200;
-  if (w.size() > kMost) w = w.substr(0, kMost) + "...";
-  return w;
 }
 
 StartUpMemory::StartUpMemory(const StepContext& ctx, std::optional<StateSettings> planned)

@@ -14,17 +14,13 @@
 #include "dtrain/error.h"
 #include "dtrain/faults.h"
 #include "train/memory_ladder.h"
+#include "train/out_of_memory.h"
 #include "train/step_context.h"
 
 namespace dtrain::detail {
 
 // The settings the state's size depends on, as in effect for `world` ranks (planned_memory).
 StateSettings state_settings(const Config& cfg, int world);
-
-// An out-of-memory error in the allocator's words, short: its first sentence and, where it says
-// so, the size it tried ("CUDA out of memory. Tried to allocate 28.00 MiB"), without the advice
-// and the backtrace that follow.
-std::string allocator_words(const std::exception& e);
 
 // Out of memory in the start-up, on some rank: every rank throws it alike, after agreeing
 // (StartUpMemory::agree), so none is left in a collective. `dtrain bench` records the setting as
