@@ -12,9 +12,9 @@
 # Env: NP (CPU ranks), DTRAIN_BIN (else build/bin/dtrain, else build-gpu/bin/dtrain),
 # DTRAIN_BIND=none (no binding), DTRAIN_MPIRUN_ARGS (extra mpirun options, split on spaces),
 # DTRAIN_DRY_RUN=1 (print the mpirun command, run nothing). Adds --allow-run-as-root as root.
-# Ctrl-C (or SIGTERM) reaches every rank, which saves a checkpoint and exits 75; a second Ctrl-C
-# ends the job at once. Open MPI's blocks that repeat a rank's non-zero exit are left out: dtrain's
-# line says why, then "mpirun-local.sh: exit N"; mpirun's other messages pass through.
+# Ctrl-C (or SIGTERM) reaches every rank, which saves a checkpoint and exits 75; a second ends the
+# ranks at once, the exit still theirs (75 once stopped). Open MPI's blocks that repeat a rank's
+# non-zero exit are left out: dtrain's line says why, then "mpirun-local.sh: exit N".
 set -euo pipefail
 
 usage() {

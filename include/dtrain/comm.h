@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,8 +82,15 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& s
 
 // Every rank's `failure` ("" for none), agreed (a collective): when any rank failed, every rank
 // throws the same dtrain::AgreedError, "<what> failed on rank R: <R's message>" (R the first
-// that did), which the error policy prints once, from rank R, and ends the job without MPI_Abort.
+// that did; "on every rank" when every rank of several failed with the same message), which the
+// error policy prints once, from rank R, and ends the job without MPI_Abort.
 void agree_no_failure(Communicator& comm, const std::string& failure, const std::string& what,
                       const std::string& where = {});
+// Runs `body`, which makes no collective, on this rank, then agrees as above whether it threw
+// on any rank: for an error a user acts on as it is (a data file, a batch too large for the
+// data), so every rank throws an AgreedError with the first failing rank's message unchanged
+// (its first line), followed by " (on every rank)" when every rank of several failed with the
+// same message.
+void agree_no_failure(Communicator& comm, const std::function<void()>& body);
 
 }  // namespace dtrain

@@ -78,6 +78,10 @@ class Runtime {
   // Called before setup(), it also tells setup() which launcher bound the CPUs: under srun the
   // binding is Slurm's allocation, so setup() says nothing of idle CPUs (runtime/cpu_binding.h).
   void check_launcher(const std::map<std::string, std::string>& env);
+  // Whether check_launcher() saw a launcher that ends every rank when one exits with a non-zero
+  // code (Open MPI's mpirun, by default): the error policy then ends a failing rank with a plain
+  // exit instead of MPI_Abort and its banner. False until check_launcher() says otherwise.
+  bool exit_ends_job() const { return exit_ends_job_; }
   static std::vector<std::string> launcher_variables();
 
   // Abandons the collectives in flight on this rank (NCCL: ncclCommAbort, after which the NCCL
@@ -91,6 +95,7 @@ class Runtime {
 
   bool owns_mpi_ = false;
   bool srun_ = false;  // check_launcher() saw a task of an srun step
+  bool exit_ends_job_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
   std::string host_;

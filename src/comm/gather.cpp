@@ -1,10 +1,13 @@
 // Communicator's defaults built on its own collectives (gather, reduce_scatter_async), the
 // argument checks every backend shares, gather_strings and agree_no_failure.
+#include <c10/util/Exception.h>
+
 #include <cstring>
 
 #include "comm/collective_checks.h"
 #include "dtrain/comm.h"
 #include "dtrain/error.h"
+#include "util/format.h"
 
 namespace dtrain {
 
@@ -87,10 +90,33 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& s
 void agree_no_failure(Communicator& comm, const std::string& failure, const std::string& what,
                       const std::string& where) {
   const auto all = gather_strings(comm, failure);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty())
-      throw AgreedError(what + " failed on rank " + std::to_string(r) + ": " + all[r], where,
-                        static_cast<int>(r));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    bool everywhere = all.size() > 1;  // every rank, with the same words: said once, as such
+    for (const std::string& f : all) everywhere = everywhere && f == all[r];
+    throw AgreedError(what + " failed on " +
+                          (everywhere ? std::string("every rank") : "rank " + std::to_string(r)) +
+                          ": " + all[r],
+                      where, static_cast<int>(r));
+  }
+}
+
+void agree_no_failure(Communicator& comm, const std::function<void()>& body) {
+  std::string failure;
+  try {
+    body();
+  } catch (const c10::Error& e) {
+    failure = detail::first_line(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    failure = detail::first_line(e.what());
+  }
+  const auto all = gather_strings(comm, failure);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    bool everywhere = all.size() > 1;
+    for (const std::string& f : all) everywhere = everywhere && f == all[r];
+    throw AgreedError(all[r] + (everywhere ? " (on every rank)" : ""), {}, static_cast<int>(r));
+  }
 }
 
 }  // namespace dtrain

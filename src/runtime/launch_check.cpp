@@ -7,6 +7,7 @@
 // inherit SLURM_* from the srun step that started Open MPI's daemons (SLURM_PROCID is then the
 // daemon's, not the rank), so the OMPI_* variables, when present, win. The environment is read by
 // the `dtrain` program before MPI_Init, so only what the launcher set is seen.
+#include <cctype>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -74,11 +75,13 @@ std::vector<std::string> Runtime::launcher_variables() {
           "SLURM_STEP_NUM_TASKS",
           "PMIX_RANK",
           "PMI_RANK",
-          "PMI_FD"};
+          "PMI_FD",
+          "OMPI_MCA_orte_abort_on_non_zero_status"};
 }
 
 void Runtime::check_launcher(const std::map<std::string, std::string>& env) {
   srun_ = detail::launcher_name(env) == "srun";
+  exit_ends_job_ = detail::launcher_ends_job_on_exit(env);
   detail::check_launch(env, rank_, world_, local_rank_);
 }
 
@@ -136,6 +139,15 @@ std::string detail::launcher_name(const std::map<std::string, std::string>& env)
   if (env.count("OMPI_COMM_WORLD_SIZE")) return "mpirun";
   if (in_srun_step(env)) return "srun";
   return "none";
+}
+
+bool detail::launcher_ends_job_on_exit(const std::map<std::string, std::string>& env) {
+  if (launcher_name(env) != "mpirun") return false;
+  const auto it = env.find("OMPI_MCA_orte_abort_on_non_zero_status");
+  if (it == env.end()) return true;
+  std::string v = it->second;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(v == "0" || v == "false" || v == "no" || v == "off" || v == "f" || v == "n");
 }
 
 std::pair<int, int> detail::launcher_place(const std::map<std::string, std::string>& env) {

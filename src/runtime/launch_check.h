@@ -23,6 +23,13 @@ std::string launch_error_before_mpi(const std::map<std::string, std::string>& en
 // srun step) or "none".
 std::string launcher_name(const std::map<std::string, std::string>& env);
 
+// Whether the launcher ends every rank of the job when one rank exits with a non-zero code:
+// Open MPI's mpirun does (its orte_abort_on_non_zero_status, on unless
+// OMPI_MCA_orte_abort_on_non_zero_status turns it off); srun only with --kill-on-bad-exit, which
+// a rank cannot see, so never there. The error policy (session/error_policy.h) ends a failing
+// rank with a plain exit where this holds, and with MPI_Abort where it does not.
+bool launcher_ends_job_on_exit(const std::map<std::string, std::string>& env);
+
 // This process's rank and the world size as the launcher gave them (mpirun's OMPI_COMM_WORLD_*,
 // an srun step's SLURM_PROCID and task count), without MPI; {0, 1} with no launcher.
 std::pair<int, int> launcher_place(const std::map<std::string, std::string>& env);

@@ -40,6 +40,14 @@ namespace detail {
 int stop_signal() { return g_signal.load(); }
 void clear_stop_signal() { g_signal.store(0); }
 
+void ignore_stop_signals() {
+  for (int sig : {SIGTERM, SIGUSR1, SIGINT}) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == on_stop_signal)
+      ::signal(sig, SIG_IGN);
+  }
+}
+
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGTERM:

@@ -13,5 +13,10 @@ int stop_signal();
 const char* signal_name(int sig);
 // For tests: forget a received signal.
 void clear_stop_signal();
+// The run has ended and its exit code is known (75 after a stop): from here on the stop signals
+// are ignored, where install_stop_signals() handles them, so that a second Ctrl-C while MPI
+// finalizes cannot turn that code into death by SIGINT (launch/mpirun-output.sh passes a second
+// Ctrl-C to the ranks). Handlers of the program's own are left as they are.
+void ignore_stop_signals();
 
 }  // namespace dtrain::detail

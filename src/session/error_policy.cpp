@@ -66,6 +66,14 @@ void run_agreed(MPI_Comm comm, const std::function<void()>& body) {
   const auto [rank, world] = mpi_place();
   print_error_line(rank, cause);
   if (rt) rt->abort_collectives();
+  // Under a launcher that ends the job when a rank exits non-zero (Open MPI's mpirun), a plain
+  // exit ends every rank as MPI_Abort would, without its banner and without the help messages
+  // that Open MPI 4.1 garbles when ranks abort together ("ORTE_ERROR_LOG: Data unpack would read
+  // past end of buffer"). No MPI_Finalize: it would wait for the ranks still in a collective.
+  if (world > 1 && rt && rt->exit_ends_job()) {
+    std::fflush(stdout);
+    std::_Exit(code);
+  }
   if (world > 1) MPI_Abort(MPI_COMM_WORLD, code);
   int init = 0, fin = 0;
   MPI_Initialized(&init);

@@ -192,7 +192,9 @@ int run_guarded(int* argc, char*** argv, const std::function<int(Runtime&)>& bod
   std::unique_ptr<Runtime> rt;
   try {
     rt = std::make_unique<Runtime>(argc, argv);
-    return body(*rt);
+    const int code = body(*rt);
+    detail::ignore_stop_signals();  // the code stands while MPI finalizes
+    return code;
   } catch (const AgreedError& e) {
     // Every rank is here, none in a collective: one line, then MPI_Finalize everywhere.
     detail::report_agreed(e);

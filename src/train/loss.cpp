@@ -4,9 +4,14 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/grad_mode.h>
+
 #include "cuda/fused_loss.h"
+#include "dtrain/comm.h"
 #include "dtrain/error.h"
 #include "dtrain/models.h"
+#include "train/start_up_memory.h"
+#include "train/step_context.h"
 #include "util/format.h"
 
 namespace dtrain::detail {
@@ -97,6 +102,30 @@ void check_outputs_fit(const DataSpec& spec, const at::Tensor& out, const at::Te
                     " regression target(s)); they must be equal, as mse "
                     "would broadcast one over the other",
                 "model.name");
+}
+
+void check_data_fits(StepContext& ctx, LossKind kind, const Dataset& train, Communicator& control) {
+  ctx.watchdog->beat("output check");
+  Batch one;
+  agree_no_failure(control, [&] {
+    check_loss_fits(kind, train.spec(), train.describe());
+    if (train.size() > 0) one = train.get({0});
+  });
+  if (train.size() == 0) return;
+  Model& model = *ctx.model;
+  const bool was_training = model.is_training();
+  model.eval();
+  at::Tensor out;
+  StartUpMemory memory(ctx);  // out of memory: one line (Note [memory ladder])
+  memory.run(FaultInjector::StartUp::kOutputCheck, [&] {
+    at::NoGradGuard no_grad;
+    out = model.forward(ctx.pixels(one.inputs.to(ctx.device)));
+  });
+  model.train(was_training);
+  memory.agree();
+  agree_no_failure(control, [&] {
+    check_outputs_fit(train.spec(), out, one.targets, model.name(), train.describe());
+  });
 }
 
 }  // namespace dtrain::detail

@@ -9,9 +9,12 @@
 
 namespace dtrain {
 class Model;
-}
+class Communicator;
+}  // namespace dtrain
 
 namespace dtrain::detail {
+
+struct StepContext;
 
 // Mean (or, with `sum`, summed) loss in fp32. Cross-entropy over large vocabularies on CUDA
 // reads the logits in their own precision (cuda/fused_loss.h); elsewhere the logits are cast to
@@ -44,5 +47,12 @@ void check_loss_fits(LossKind kind, const DataSpec& spec, const std::string& dat
 // and the data (`data`).
 void check_outputs_fit(const DataSpec& spec, const at::Tensor& out, const at::Tensor& targets,
                        const std::string& model, const std::string& data);
+
+// The Trainer's checks before training, on every rank (collectives over `control`):
+// check_loss_fits, then the model's (ctx.model's) outputs on the first training sample in
+// evaluation mode (no dropout drawn, no batch-norm statistics moved) through check_outputs_fit.
+// Reading that sample, the checks and running out of memory in the forward are each agreed
+// (Note [data errors]): one AgreedError on every rank.
+void check_data_fits(StepContext& ctx, LossKind kind, const Dataset& train, Communicator& control);
 
 }  // namespace dtrain::detail

@@ -22,6 +22,14 @@ bool has_content(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
+// The folder that holds `path` ("" at the top of a relative path).
+std::string parent_of(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 std::string host_name() {
   char h[256] = {0};
   ::gethostname(h, sizeof h - 1);
@@ -53,6 +61,9 @@ RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
   std::string failure;
   if (control.rank() == 0) {
     try {
+      // The folders this run makes, so that a failed start removes them (mark_started).
+      for (std::string d = dir_; !d.empty() && d != "/" && d != "." && !is_dir(d); d = parent_of(d))
+        created_.push_back(d);
       make_dirs(dir_);
       const std::string path = join_path(dir_, ".lock");
       lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
@@ -79,6 +90,13 @@ RunDirectory::RunDirectory(const Config& cfg, Communicator& control)
 }
 
 RunDirectory::~RunDirectory() {
+  // A failed start: the lock file goes while it is still held (no other run can have taken it),
+  // then each folder this run made, when empty.
+  if (!started_ && lock_fd_ >= 0 && !created_.empty()) {
+    ::unlink(join_path(dir_, ".lock").c_str());
+    for (const std::string& d : created_)
+      if (::rmdir(d.c_str()) != 0) break;
+  }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 

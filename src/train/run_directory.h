@@ -5,10 +5,14 @@
 //     the kernel when the process ends, however it ends); a second run of the same directory
 //     stops with an Error naming the directory and the holder;
 //   - a run that does not resume stops with an Error naming the directory when it already holds
-//     an earlier run's files (metrics.jsonl, model.pt, checkpoints); a resumed run appends.
+//     an earlier run's files (metrics.jsonl, model.pt, checkpoints); a resumed run appends;
+//   - a run that fails before it starts (mark_started) leaves no directory it created behind:
+//     its .lock is removed and each folder it made is removed when empty (rmdir: never another
+//     run's files), as its error unwinds (tests/e2e/test_data_errors.sh).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -34,10 +38,16 @@ class RunDirectory {
   // an Error (on every rank).
   void check_fresh_start(bool resuming, Communicator& control) const;
 
+  // Training starts (the hooks' on_start, which write the run's files, come next): from here on
+  // the directory stays whatever happens.
+  void mark_started() { started_ = true; }
+
  private:
   std::string dir_;
   std::string checkpoints_;
   int lock_fd_ = -1;
+  std::vector<std::string> created_;  // the folders rank 0 made, the deepest first
+  bool started_ = false;
 };
 
 }  // namespace dtrain::detail

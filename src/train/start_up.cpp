@@ -36,7 +36,9 @@ StartUp start_up(StepContext& ctx, const Config& cfg, Communicator& control, con
   s.run_dir->check_fresh_start(s.from.has_value(), control);
   const ResumePoint* from = s.from ? &*s.from : nullptr;
   s.micro_batch = first_micro_batch(ctx, cfg, train, from);
-  s.plan = planned(cfg, train, ctx.world, control.rank(), from);
+  // Agreed: the data's size against the batch (data.synthetic_size=1) fails on every rank alike
+  // (Note [data errors]).
+  agree_no_failure(control, [&] { s.plan = planned(cfg, train, ctx.world, control.rank(), from); });
   return s;
 }
 

@@ -5,13 +5,15 @@
 // or match the wrong one): the run directory's lock (rank 0 takes it, every rank learns whether
 // it could), the resume decision and its loading (resume()), the check that a fresh start
 // overwrites no earlier run's files, the micro-batch (train.micro_batch: auto measures it, every
-// rank taking the smallest that fits everywhere); then, in the loop's constructor
+// rank taking the smallest that fits everywhere), whether the step plan failed anywhere (Note
+// [data errors]); then, in the loop's constructor
 // (train/trainer.cpp), the engines (GraphStep: every rank runs the step as a CUDA graph or none
 // does) and the hooks' on_start (a hook may gather). Each is a statement, in start_up() and in
 // that constructor's body, never a member's initializer, whose place would be the member's
 // declaration. Before them, the Trainer's constructor agrees, on every rank alike, whether the
 // model's move to the device, then the buckets and optimizer state (build_step_context), then
-// the one-sample output check ran out of memory anywhere; and the first optimizer step of a
+// (check_data_fits) whether the loss and the first training sample fit the data, the one-sample
+// output check ran out of memory, and its outputs fit, anywhere; and the first optimizer step of a
 // fit() agrees once more, after the optimizer's own step and before a sharded optimizer's
 // gather (Note [memory ladder]).
 #pragma once

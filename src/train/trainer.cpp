@@ -97,7 +97,6 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     throw Error("Trainer: the config is resolved for world " + std::to_string(cfg.resolved.world) +
                 " but the communicator has " + std::to_string(comm.world()) +
                 " rank(s); resolve it for this world first (build_session does)");
-  detail::check_loss_fits(cfg.train.loss, train->spec(), train->describe());
   impl_ = std::make_unique<Impl>(cfg, comm, control, device, std::move(model), std::move(train),
                                  std::move(test), std::move(faults));
   Impl& m = *impl_;
@@ -128,24 +127,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
   m.ctx.mix = detail::make_batch_mix(cfg, m.train->spec().num_classes, device, comm.rank());
   if (cfg.train.ema_decay > 0)
     m.ctx.ema = std::make_unique<detail::WeightAverage>(*m.model, cfg.train);
-  if (m.train->size() > 0) {
-    // The model's outputs against the data's classes or targets, on one training sample in
-    // evaluation mode (no dropout drawn, no batch-norm statistics moved), before training.
-    m.watchdog.beat("output check");
-    const Batch one = m.train->get({0});
-    const bool was_training = m.model->is_training();
-    m.model->eval();
-    at::Tensor out;
-    detail::StartUpMemory memory(m.ctx);  // out of memory: one line (Note [memory ladder])
-    memory.run(FaultInjector::StartUp::kOutputCheck, [&] {
-      at::NoGradGuard no_grad;
-      out = m.model->forward(m.ctx.pixels(one.inputs.to(device)));
-    });
-    m.model->train(was_training);
-    memory.agree();
-    detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(),
-                              m.train->describe());
-  }
+  // The data against the loss and the model's outputs, agreed (Note [data errors]).
+  detail::check_data_fits(m.ctx, cfg.train.loss, *m.train, control);
   for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
 }
 
@@ -296,6 +279,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
   if (rank == 0) detail::warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
+  if (run_dir) run_dir->mark_started();
   m.hooks.on_start(run_info(), control);
   if (from) {
     m.hooks.restore(from->hook_states, at.step());

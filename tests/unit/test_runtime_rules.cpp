@@ -218,6 +218,25 @@ TEST(LaunchCheck, AnSrunTaskWithoutAnyPmiIsRefusedBeforeMpiStarts) {
   EXPECT_EQ(detail::launch_error_before_mpi({}), "");
 }
 
+// A failing rank exits without MPI_Abort only where the launcher ends the other ranks on a
+// non-zero exit: Open MPI's mpirun, unless orte_abort_on_non_zero_status is off; never srun
+// (only --kill-on-bad-exit does, which a task cannot see) nor without a launcher.
+TEST(LaunchCheck, OnlyMpirunEndsTheJobWhenARankExits) {
+  const Env mpirun = {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}};
+  EXPECT_TRUE(detail::launcher_ends_job_on_exit(mpirun));
+  for (const char* off : {"0", "false", "FALSE", "no", "off"}) {
+    Env with = mpirun;
+    with["OMPI_MCA_orte_abort_on_non_zero_status"] = off;
+    EXPECT_FALSE(detail::launcher_ends_job_on_exit(with)) << off;
+  }
+  Env on = mpirun;
+  on["OMPI_MCA_orte_abort_on_non_zero_status"] = "1";
+  EXPECT_TRUE(detail::launcher_ends_job_on_exit(on));
+  EXPECT_FALSE(detail::launcher_ends_job_on_exit(
+      {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}));
+  EXPECT_FALSE(detail::launcher_ends_job_on_exit({}));
+}
+
 std::optional<detail::Heartbeat> beat(int64_t step, int64_t seq, double age, const char* phase) {
   detail::Heartbeat b;
   b.step = step;
