@@ -2,7 +2,7 @@
 
 #include "dtrain/error.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 std::vector<std::vector<size_t>> plan_buckets(const std::vector<int64_t>& bytes,
                                               const std::vector<at::ScalarType>& dtypes,
@@ -35,4 +35,4 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<int64_t>& bytes,
   return buckets;
 }
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dtrain {
+namespace dtrain::detail {
 
 // Group parameters into buckets. `bytes[i]` and `dtypes[i]` describe parameter i; `order` is the
 // order in which gradients are expected to become ready (every index once). A bucket is closed
@@ -20,4 +20,4 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<int64_t>& bytes,
                                               const std::vector<size_t>& order, int64_t first_cap,
                                               int64_t cap);
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

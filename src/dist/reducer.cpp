@@ -11,7 +11,7 @@
 #include "dtrain/log.h"
 #include "util/torch_compat.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 // Shared between the reducer and its hooks: a hook that fires after the reducer is gone (a
 // backward on a model that outlived its trainer) does nothing.
@@ -374,4 +374,4 @@ void Reducer::finish(bool abandon) {
   first_step_ = false;
 }
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -25,7 +25,7 @@
 #include "dtrain/comm.h"
 #include "dtrain/records.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;
@@ -172,4 +172,4 @@ class Reducer {
   int64_t rebuilds_ = 0;
 };
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -5,7 +5,7 @@
 
 #include "dtrain/error.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 int64_t ShardPlan::elements(int rank) const {
   int64_t n = 0;
@@ -40,4 +40,4 @@ ShardPlan plan_shards(const std::vector<int64_t>& numels, int world) {
   return plan;
 }
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dtrain {
+namespace dtrain::detail {
 
 // Values [offset, offset + length) of parameter `param`, in its memory order.
 struct ShardPiece {
@@ -40,4 +40,4 @@ struct ShardPlan {
 // 1, 0); OptimizerShard refuses such a plan.
 ShardPlan plan_shards(const std::vector<int64_t>& numels, int world);
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

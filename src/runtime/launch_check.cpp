@@ -59,6 +59,44 @@ bool agrees(const Facts& launcher, int rank, int world, int local) {
          (!launcher.local || *launcher.local == local);
 }
 
+// A launcher's words for a mismatch between its facts and MPI's: its name, what it calls a
+// process, what is wrong, where its facts come from, and how to start dtrain instead.
+struct LauncherWords {
+  const char* name;
+  const char* unit;
+  const char* setup;
+  const char* variables;
+  const char* fix;
+};
+
+const LauncherWords kMpirun = {
+    "mpirun", "rank", "MPI", "OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK",
+    "Start dtrain with the mpirun of the MPI it was built with (compare `mpirun --version` with "
+    "`ldd dtrain | grep mpi`)"};
+const LauncherWords kSrun = {
+    "srun", "task", "MPI/PMI", "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID",
+    "Start dtrain with srun --mpi=pmix (or the PMI your Open MPI supports: srun --mpi=list; pmi2 "
+    "on older setups), or with mpirun inside the allocation"};
+
+// The launcher that started this process and its facts: mpirun (Open MPI's variables win, see
+// above), a task of an srun step, or none (no words, no facts).
+struct Launch {
+  const LauncherWords* words = nullptr;
+  Facts facts;
+  std::string name() const { return words != nullptr ? words->name : "none"; }
+};
+
+Launch launch_of(const Env& env) {
+  if (env.count("OMPI_COMM_WORLD_SIZE"))
+    return {&kMpirun,
+            {number(env, "OMPI_COMM_WORLD_RANK"), number(env, "OMPI_COMM_WORLD_SIZE"),
+             number(env, "OMPI_COMM_WORLD_LOCAL_RANK")}};
+  if (!in_srun_step(env)) return {};
+  std::optional<int64_t> ntasks = number(env, "SLURM_STEP_NUM_TASKS");
+  if (!ntasks) ntasks = number(env, "SLURM_NTASKS");
+  return {&kSrun, {number(env, "SLURM_PROCID"), ntasks, number(env, "SLURM_LOCALID")}};
+}
+
 std::string show(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
 
 }  // namespace
@@ -87,32 +125,19 @@ void Runtime::check_launcher(const std::map<std::string, std::string>& env) {
 
 void detail::check_launch(const std::map<std::string, std::string>& env, int rank_, int world_,
                           int local_rank_) {
-  const std::string mpi = "MPI sees rank " + std::to_string(rank_) + " of " +
-                          std::to_string(world_) + " (local rank " + std::to_string(local_rank_) +
-                          ")";
-  if (env.count("OMPI_COMM_WORLD_SIZE")) {
-    const Facts f{number(env, "OMPI_COMM_WORLD_RANK"), number(env, "OMPI_COMM_WORLD_SIZE"),
-                  number(env, "OMPI_COMM_WORLD_LOCAL_RANK")};
-    if (agrees(f, rank_, world_, local_rank_)) return;
-    throw Error("the MPI setup is wrong: mpirun started this process as rank " + show(f.rank) +
-                " of " + show(f.world) + " (local rank " + show(f.local) +
-                "; OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) but " + mpi +
-                ": the ranks did not join one MPI job and would each train alone, writing the "
-                "same run directory. Start dtrain with the mpirun of the MPI it was built with "
-                "(compare `mpirun --version` with `ldd dtrain | grep mpi`)");
-  }
-  if (!in_srun_step(env)) return;
-  std::optional<int64_t> ntasks = number(env, "SLURM_STEP_NUM_TASKS");
-  if (!ntasks) ntasks = number(env, "SLURM_NTASKS");
-  const Facts f{number(env, "SLURM_PROCID"), ntasks, number(env, "SLURM_LOCALID")};
-  if (agrees(f, rank_, world_, local_rank_)) return;
-  throw Error("the MPI/PMI setup is wrong: srun started this process as task " + show(f.rank) +
-              " of " + show(f.world) + " (local task " + show(f.local) +
-              "; SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) but " + mpi +
-              ": the tasks did not join one MPI job and would each train alone, writing the same "
-              "run directory. Start dtrain with srun --mpi=pmix (or the PMI your Open MPI "
-              "supports: srun --mpi=list; pmi2 on older setups), or with mpirun inside the "
-              "allocation");
+  const Launch l = launch_of(env);
+  if (l.words == nullptr || agrees(l.facts, rank_, world_, local_rank_)) return;
+  const LauncherWords& w = *l.words;
+  const std::string unit = w.unit;
+  throw Error(std::string("the ") + w.setup + " setup is wrong: " + w.name +
+              " started this process as " + unit + " " + show(l.facts.rank) + " of " +
+              show(l.facts.world) + " (local " + unit + " " + show(l.facts.local) + "; " +
+              w.variables + ") but MPI sees rank " + std::to_string(rank_) + " of " +
+              std::to_string(world_) + " (local rank " + std::to_string(local_rank_) + "): the " +
+              unit +
+              "s did not join one MPI job and would each train alone, writing the same run "
+              "directory. " +
+              w.fix);
 }
 
 std::string detail::launch_error_before_mpi(const std::map<std::string, std::string>& env) {
@@ -121,13 +146,12 @@ std::string detail::launch_error_before_mpi(const std::map<std::string, std::str
 #else
   constexpr bool open_mpi = false;
 #endif
-  if (!open_mpi || env.count("OMPI_COMM_WORLD_SIZE") || !in_srun_step(env)) return "";
+  const Launch srun = launch_of(env);
+  if (!open_mpi || srun.words != &kSrun) return "";
   for (const char* pmi : {"PMIX_RANK", "PMI_RANK", "PMI_FD"})
     if (env.count(pmi)) return "";
-  std::optional<int64_t> ntasks = number(env, "SLURM_STEP_NUM_TASKS");
-  if (!ntasks) ntasks = number(env, "SLURM_NTASKS");
-  return "srun started this process as task " + show(number(env, "SLURM_PROCID")) + " of " +
-         show(ntasks) +
+  return "srun started this process as task " + show(srun.facts.rank) + " of " +
+         show(srun.facts.world) +
          " without PMIx or PMI (srun --mpi=none, or a cluster whose MpiDefault is none), so the "
          "tasks cannot join one MPI job: Open MPI would stop in MPI_Init. Nothing was trained or "
          "written. Start dtrain with srun --mpi=pmix (srun --mpi=list shows what the cluster "
@@ -136,9 +160,7 @@ std::string detail::launch_error_before_mpi(const std::map<std::string, std::str
 }
 
 std::string detail::launcher_name(const std::map<std::string, std::string>& env) {
-  if (env.count("OMPI_COMM_WORLD_SIZE")) return "mpirun";
-  if (in_srun_step(env)) return "srun";
-  return "none";
+  return launch_of(env).name();
 }
 
 bool detail::launcher_ends_job_on_exit(const std::map<std::string, std::string>& env) {
@@ -151,15 +173,8 @@ bool detail::launcher_ends_job_on_exit(const std::map<std::string, std::string>&
 }
 
 std::pair<int, int> detail::launcher_place(const std::map<std::string, std::string>& env) {
-  std::optional<int64_t> rank, world;
-  if (launcher_name(env) == "mpirun") {
-    rank = number(env, "OMPI_COMM_WORLD_RANK");
-    world = number(env, "OMPI_COMM_WORLD_SIZE");
-  } else if (launcher_name(env) == "srun") {
-    rank = number(env, "SLURM_PROCID");
-    world = number(env, "SLURM_STEP_NUM_TASKS");
-    if (!world) world = number(env, "SLURM_NTASKS");
-  }
+  const Facts f = launch_of(env).facts;
+  const std::optional<int64_t> rank = f.rank, world = f.world;
   const bool known = rank && world && *world >= 1 && *rank >= 0 && *rank < *world &&
                      *world <= std::numeric_limits<int>::max();
   return known ? std::pair<int, int>{static_cast<int>(*rank), static_cast<int>(*world)}

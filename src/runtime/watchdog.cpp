@@ -7,13 +7,13 @@
 
 #include "dtrain/log.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 Watchdog::Watchdog(double timeout_s, int rank, MPI_Comm comm)
     : timeout_s_(timeout_s),
       rank_(rank),
       last_(std::chrono::steady_clock::now()),
-      channel_(std::make_unique<detail::HeartbeatChannel>(comm)) {
+      channel_(std::make_unique<HeartbeatChannel>(comm)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -46,8 +46,8 @@ void Watchdog::on_fire(std::function<void()> action) {
   on_fire_.push_back(std::move(action));
 }
 
-detail::Heartbeat Watchdog::heartbeat() {
-  detail::Heartbeat b;
+Heartbeat Watchdog::heartbeat() {
+  Heartbeat b;
   b.step = step_;
   b.seq = seq_;
   b.age_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
@@ -77,7 +77,7 @@ void Watchdog::fire(double idle) {
   if (channel_->enabled()) {
     // Long enough for watchdog threads that poll every 100 ms, short next to the timeout.
     const double answer_s = std::clamp(timeout_s_ / 2, 1.0, 10.0);
-    msg += ": " + detail::describe_stall(channel_->collect(now, answer_s), rank_, answer_s);
+    msg += ": " + describe_stall(channel_->collect(now, answer_s), rank_, answer_s);
   } else {
     msg += std::string(" in phase '") + phase_ + "'; a peer may have died or hung";
   }
@@ -92,4 +92,4 @@ void Watchdog::fire(double idle) {
   std::_Exit(3);
 }
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

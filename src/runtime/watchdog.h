@@ -19,7 +19,7 @@
 
 #include "runtime/heartbeat.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 
 class Watchdog {
  public:
@@ -38,7 +38,7 @@ class Watchdog {
  private:
   void loop();
   [[noreturn]] void fire(double idle);
-  detail::Heartbeat heartbeat();  // with mu_ held
+  Heartbeat heartbeat();  // with mu_ held
 
   double timeout_s_;
   int rank_;
@@ -49,8 +49,8 @@ class Watchdog {
   int64_t step_ = 0, seq_ = 0;
   std::chrono::steady_clock::time_point last_;
   std::vector<std::function<void()>> on_fire_;
-  std::unique_ptr<detail::HeartbeatChannel> channel_;
+  std::unique_ptr<HeartbeatChannel> channel_;
   std::thread thread_;
 };
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -18,7 +18,7 @@
 #include "dtrain/log.h"
 #include "util/format.h"
 
-namespace dtrain {
+namespace dtrain::detail {
 namespace {
 
 namespace kp = torch::autograd::profiler;
@@ -225,12 +225,10 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
           std::count_if(syncs.begin(), syncs.end(), [&](double t) { return t >= w0 && t <= w1; })) /
       n;
   std::string t;
-  t += "profile of " + std::to_string(s.steps) +
-       " step(s): " + detail::format("%.2f", s.wall_ms_per_step) + " ms/step, GPU busy " +
-       detail::format("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
-       detail::format("%.2f", s.kernel_ms_per_step) + " ms/step in " +
-       detail::format("%.0f", s.kernels_per_step) + " launches, host synchronizations " +
-       detail::format("%.1f", s.syncs_per_step) + "/step\n";
+  t += "profile of " + std::to_string(s.steps) + " step(s): " + format("%.2f", s.wall_ms_per_step) +
+       " ms/step, GPU busy " + format("%.1f%%", 100 * s.gpu_busy) + ", kernels " +
+       format("%.2f", s.kernel_ms_per_step) + " ms/step in " + format("%.0f", s.kernels_per_step) +
+       " launches, host synchronizations " + format("%.1f", s.syncs_per_step) + "/step\n";
   if (!kernels.empty()) {
     std::vector<std::pair<std::string, Kernel>> sorted(kernels.begin(), kernels.end());
     std::sort(sorted.begin(), sorted.end(),
@@ -240,13 +238,13 @@ ProfileSummary summarize_trace(const std::string& path, int top) {
     t += "   ms/step  share  calls/step  kernel\n";
     for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
       const auto& [name, k] = sorted[static_cast<size_t>(i)];
-      t += detail::format("%10.3f", k.ms / n) +
-           detail::format("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
-           detail::format("%12.1f", static_cast<double>(k.count) / n) + "  " + name + "\n";
+      t += format("%10.3f", k.ms / n) +
+           format("%6.1f%%", total_ms > 0 ? 100 * k.ms / total_ms : 0.0) +
+           format("%12.1f", static_cast<double>(k.count) / n) + "  " + name + "\n";
     }
   }
   s.table = t;
   return s;
 }
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-namespace dtrain {
+namespace dtrain::detail {
 
 struct ProfileSummary {
   int64_t steps = 0;  // "dtrain_step" ranges found
@@ -60,4 +60,4 @@ class StepProfiler {
   std::unique_ptr<Scope> scope_;  // the open "dtrain_step" range
 };
 
-}  // namespace dtrain
+}  // namespace dtrain::detail

@@ -78,7 +78,7 @@ struct Trainer::Impl {
   std::shared_ptr<Model> model;
   std::shared_ptr<const Dataset> train, test, val;  // val: data.val_fraction's (set_validation)
   PhaseTimes phases;
-  Watchdog watchdog;
+  detail::Watchdog watchdog;
   detail::StepContext ctx;
   detail::HookList hooks;
   std::shared_ptr<FaultInjector> faults;

@@ -1,6 +1,7 @@
 # Shared by the cluster tier's test scripts (sourced, not run): the e2e helpers (common.sh there:
-# $bin, $src, fail, run, show, same_model), the nodes (cluster.sh), a temp dir on the shared file
-# system, and the trap that tears everything down whatever happens.
+# $bin, $src, fail, run, show, has, same_model), the nodes (cluster.sh), a temp dir on the shared
+# file system, the trap that tears everything down whatever happens, the tier's training recipe,
+# and jobs started on a node through launch/mpirun-hosts.sh.
 # Usage: source "$(dirname "${BASH_SOURCE[0]}")/common.sh"; cluster_setup NAME NODES
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_REF_PYTHON;
 # CI (set: a machine that cannot build nodes fails instead of skipping).
@@ -10,7 +11,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
 
 # cluster_setup NAME N: $tmp, N nodes, $hostfile naming them (2 slots each: 2 CPU ranks per node),
 # DTRAIN_MPIRUN_ARGS for launch/mpirun-hosts.sh; all of it removed on exit (also after a failure,
-# or SIGTERM/SIGINT from ctest's timeout).
+# or SIGTERM/SIGINT from ctest's timeout). $cfg is the tier's config (Fashion-MNIST) and $recipe
+# the overrides its comparisons train with: SGD with momentum at a small rate, so that 1 rank and
+# N differ only by fp32 rounding (the order of the gradient sums), below 1e-6 over 30 steps
+# (AdamW's first steps, about lr * sign(g), turn rounding of near-zero gradients into whole steps:
+# 3e-4 after 30 steps, on one host too); a script adds its steps, logging and global batch.
 cluster_setup() {
   cluster_require
   e2e_setup "cluster-$1"
@@ -26,6 +31,9 @@ cluster_setup() {
   export DTRAIN_BIN=$bin
   # Four ranks of two "nodes" share this machine's cores: a rank that waits in MPI yields.
   export OMPI_MCA_mpi_yield_when_idle=1
+  cfg=$src/configs/fashion_mnist.yaml
+  recipe=(run.dir="$tmp/runs" run.threads=1 run.timeout_s=60 train.eval=false
+          train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
 }
 
 # hosts_run LIMIT NAME HOSTFILE CONFIG OVERRIDES...: launch/mpirun-hosts.sh started on the
@@ -35,6 +43,18 @@ hosts_run() {
   shift 3
   first=$(awk 'NF && $1 !~ /^#/ { print $1; exit }' "$hf")
   run "$limit" "$name" "$cluster_here/on-node.sh" "$first" bash "$src/launch/mpirun-hosts.sh" --hostfile "$hf" "$@"
+}
+
+# hosts_start LIMIT NAME HOSTFILE CONFIG OVERRIDES...: as hosts_run, in the background: $job is
+# its process, returned once run NAME (run.name=NAME under $tmp/runs) trains.
+hosts_start() {
+  local limit=$1 name=$2 hf=$3 first
+  shift 3
+  first=$(awk 'NF && $1 !~ /^#/ { print $1; exit }' "$hf")
+  timeout -k 10 "$limit" "$cluster_here/on-node.sh" "$first" bash "$src/launch/mpirun-hosts.sh" \
+    --hostfile "$hf" "$@" run.name="$name" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  job=$!
+  wait_job_training "$job" "$name"
 }
 
 # wait_job_training PID NAME: until run NAME (under $tmp/runs) has a training record, while the

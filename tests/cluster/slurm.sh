@@ -6,6 +6,8 @@
 # slurm tier's, tests/slurm/cluster.sh.
 #
 #   slurm_nodes_start DIR CPUS   start munged, slurmctld, a slurmd per node; export SLURM_CONF
+#   cluster_slurm_setup NAME N CPUS   cluster_setup NAME N, then Slurm on the nodes (CPUS each),
+#                                     all of it stopped and removed on exit
 
 source "$(dirname "${BASH_SOURCE[0]}")/../slurm/cluster.sh"
 
@@ -18,4 +20,10 @@ slurm_nodes_start() {
   local h specs=()
   for h in "${cluster_nodes[@]}"; do specs+=("$h=$(node_field "$h" 3)"); done
   slurm_start "$1" "$2" "$cluster_net.1" slurm_on_node "${specs[@]}"
+}
+
+cluster_slurm_setup() {
+  cluster_setup "$1" "$2"
+  trap 'slurm_cluster_stop; cluster_down; rm -rf "$tmp"' EXIT
+  slurm_nodes_start "$tmp/slurm" "$3"
 }

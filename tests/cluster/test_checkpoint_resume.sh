@@ -12,17 +12,12 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cluster_setup resume 2
 
-cfg=$src/configs/fashion_mnist.yaml
-# The recipe of test_mpirun_hosts.sh (SGD with momentum: 1 rank and 4 differ by rounding alone).
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=5 run.timeout_s=60 train.eval=false
-        train.max_steps=60 train.global_batch=128 checkpoint.every_steps=30
-        train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+# The tier's recipe (SGD with momentum: 1 rank and 4 differ by rounding alone).
+common=("${recipe[@]}" run.log_every=5 train.max_steps=60 train.global_batch=128
+        checkpoint.every_steps=30)
 
 # ---- the stop: SIGTERM to mpirun-hosts.sh while the 4 ranks train -------------------------------
-timeout -k 10 120 "$cluster_here/on-node.sh" dtrain-n1 bash "$src/launch/mpirun-hosts.sh" \
-  --hostfile "$hostfile" "$cfg" "${common[@]}" run.name=stopped >"$tmp/stopped.out" 2>"$tmp/stopped.err" &
-job=$!
-wait_job_training "$job" stopped
+hosts_start 120 stopped "$hostfile" "$cfg" "${common[@]}"
 sleep 0.5
 script=$(pgrep -f "^bash $src/launch/mpirun-hosts.sh --hostfile $hostfile" | head -1)
 [[ -n $script ]] || fail "mpirun-hosts.sh's process not found"

@@ -11,12 +11,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cluster_setup kill 2
 
-cfg=$src/configs/fashion_mnist.yaml
-timeout -k 10 180 "$cluster_here/on-node.sh" dtrain-n1 bash "$src/launch/mpirun-hosts.sh" \
-  --hostfile "$hostfile" "$cfg" run.dir="$tmp/runs" run.name=killed run.threads=1 run.log_every=5 \
-  run.timeout_s=600 train.eval=false train.epochs=100 >"$tmp/killed.out" 2>"$tmp/killed.err" &
-job=$!
-wait_job_training "$job" killed
+hosts_start 180 killed "$hostfile" "$cfg" run.dir="$tmp/runs" run.threads=1 run.log_every=5 \
+  run.timeout_s=600 train.eval=false train.epochs=100
 victim="" rank=""
 for p in $(node_pids dtrain-n2); do
   [[ $(cat "/proc/$p/comm" 2>/dev/null) == dtrain ]] || continue

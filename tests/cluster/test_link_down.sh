@@ -13,12 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cluster_setup link 2
 
-cfg=$src/configs/fashion_mnist.yaml
-timeout -k 10 180 "$cluster_here/on-node.sh" dtrain-n1 bash "$src/launch/mpirun-hosts.sh" \
-  --hostfile "$hostfile" "$cfg" run.dir="$tmp/runs" run.name=cut run.threads=1 run.log_every=5 \
-  run.timeout_s=60 train.eval=false train.epochs=100 >"$tmp/cut.out" 2>"$tmp/cut.err" &
-job=$!
-wait_job_training "$job" cut
+hosts_start 180 cut "$hostfile" "$cfg" run.dir="$tmp/runs" run.threads=1 run.log_every=5 \
+  run.timeout_s=60 train.eval=false train.epochs=100
 sleep 1
 start=$(date +%s.%N)
 since() { awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }

@@ -14,12 +14,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cluster_setup mpirun 2
 
-has() {  # has NAME TEXT...: each TEXT is in NAME's output
-  local name=$1 t
-  shift
-  for t in "$@"; do grep -qF -- "$t" "$tmp/$name.out" "$tmp/$name.err" || { show "$name"; fail "$name: the output lacks '$t'"; }; done
-}
-
 # ---- where the ranks are -------------------------------------------------------------------------
 hosts_run 60 env "$hostfile" env
 [[ $rc == 0 ]] || { show env; fail "dtrain env on 2 nodes: exit $rc"; }
@@ -32,14 +26,9 @@ echo "ok: dtrain env through mpirun-hosts.sh: $(grep '^Launcher:' "$tmp/env.out"
 sed -n '/^  rank  local/,/^  3 /p' "$tmp/env.out"
 
 # ---- 4 ranks on 2 nodes against 4 ranks on one host and against 1 rank -----------------------------
-# SGD with momentum at a small rate: 1 rank and 4 differ only by fp32 rounding (the order of the
-# gradient sums), which this recipe keeps below 1e-6 over 30 steps (AdamW's first steps, about
-# lr * sign(g), turn rounding of near-zero gradients into whole steps: 3e-4 after 30 steps, on one
-# host too).
-cfg=$src/configs/fashion_mnist.yaml
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=10 run.timeout_s=60 train.eval=false
-        train.max_steps=30 checkpoint.every_steps=10 train.global_batch=128
-        train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+# The tier's recipe (cluster_setup): 1 rank and 4 differ only by fp32 rounding.
+common=("${recipe[@]}" run.log_every=10 train.max_steps=30 checkpoint.every_steps=10
+        train.global_batch=128)
 start=$(date +%s)
 hosts_run 120 four "$hostfile" "$cfg" "${common[@]}" run.name=four
 [[ $rc == 0 ]] || { show four; fail "4 ranks on 2 nodes: exit $rc"; }

@@ -18,9 +18,7 @@ cluster_setup shaped 2
 
 rate=1gbit
 steps=30
-cfg=$src/configs/fashion_mnist.yaml
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=10 run.timeout_s=60 train.eval=false
-        train.max_steps=$steps train.global_batch=128 train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+common=("${recipe[@]}" run.log_every=10 train.max_steps=$steps train.global_batch=128)
 
 # summary RUN: rank 0's step time and exposed communication, from the run's summary record.
 summary() {

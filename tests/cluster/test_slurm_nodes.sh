@@ -9,13 +9,9 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm.sh"
-cluster_setup slurm 2
-trap 'slurm_cluster_stop; cluster_down; rm -rf "$tmp"' EXIT
-slurm_nodes_start "$tmp/slurm" 2
+cluster_slurm_setup slurm 2 2
 
-cfg=$src/configs/fashion_mnist.yaml
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=10 run.timeout_s=60 train.eval=false
-        train.max_steps=30 train.global_batch=128 train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+common=("${recipe[@]}" run.log_every=10 train.max_steps=30 train.global_batch=128)
 job=$(cd "$src" && sbatch --parsable -N 2 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 \
   --output="$tmp/job.log" launch/dtrain-slurm.sbatch "$cfg" "${common[@]}" run.name=slurm | cut -d';' -f1)
 wait_job_state "$job" 180 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL

@@ -17,15 +17,11 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm.sh"
-cluster_setup requeue 2
-trap 'slurm_cluster_stop; cluster_down; rm -rf "$tmp"' EXIT
 # 4 CPUs a node (SlurmdParameters=config_overrides): room for the 4 tasks of the one-node job.
-slurm_nodes_start "$tmp/slurm" 4
+cluster_slurm_setup requeue 2 4
 
-cfg=$src/configs/fashion_mnist.yaml
 steps=120
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=5 run.timeout_s=60 train.eval=false
-        train.max_steps=$steps train.global_batch=128 train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+common=("${recipe[@]}" run.log_every=5 train.max_steps=$steps train.global_batch=128)
 
 # submit LOG [sbatch options] -- [overrides]: the job id; its output in $tmp/LOG.log.
 submit() {
@@ -35,12 +31,6 @@ submit() {
   shift
   (cd "$src" && sbatch --parsable --gpus-per-node=0 --cpus-per-task=1 --output="$tmp/$log.log" "${opts[@]}" \
     launch/dtrain-slurm.sbatch "$cfg" "${common[@]}" "$@") | cut -d';' -f1
-}
-joblog() { tail -n 40 "$tmp/$1.log" >&2 || true; }
-has() {  # has LOG TEXT...: each TEXT is in the job's output
-  local log=$1 t
-  shift
-  for t in "$@"; do grep -qF -- "$t" "$tmp/$log.log" || { joblog "$log"; fail "$log: the job's output lacks '$t'"; }; done
 }
 completed() {  # completed ID LOG SECS: the job ends COMPLETED
   wait_job_state "$1" "$3" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
@@ -53,7 +43,7 @@ completed() {  # completed ID LOG SECS: the job ends COMPLETED
 start=$(date +%s)
 whole=$(submit whole -N 2 --ntasks-per-node=2 -- run.name=whole)
 completed "$whole" whole 180
-has whole "2 node(s) x 2 rank(s)" "world 4 rank(s) on 2 hosts: dtrain-n1 (ranks 0-1), dtrain-n2 (ranks 2-3)" "dtrain: exit 0"
+log_has whole "2 node(s) x 2 rank(s)" "world 4 rank(s) on 2 hosts: dtrain-n1 (ranks 0-1), dtrain-n2 (ranks 2-3)" "dtrain: exit 0"
 end_whole=$(checkpoint whole $steps)
 echo "ok: job $whole: 4 ranks on dtrain-n1, dtrain-n2 trained $steps steps uninterrupted ($(($(date +%s) - start)) s)"
 
@@ -63,7 +53,7 @@ wait_for_training "$tmp/runs/preempt"
 scancel --signal=USR1 "$job"
 for _ in $(seq 1 120); do [[ $(job_field "$job" Restarts) == 1 ]] && break; sleep 0.5; done
 [[ $(job_field "$job" Restarts) == 1 ]] || { joblog preempt; fail "job $job was not requeued after USR1"; }
-has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
+log_has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
 # The stop reads as one: no Open MPI exit block, none of srun's lines about the tasks' exit 75.
 if grep -qE "Primary job +terminated normally|mpirun detected that one or more processes|MPI_ABORT was invoked|Exited with exit code 75|Terminating StepId" "$tmp/preempt.log"; then
   joblog preempt
@@ -84,7 +74,7 @@ cp -a "$ck" "$tmp/runs/one/checkpoints/"
 ck_one=$tmp/runs/one/checkpoints/$(basename "$ck")
 slurm_release "$job"
 completed "$job" preempt 180
-has preempt "(restart 1)" "resumed from $ck at step $step" "dtrain: exit 0"
+log_has preempt "(restart 1)" "resumed from $ck at step $step" "dtrain: exit 0"
 [[ $(job_field "$job" Restarts) == 1 ]] || fail "job $job restarted $(job_field "$job" Restarts) times, expected once"
 grep -h "(restart 1)\|resumed from" "$tmp/preempt.log" | head -2
 same_model "$(checkpoint preempt $steps)" "$end_whole"
@@ -93,7 +83,7 @@ echo "ok: job $job: USR1 on 2 nodes -> checkpoint at step $step, exit 75, requeu
 # ---- the 2-node job's checkpoint resumed by a one-node job ------------------------------------------
 one=$(submit one -N 1 --ntasks-per-node=4 --nodelist=dtrain-n2 -- run.name=one)
 completed "$one" one 180
-has one "1 node(s) x 4 rank(s)" "world 4 rank(s) on 1 host: dtrain-n2 (ranks 0-3)" "resumed from $ck_one at step $step" "dtrain: exit 0"
+log_has one "1 node(s) x 4 rank(s)" "world 4 rank(s) on 1 host: dtrain-n2 (ranks 0-3)" "resumed from $ck_one at step $step" "dtrain: exit 0"
 grep -h "world 4 rank(s)\|resumed from" "$tmp/one.log" | head -2
 grep -qF '4 rank(s) on dtrain-n2' "$tmp/runs/one/report.html" || fail "report.html of the one-node job does not say 4 ranks on dtrain-n2"
 end_one=$(checkpoint one $steps)

@@ -14,12 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cluster_setup three 3
 for h in "${cluster_nodes[@]}"; do echo "$h slots=1"; done >"$hostfile"
 
-has() {  # has NAME TEXT...: each TEXT is in NAME's output
-  local name=$1 t
-  shift
-  for t in "$@"; do grep -qF -- "$t" "$tmp/$name.out" "$tmp/$name.err" || { show "$name"; fail "$name: the output lacks '$t'"; }; done
-}
-
 # ---- where the ranks are -------------------------------------------------------------------------
 hosts_run 60 env "$hostfile" env
 [[ $rc == 0 ]] || { show env; fail "dtrain env on 3 nodes: exit $rc"; }
@@ -32,10 +26,8 @@ echo "ok: dtrain env through mpirun-hosts.sh: $(grep '^Launcher:' "$tmp/env.out"
 sed -n '/^  rank  local/,/^  2 /p' "$tmp/env.out"
 
 # ---- 3 ranks on 3 nodes against 3 ranks on one node and against 1 rank ----------------------------
-cfg=$src/configs/fashion_mnist.yaml
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=10 run.timeout_s=60 train.eval=false
-        train.max_steps=30 checkpoint.every_steps=10 train.global_batch=96
-        train.optimizer=sgd train.momentum=0.9 train.lr=0.01)
+common=("${recipe[@]}" run.log_every=10 train.max_steps=30 checkpoint.every_steps=10
+        train.global_batch=96)
 start=$(date +%s)
 hosts_run 120 three "$hostfile" "$cfg" "${common[@]}" run.name=three
 [[ $rc == 0 ]] || { show three; fail "3 ranks on 3 nodes: exit $rc"; }

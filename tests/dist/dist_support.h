@@ -18,6 +18,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/faults.h"
 #include "dtrain/models.h"
+#include "fault_injectors.h"  // NanAt, OomOnce, OomAlways, OomAtStartUp
 
 namespace dtrain::test {
 
@@ -69,17 +70,5 @@ inline RunSetup setup_run(const std::string& yaml, const std::string& origin,
   s.model = make_model(s.cfg.model.name, s.cfg.model, s.data.train->spec());
   return s;
 }
-
-// Step `step` of every rank's micro-batch gets a NaN loss: non-finite gradients on every rank.
-class NanAt : public FaultInjector {
- public:
-  explicit NanAt(int64_t step) : step_(step) {}
-  Fault before_micro_batch(int64_t step, int64_t) override {
-    return step == step_ ? Fault::kNonFiniteLoss : Fault::kNone;
-  }
-
- private:
-  int64_t step_;
-};
 
 }  // namespace dtrain::test

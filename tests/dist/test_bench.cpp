@@ -104,15 +104,6 @@ TEST(BenchSweep, DoesNotFitOnOneRankIsEveryRanksAndTheSweepGoesOn) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(low[i], high[i]);
 }
 
-// The first optimizer step runs out of memory (Note [memory ladder]).
-class FirstUpdateOom : public FaultInjector {
- public:
-  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
-  Fault before_start_up(StartUp stage) override {
-    return stage == StartUp::kFirstUpdate ? Fault::kOutOfMemory : Fault::kNone;
-  }
-};
-
 TEST(BenchSweep, OutOfMemoryInTheStartUpOnOneRankDoesNotFitAndTheSweepGoesOn) {
   Runtime rt(MPI_COMM_WORLD);
   const int world = rt.world(), victim = world - 1;
@@ -124,7 +115,8 @@ TEST(BenchSweep, OutOfMemoryInTheStartUpOnOneRankDoesNotFitAndTheSweepGoesOn) {
       bench::plan_sweep(Config::from_string(kBenchCfg, "<bench>"), {}, o, world);
   auto prepare = [&](Trainer& trainer, const bench::Setting& s) {
     if (s.micro_batch == 8 && rt.rank() == victim)
-      trainer.set_fault_injector(std::make_shared<FirstUpdateOom>());
+      trainer.set_fault_injector(
+          std::make_shared<test::OomAtStartUp>(FaultInjector::StartUp::kFirstUpdate));
   };
   const bench::SweepResult res = bench::run_sweep(rt, plan, "<bench>", o, prepare);
   ASSERT_EQ(res.rows.size(), 2u);

@@ -16,6 +16,7 @@
 #include "dtrain/runtime.h"
 #include "dtrain/trainer.h"
 #include "equivalence.h"
+#include "tiny_gpt.h"
 
 namespace dtrain {
 namespace {
@@ -71,22 +72,10 @@ TEST(Equivalence, ActivationCheckpointingSameParametersAsOneRankWithout) {
   // micro-batches accumulated and small buckets (the hooks fire inside the recompute's backward):
   // N ranks reach the parameters of one rank that keeps every activation. (SGD: AdamW's
   // normalized steps would magnify the rounding of averaging and accumulating in another order.)
-  const std::vector<std::string> gpt = {"model.name=gpt",
-                                        "model.n_layer=2",
-                                        "model.n_head=2",
-                                        "model.n_embd=16",
-                                        "model.vocab_size=32",
-                                        "model.seq_len=8",
-                                        "data.synthetic_task=tokens",
-                                        "data.synthetic_shape=8",
-                                        "data.synthetic_classes=32",
-                                        "data.synthetic_size=128",
-                                        "data.synthetic_test_size=64",
-                                        "train.epochs=1",
-                                        "dist.bucket_cap_mb=0.002",
-                                        "dist.first_bucket_mb=0.002"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> o = gpt;
+  auto with = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> o = test::kTinyGpt;
+    o.insert(o.end(), {"data.synthetic_size=128", "data.synthetic_test_size=64", "train.epochs=1",
+                       "dist.bucket_cap_mb=0.002", "dist.first_bucket_mb=0.002"});
     o.insert(o.end(), extra.begin(), extra.end());
     return o;
   };

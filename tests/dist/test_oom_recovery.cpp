@@ -31,6 +31,10 @@
 namespace dtrain {
 namespace {
 
+using test::OomAlways;
+using test::OomAtStartUp;
+using test::OomOnce;
+
 const char* kCfg = R"(
 run: {dir: "", seed: 11, log_every: 0, threads: 1, quiet: true}
 model: {name: mlp, hidden: [16]}
@@ -42,27 +46,6 @@ train: {epochs: 1, max_steps: 6, global_batch: 32, optimizer: adamw, lr: 0.01, e
 struct TrainRun {
   std::vector<at::Tensor> params;
   TrainSummary summary;
-};
-
-// Fails the first attempt at one step, on this rank only, with an out-of-memory error.
-class OomOnce : public FaultInjector {
- public:
-  explicit OomOnce(int64_t step) : step_(step) {}
-  Fault before_micro_batch(int64_t step, int64_t micro_batch) override {
-    if (fired_ || step != step_ || micro_batch <= 1) return Fault::kNone;
-    fired_ = true;
-    return Fault::kOutOfMemory;
-  }
-
- private:
-  int64_t step_;
-  bool fired_ = false;
-};
-
-// Fails every micro-batch, at every size, on this rank.
-class OomAlways : public FaultInjector {
- public:
-  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kOutOfMemory; }
 };
 
 // `victim` (a rank) fails step `step` once (always, with `always`); -1: nobody fails.
@@ -125,19 +108,6 @@ TEST(OomRecovery, OneSampleOutOfMemoryOnOneRankIsOneAgreedErrorNamingIt) {
     ADD_FAILURE() << "rank " << rank << ": not an AgreedError: " << e.what();
   }
 }
-
-// Out of memory at one start-up allocation.
-class OomAtStartUp : public FaultInjector {
- public:
-  explicit OomAtStartUp(StartUp stage) : stage_(stage) {}
-  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
-  Fault before_start_up(StartUp stage) override {
-    return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone;
-  }
-
- private:
-  StartUp stage_;
-};
 
 struct Case {
   FaultInjector::StartUp stage;

@@ -59,7 +59,7 @@ TEST(Profiler, RecordsExactlyTheAskedStepsOnEveryRank) {
   EXPECT_EQ(s.steps, 10);  // the window does not change how many steps run
   const std::string trace = std::string(dir) + "/prof/trace.rank" + std::to_string(rank) + ".json";
   ASSERT_TRUE(std::ifstream(trace).good()) << trace;
-  const ProfileSummary ps = summarize_trace(trace);
+  const detail::ProfileSummary ps = detail::summarize_trace(trace);
   EXPECT_EQ(ps.steps, 3) << ps.table;
   EXPECT_GT(ps.wall_ms_per_step, 0.0);
   EXPECT_EQ(ps.kernels_per_step, 0.0);  // CPU run: no GPU kernels
@@ -86,7 +86,7 @@ TEST(Profiler, SummaryOfAHandMadeTrace) {
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 250, "dur": 1},
     {"ph": "X", "cat": "kernel", "name": "late", "ts": 300, "dur": 5}
   ]})JSON";
-  const ProfileSummary ps = summarize_trace(path);
+  const detail::ProfileSummary ps = detail::summarize_trace(path);
   std::remove(path);
   EXPECT_EQ(ps.steps, 2);
   EXPECT_DOUBLE_EQ(ps.wall_ms_per_step, 0.1);

@@ -25,11 +25,11 @@ std::vector<std::string> names_for(size_t n) {
 }
 
 // Rank r's loss is (r + 1) * sum(p * c_i): gradient (r + 1) * c_i, average (world + 1) / 2 * c_i.
-void check_average(ReducerOptions opt, double tol) {
+void check_average(detail::ReducerOptions opt, double tol) {
   World w;
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   auto params = make_params(6, 8);
-  Reducer reducer(params, names_for(params.size()), *comm, *comm, opt);
+  detail::Reducer reducer(params, names_for(params.size()), *comm, *comm, opt);
   for (int step = 0; step < 3; ++step) {  // step 1 on runs after the re-plan
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     reducer.prepare(true);
@@ -48,20 +48,20 @@ void check_average(ReducerOptions opt, double tol) {
 }
 
 TEST(Reducer, AveragesByFormulaManyBuckets) {
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.first_bucket_cap_bytes = 1;  // every parameter in its own bucket
   o.bucket_cap_bytes = 1;
   check_average(o, 1e-12);
 }
 
 TEST(Reducer, AveragesByFormulaOneBucketNoOverlap) {
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.overlap = false;
   check_average(o, 1e-12);
 }
 
 TEST(Reducer, AveragesInBf16OnTheWire) {
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.comm_dtype = at::kBFloat16;
   o.bucket_cap_bytes = 300;
   check_average(o, 1e-2);  // bf16 keeps 8 bits of mantissa
@@ -71,7 +71,7 @@ TEST(Reducer, AccumulationCommunicatesOnlyOnTheLastMicroBatch) {
   World w;
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   auto params = make_params(3, 4);
-  Reducer reducer(params, names_for(3), *comm, *comm, ReducerOptions{});
+  detail::Reducer reducer(params, names_for(3), *comm, *comm, detail::ReducerOptions{});
   for (auto& p : params) p.mutable_grad() = at::Tensor();
   for (int m = 0; m < 3; ++m) {
     reducer.prepare(m == 2);
@@ -90,10 +90,10 @@ TEST(Reducer, OverlapLaunchesBucketsBeforeBackwardEnds) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   // A deep chain: the last layers' gradients are ready long before the first layers'.
   std::vector<at::Tensor> params = make_params(12, 64);
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.first_bucket_cap_bytes = 64 * 64 * 4;
   o.bucket_cap_bytes = 64 * 64 * 4;
-  Reducer reducer(params, names_for(params.size()), *comm, *comm, o);
+  detail::Reducer reducer(params, names_for(params.size()), *comm, *comm, o);
   for (int step = 0; step < 2; ++step) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     reducer.prepare(true);
@@ -123,8 +123,8 @@ TEST(Reducer, OverlapLaunchesBucketsBeforeBackwardEnds) {
 TEST(Reducer, UnusedParameterIsNamedNotAHang) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   auto params = make_params(3, 4);
-  Reducer reducer(params, {"fc.weight", "unused.weight", "head.weight"}, *comm, *comm,
-                  ReducerOptions{});
+  detail::Reducer reducer(params, {"fc.weight", "unused.weight", "head.weight"}, *comm, *comm,
+                          detail::ReducerOptions{});
   reducer.prepare(true);
   (params[0].sum() + params[2].sum()).backward();
   try {
@@ -140,9 +140,9 @@ TEST(Reducer, UnusedParametersAllowedContributeZero) {
   World w;
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   auto params = make_params(3, 4);
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.find_unused_parameters = true;
-  Reducer reducer(params, names_for(3), *comm, *comm, o);
+  detail::Reducer reducer(params, names_for(3), *comm, *comm, o);
   for (int step = 0; step < 2; ++step) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     reducer.prepare(true);
@@ -168,7 +168,7 @@ TEST(Reducer, GradientsStayInTheBucketsInTheParametersLayout) {
       at::randn({6}).requires_grad_(true), at::randn({5, 7}).requires_grad_(true)};
   std::vector<at::Tensor> coef;
   for (const auto& p : params) coef.push_back(at::randn(p.sizes(), p.options()));
-  Reducer reducer(params, names_for(params.size()), *comm, *comm, ReducerOptions{});
+  detail::Reducer reducer(params, names_for(params.size()), *comm, *comm, detail::ReducerOptions{});
   auto backward = [&] {
     at::Tensor loss = at::zeros({});
     for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * coef[i]).sum();

@@ -96,14 +96,14 @@ TEST(Sharded, GradientsAreReduceScatteredIntoEachRanksShard) {
       names.push_back("p" + std::to_string(i));
       numels.push_back(n);
     }
-    const ShardPlan plan = plan_shards(numels, world);
-    ReducerOptions o;
+    const detail::ShardPlan plan = detail::plan_shards(numels, world);
+    detail::ReducerOptions o;
     o.shard_values = plan.shard;
     o.first_bucket_cap_bytes =
         4 * 10;  // buckets of about ten values: several, of one to three parameters
     o.bucket_cap_bytes = 4 * 20;
     o.release_buckets = release;
-    Reducer reducer(params, names, data, *control, o);
+    detail::Reducer reducer(params, names, data, *control, o);
     EXPECT_EQ(reducer.releases_buckets(), release);
     int64_t live = -1;               // local gradients when the last reduce-scatter is sent
     std::set<const void*> storages;  // the memory they are in then

@@ -1,6 +1,7 @@
-# Shared by the e2e scripts (sourced, not run): environment, temp dir, and run-with-a-time-limit.
+# Shared by the e2e scripts (sourced, not run): environment, temp dir, run-with-a-time-limit and
+# the checks of a run's exit and output, the reference Python, the Fashion-MNIST files.
 # Env (set by ctest; defaults for a manual run): DTRAIN_BIN, DTRAIN_SOURCE_DIR, DTRAIN_MPIEXEC,
-# DTRAIN_MPI_FLAGS.
+# DTRAIN_MPI_FLAGS; DTRAIN_FASHION_MNIST (e2e_fashion_mnist's folder).
 # Usage: source "$(dirname "${BASH_SOURCE[0]}")/common.sh"; e2e_setup NAME
 
 src=${DTRAIN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -33,12 +34,41 @@ run() {
 }
 show() { tail -n 30 "$tmp/$1.out" "$tmp/$1.err" >&2 || true; }
 
+# expect_ok NAME: run NAME exited 0; else fails showing its output.
+expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
+
+# has_out NAME TEXT...: each TEXT is in run NAME's standard output.
+has_out() {
+  local name=$1 s
+  shift
+  for s in "$@"; do
+    grep -qF -- "$s" "$tmp/$name.out" || { show "$name"; fail "$name: stdout lacks '$s'"; }
+  done
+}
+
+# has NAME TEXT...: each TEXT is in run NAME's output, standard output or standard error.
+has() {
+  local name=$1 t
+  shift
+  for t in "$@"; do
+    grep -qF -- "$t" "$tmp/$name.out" "$tmp/$name.err" || { show "$name"; fail "$name: the output lacks '$t'"; }
+  done
+}
+
 # e2e_torch_python: $py is the reference Python (DTRAIN_REF_PYTHON, else Debian's /usr/bin/python3),
 # which must import torch (Debian's python3-torch).
 e2e_torch_python() {
   py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
   "$py" -c 'import torch' 2>/dev/null ||
     fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+}
+
+# e2e_fashion_mnist [FILE]: $data is the Fashion-MNIST folder (DTRAIN_FASHION_MNIST, else Debian's
+# dataset-fashion-mnist), which must hold FILE (default: the training images).
+e2e_fashion_mnist() {
+  data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+  [[ -f $data/${1:-train-images-idx3-ubyte.gz} ]] ||
+    fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
 }
 
 # same_model A B: the model tensors of two checkpoints' state.pt are equal (bit for bit).

@@ -14,14 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup env
 py=${DTRAIN_REF_PYTHON:-python3}
 cfg=$src/configs/synthetic_linear.yaml
-# has NAME FIXED_STRING...: every string appears in NAME's stdout.
-has() {
-  local name=$1 s
-  shift
-  for s in "$@"; do
-    grep -qF -- "$s" "$tmp/$name.out" || { show "$name"; fail "$name: stdout lacks '$s'"; }
-  done
-}
 expect_rc() { [[ $rc == "$2" ]] || { show "$1"; fail "$1: exit code $rc, expected $2"; }; }
 # The environment without any launcher's or CUDA's variables (ctest may run under either).
 clean=(env -u CUDA_VISIBLE_DEVICES -u SLURM_JOB_ID -u SLURM_STEP_ID -u SLURM_STEPID -u SLURM_PROCID
@@ -37,9 +29,9 @@ if ldd "$bin" | grep -qE 'libtorch_cuda|libc10_cuda'; then cuda_build=1; fi
 # ---- alone, as text --------------------------------------------------------------------------
 run 60 text "${clean[@]}" "$bin" env
 expect_rc text 0
-has text "LibTorch" "MPI" "Open MPI" "CUDA_VISIBLE_DEVICES: not set" "Launcher: none, 1 rank(s)" \
+has_out text "LibTorch" "MPI" "Open MPI" "CUDA_VISIBLE_DEVICES: not set" "Launcher: none, 1 rank(s)" \
   "Result: nothing found that would stop training (exit 0)"
-if [[ $gpus_here == 0 ]]; then has text "no GPU"; fi
+if [[ $gpus_here == 0 ]]; then has_out text "no GPU"; fi
 if [[ $cuda_build == 0 ]]; then
   for s in 'CUDA runtime +none \(CPU build\)' 'NCCL +none \(CPU build\)' 'cuDNN +none \(CPU build\)' \
            'nvJPEG +none \(CPU build\)'; do
@@ -93,7 +85,7 @@ EOF
 # ---- under mpirun: both ranks, their binding gathered to rank 0 -------------------------------
 run 120 np2 "${clean[@]}" "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" env
 expect_rc np2 0
-has np2 "Launcher: mpirun, 2 rank(s) on 1 host(s)" "rank  local  host"
+has_out np2 "Launcher: mpirun, 2 rank(s) on 1 host(s)" "rank  local  host"
 host=$(grep -A3 'rank  local  host' "$tmp/np2.out" | awk '$1 == "0" {print $3}')
 [[ -n $host ]] || { show np2; fail "np2: no row for rank 0"; }
 for r in 0 1; do
@@ -120,7 +112,7 @@ echo "ok: mpirun -np 2: both ranks and their bindings on rank 0"
 run 60 srun "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 PMI_RANK=0 \
   "$bin" env
 expect_rc srun 1
-has srun "error: the MPI/PMI setup is wrong: srun started this process as task 0 of 2" \
+has_out srun "error: the MPI/PMI setup is wrong: srun started this process as task 0 of 2" \
   "srun --mpi=pmix" "Result: 1 problem(s) above would stop training (exit 1)"
 run 60 srunjson "${clean[@]}" SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 PMI_RANK=0 \
   "$bin" env --json
@@ -130,24 +122,24 @@ expect_rc srunjson 1
 # The same variables in a batch script (no srun step): it would train as one rank: advice, exit 0.
 run 60 batch "${clean[@]}" SLURM_JOB_ID=7 SLURM_PROCID=0 SLURM_NTASKS=2 "$bin" env
 expect_rc batch 0
-has batch "advice: Slurm's job has 2 tasks (SLURM_NTASKS)" "Launcher: none"
+has_out batch "advice: Slurm's job has 2 tasks (SLURM_NTASKS)" "Launcher: none"
 echo "ok: srun task 0 of 2 alone in MPI: error, exit 1; in a batch script: advice, exit 0"
 
 # ---- CUDA_VISIBLE_DEVICES, run.device from a config, bad input ---------------------------------
 run 60 visible "${clean[@]}" CUDA_VISIBLE_DEVICES=3,5 "$bin" env
 expect_rc visible 0
-has visible "CUDA_VISIBLE_DEVICES: '3,5'"
+has_out visible "CUDA_VISIBLE_DEVICES: '3,5'"
 if [[ $gpus_here == 0 ]]; then
   run 60 wantcuda "${clean[@]}" "$bin" env "$cfg" run.device=cuda
   expect_rc wantcuda 1
-  has wantcuda "error: run.device is cuda but no CUDA device is visible"
+  has_out wantcuda "error: run.device is cuda but no CUDA device is visible"
   run 60 wantcpu "${clean[@]}" "$bin" env "$cfg" run.device=cpu
   expect_rc wantcpu 0
   echo "ok: run.device cuda without a GPU: exit 1"
 fi
 run 60 nodata "${clean[@]}" "$bin" env "$src/configs/fashion_mnist.yaml" data.path="$tmp/no-data"
 expect_rc nodata 1
-has nodata "error: data.path: no such folder: $tmp/no-data"
+has_out nodata "error: data.path: no such folder: $tmp/no-data"
 echo "ok: a config whose data.path is missing: exit 1, naming data.path"
 run 60 badkey "${clean[@]}" "$bin" env "$cfg" run.device=gpu
 [[ $rc != 0 ]] || { show badkey; fail "a bad run.device: exit 0"; }
@@ -160,17 +152,17 @@ echo "ok: CUDA_VISIBLE_DEVICES shown; bad config and full stdout are errors"
 # ---- help and version ----------------------------------------------------------------------
 run 30 help "$bin" --help
 expect_rc help 0
-has help "dtrain env"
+has_out help "dtrain env"
 run 30 envhelp "$bin" env --help
 expect_rc envhelp 0
-has envhelp "--json" "dtrain env"
+has_out envhelp "--json" "dtrain env"
 run 30 version "$bin" --version
 expect_rc version 0
 [[ $(wc -l <"$tmp/version.out") == 1 ]] || { show version; fail "--version is not one line"; }
 if [[ $cuda_build == 1 ]]; then
   grep -qE ', CUDA [0-9]+\.[0-9]+ \+ NCCL [0-9]+\.[0-9]+\.[0-9]+' "$tmp/version.out" || { show version; fail "--version lacks CUDA and NCCL"; }
 else
-  has version "CPU only"
+  has_out version "CPU only"
 fi
 echo "ok: --help names dtrain env; --version: $(cat "$tmp/version.out")"
 
@@ -180,13 +172,13 @@ if [[ $cuda_build == 0 && -n ${DTRAIN_FAKE_NVML:-} ]]; then
   [[ -f $fake_dir/libnvidia-ml.so.1 ]] || fail "no stand-in NVML at $fake_dir"
   run 60 fake "${clean[@]}" LD_LIBRARY_PATH="$fake_dir" "$bin" env
   expect_rc fake 0
-  has fake "Fake GPU H200" "Fake GPU A100" "0000:19:00.0" "0000:3B:00.0" "555.42.06, supports CUDA 12.5" \
+  has_out fake "Fake GPU H200" "Fake GPU A100" "0000:19:00.0" "0000:3B:00.0" "555.42.06, supports CUDA 12.5" \
     "1.00 GiB / 80.00 GiB" "37%" \
     "advice: NVML sees 2 GPU(s) but this dtrain was built with a CPU-only LibTorch"
   grep -qE '^  0 +- +Fake GPU H200 +9\.0 ' "$tmp/fake.out" || { show fake; fail "fake: the GPU row"; }
   run 60 fakecuda "${clean[@]}" LD_LIBRARY_PATH="$fake_dir" "$bin" env "$cfg" run.device=cuda
   expect_rc fakecuda 1
-  has fakecuda "error: run.device is cuda but no CUDA device is visible (this dtrain was built with a CPU-only LibTorch)"
+  has_out fakecuda "error: run.device is cuda but no CUDA device is visible (this dtrain was built with a CPU-only LibTorch)"
   echo "ok: a CPU-only build where NVML sees GPUs: advice (exit 0); run.device cuda there: exit 1"
 fi
 echo "PASS"

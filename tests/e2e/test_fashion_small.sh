@@ -10,10 +10,8 @@
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 e2e_setup fashion
-[[ -f $data/train-images-idx3-ubyte.gz ]] ||
-  fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
+e2e_fashion_mnist
 
 name=fashion_small
 run 300 train "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$src/configs/fashion_mnist.yaml" \

@@ -9,11 +9,11 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup image_folder
 py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
-fm=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-[[ -f $fm/train-images-idx3-ubyte.gz ]] || fail "Fashion-MNIST not found in $fm (apt-get install dataset-fashion-mnist)"
+e2e_fashion_mnist
+
 "$py" -c 'import PIL' 2>/dev/null || fail "$py has no PIL: apt-get install python3-pil (launch/setup.sh does)"
 
-"$py" - "$fm" "$tmp/fm" <<'PY' || fail "could not write the JPEG folder"
+"$py" - "$data" "$tmp/fm" <<'PY' || fail "could not write the JPEG folder"
 import gzip, os, struct, sys
 from PIL import Image
 src, out = sys.argv[1], sys.argv[2]

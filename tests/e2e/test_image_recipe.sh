@@ -10,11 +10,9 @@
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 e2e_setup image_recipe
 e2e_torch_python
-[[ -f $data/train-images-idx3-ubyte.gz ]] ||
-  fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
+e2e_fashion_mnist
 
 common=(run.dir="$tmp/runs" run.timeout_s=120 data.path="$data" model.batch_norm=true
         model.channels=8,16 model.fc=32 train.epochs=1 train.max_steps=40 train.global_batch=64

@@ -14,11 +14,9 @@
 # DTRAIN_MPI_FLAGS, DTRAIN_REF_PYTHON; DTRAIN_FASHION_MNIST overrides the data folder.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-data=${DTRAIN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 e2e_setup predict_pictures
 e2e_torch_python
-[[ -f $data/t10k-images-idx3-ubyte.gz ]] ||
-  fail "Fashion-MNIST not found in $data (apt-get install dataset-fashion-mnist, or set DTRAIN_FASHION_MNIST)"
+e2e_fashion_mnist t10k-images-idx3-ubyte.gz
 
 # Pictures of Fashion-MNIST test images 0..3: image 0 as a 28 x 28 gray PNG and as a one-image
 # IDX file; image 1 tinted RGB at 56 x 84; image 2 as a 100 x 70 JPEG; image 3 as a 20 x 20

@@ -13,7 +13,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup progress
 py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
-expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
 command -v script >/dev/null || fail "util-linux's script is needed (apt-get install bsdutils)"
 
 printf 'run:\n  name: p\n' >"$tmp/p.yaml"

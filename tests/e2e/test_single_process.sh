@@ -7,20 +7,11 @@ set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup single
-expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
-# has NAME FIXED_STRING...: every string appears in NAME's stdout.
-has() {
-  local name=$1 s
-  shift
-  for s in "$@"; do
-    grep -qF -- "$s" "$tmp/$name.out" || { show "$name"; fail "$name: stdout lacks '$s'"; }
-  done
-}
 
 # --help: usage, launchers, every model, keys from the schema with types and defaults.
 run 30 help "$bin" --help
 expect_ok help
-has help "Usage:" "--print-config" "--version" "mpirun -np" \
+has_out help "Usage:" "--print-config" "--version" "mpirun -np" \
   "cnn:" "mlp:" "linear:" \
   "train.global_batch (int, default " "train.micro_batch" "train.lr" "run.timeout_s" \
   "data.format" "model.name" "dist.backend" "idx | synthetic"
@@ -31,7 +22,7 @@ run 30 version "$bin" --version
 expect_ok version
 grep -qE '^dtrain [0-9]+\.[0-9]+\.[0-9]+ ' "$tmp/version.out" || { show version; fail "--version: unexpected '$(head -n1 "$tmp/version.out")'"; }
 want=$(sed -nE 's/^project\(dtrain VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.txt")
-[[ -z $want ]] || has version "dtrain $want "
+[[ -z $want ]] || has_out version "dtrain $want "
 echo "ok: --version: $(head -n1 "$tmp/version.out")"
 
 # A command line that does not parse: exit 2 (docs/ERRORS.md's table), saying why.
@@ -47,7 +38,7 @@ echo "ok: a command line that does not parse exits 2"
 run 60 print "$bin" "$src/configs/synthetic_linear.yaml" --print-config train.global_batch=64 \
   run.name=yes data.test_images="''" model.hidden=[] data.path="#x: y"
 expect_ok print
-has print "format: synthetic" "global_batch: 64"
+has_out print "format: synthetic" "global_batch: 64"
 grep -q "# resolved: world 1, per-rank batch 64" "$tmp/print.err" || { show print; fail "--print-config: no resolved note on stderr"; }
 if grep -qvE '^([a-z]+:|  [a-z_0-9]+: .*)$' "$tmp/print.out"; then show print; fail "--print-config: stdout holds more than the YAML"; fi
 if grep -q "^final test" "$tmp/print.out"; then fail "--print-config trained a model"; fi
@@ -60,7 +51,7 @@ echo "ok: --print-config prints YAML that loads again as the same config"
 # Linear regression on synthetic data: the shipped config, alone.
 run 120 linear "$bin" "$src/configs/synthetic_linear.yaml" run.dir="$tmp/runs"
 expect_ok linear
-has linear "world 1 rank(s)" "model: linear, 11 parameters"
+has_out linear "world 1 rank(s)" "model: linear, 11 parameters"
 loss=$(sed -nE 's/^final test loss: ([0-9.eE+-]+).*/\1/p' "$tmp/linear.out" | tail -n 1)
 [[ -n $loss ]] || { show linear; fail "linear: no 'final test loss: X' line"; }
 # Targets carry noise 0.01 (variance 1e-4): a fitted Linear(10,1) gets close to that.

@@ -13,7 +13,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 e2e_setup tensorboard
 py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
 reader=$src/tests/unit/read_tfevents.py
-expect_ok() { [[ $rc == 0 ]] || { show "$1"; fail "$1: exited with code $rc"; }; }
 
 printf 'run:\n  name: tb\n' >"$tmp/tb.yaml"
 # 512 samples / 32 = 16 steps per epoch, 2 epochs: loss reads at steps 3, 6, ..., 15, 16 (an

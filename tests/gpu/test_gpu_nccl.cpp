@@ -64,10 +64,10 @@ TEST(Gpu, ReducerOverNcclKeepsGradients) {
   std::vector<at::Tensor> ps;
   for (int i = 0; i < 5; ++i)
     ps.push_back(at::randn({128, 128}, at::TensorOptions().device(kGpu)).requires_grad_(true));
-  ReducerOptions o;
+  detail::ReducerOptions o;
   o.bucket_cap_bytes = 128 * 128 * 4;
   o.first_bucket_cap_bytes = 128 * 128 * 4;
-  Reducer reducer(ps, {"a", "b", "c", "d", "e"}, *nccl, *cpu, o);
+  detail::Reducer reducer(ps, {"a", "b", "c", "d", "e"}, *nccl, *cpu, o);
   for (int step = 0; step < 2; ++step) {
     for (auto& p : ps) p.mutable_grad() = at::Tensor();
     reducer.prepare(true);

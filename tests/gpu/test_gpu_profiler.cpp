@@ -16,8 +16,8 @@ TEST(Gpu, ProfilerRecordsKernelsOfTheAskedSteps) {
          "run.profile_steps=3", std::string("train.cuda_graph=") + mode},
         kGpu);
     EXPECT_NE(r.summary.profile.find("kernels"), std::string::npos) << r.summary.profile;
-    const ProfileSummary ps =
-        summarize_trace(std::string(dir) + "/p_" + mode + "/trace.rank0.json");
+    const detail::ProfileSummary ps =
+        detail::summarize_trace(std::string(dir) + "/p_" + mode + "/trace.rank0.json");
     EXPECT_EQ(ps.steps, 3) << mode;
     EXPECT_GT(ps.kernels_per_step, 3) << mode << "\n" << ps.table;
     EXPECT_GT(ps.gpu_busy, 0.0) << mode;

@@ -16,6 +16,8 @@
 #   wait_job_state ID SECS STATE...  until the job is in one of the states; fails after SECS
 #   slurm_held ID                    the job is requeued and held by Slurm (PENDING, BeginTime)
 #   slurm_release ID                 start a requeued, held job now (see below)
+#   joblog LOG                       the end of a job's output, $tmp/LOG.log (sbatch --output)
+#   log_has LOG TEXT...              each TEXT is in that output; else fails showing its end
 #
 # Needs root (slurmd starts job steps for their user) and fails, naming what is missing, where the
 # packages are not installed.
@@ -186,4 +188,12 @@ slurm_release() {
     sleep 0.25
   done
   scontrol update jobid="$1" starttime=now
+}
+
+joblog() { tail -n 40 "$tmp/$1.log" >&2 || true; }
+
+log_has() {
+  local log=$1 t
+  shift
+  for t in "$@"; do grep -qF -- "$t" "$tmp/$log.log" || { joblog "$log"; fail "$log: the job's output lacks '$t'"; }; done
 }

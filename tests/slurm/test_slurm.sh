@@ -51,12 +51,6 @@ submit() {
     --output="$tmp/$log.log" "${opts[@]}" launch/dtrain-slurm.sbatch "$cfg" "${common[@]}" "$@") |
     cut -d';' -f1
 }
-joblog() { tail -n 40 "$tmp/$1.log" >&2 || true; }
-has() {  # has LOG TEXT...: each TEXT is in the job's output
-  local log=$1 t
-  shift
-  for t in "$@"; do grep -qF -- "$t" "$tmp/$log.log" || { joblog "$log"; fail "$log: the job's output lacks '$t'"; }; done
-}
 # final RUN: the run's newest checkpoint folder.
 final() { ls -d "$tmp/runs/$1/checkpoints"/step-* | sort | tail -1; }
 ended() { wait_job_state "$1" "$2" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY; }
@@ -76,7 +70,7 @@ release() { slurm_release "$1"; }
 plain=$(submit plain -- run.name=plain "${short[@]}")
 ended "$plain" 120
 [[ $(job_field "$plain" JobState) == COMPLETED ]] || { joblog plain; fail "a: job $plain ended $(job_field "$plain" JobState)"; }
-has plain "world 2 rank(s)" "dtrain: exit 0" "restart 0"
+log_has plain "world 2 rank(s)" "dtrain: exit 0" "restart 0"
 end_plain=$(final plain)
 [[ $end_plain == */step-000005120 ]] || fail "a: the last checkpoint is $end_plain, not step 5120"
 echo "ok a: job $plain: 2 tasks through srun --mpi=pmix trained 5120 steps, exit 0"
@@ -99,8 +93,8 @@ for t in 0 1; do
   fi
 done
 ((said >= 1)) || { joblog nopmi; fail "d: no task says that it has no PMI"; }
-has nopmi "srun --mpi=pmix"
-if ((said == 2)); then has nopmi "dtrain: exit 1"; else has nopmi "dtrain: exit 143"; fi
+log_has nopmi "srun --mpi=pmix"
+if ((said == 2)); then log_has nopmi "dtrain: exit 1"; else log_has nopmi "dtrain: exit 143"; fi
 after=$(cd "$tmp/runs" && find . -type f -exec md5sum {} + | sort)
 [[ $before == "$after" ]] || fail "d: a job without PMI changed files under $tmp/runs"
 echo "ok d: srun --mpi=none: '$(grep -m1 -o 'error: .*' "$tmp/nopmi.log" | cut -c1-90)...', nothing written"
@@ -111,7 +105,7 @@ wait_for_training "$tmp/runs/preempt"
 scancel --signal=USR1 "$job"
 for _ in $(seq 1 120); do [[ $(job_field "$job" Restarts) == 1 ]] && break; sleep 0.5; done
 [[ $(job_field "$job" Restarts) == 1 ]] || { joblog preempt; fail "b: job $job was not requeued after USR1"; }
-has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
+log_has preempt "stopped by SIGUSR1 after step" "dtrain: stopped after writing a checkpoint (exit 75); requeueing job $job"
 # The stop reads as a stop: dtrain's line and the script's, no Open MPI exit block (srun starts
 # the ranks, not mpirun) and none of srun's lines about the tasks' exit 75 and the step's end.
 if grep -qE "Primary job +terminated normally|mpirun detected that one or more processes|MPI_ABORT was invoked|Exited with exit code 75|Terminating StepId" "$tmp/preempt.log"; then
@@ -127,7 +121,7 @@ echo "ok b: job $job: USR1 -> checkpoint at step $step_b, exit 75, requeued, res
 # ---- e. scancel (SIGTERM to the tasks) of the training job; a new job resumes -------------------
 scancel "$job"
 ended "$job" 60
-has preempt "stopped by SIGTERM after step"
+log_has preempt "stopped by SIGTERM after step"
 step_e=$(sed -nE 's/.*stopped by SIGTERM after step ([0-9]+).*/\1/p' "$tmp/preempt.log" | head -1)
 (( step_e > step_b && step_e < 5120 )) || { joblog preempt; fail "e: stopped at step $step_e (USR1 stopped at $step_b, the end is 5120)"; }
 [[ -f $(printf '%s/runs/preempt/checkpoints/step-%09d/COMPLETE' "$tmp" "$step_e") ]] ||
@@ -135,7 +129,7 @@ step_e=$(sed -nE 's/.*stopped by SIGTERM after step ([0-9]+).*/\1/p' "$tmp/preem
 again=$(submit preempt2 -- run.name=preempt "${short[@]}")
 ended "$again" 120
 [[ $(job_field "$again" JobState) == COMPLETED ]] || { joblog preempt2; fail "e: job $again ended $(job_field "$again" JobState)"; }
-has preempt2 "at step $step_e" "dtrain: exit 0"
+log_has preempt2 "at step $step_e" "dtrain: exit 0"
 same_model "$(final preempt)" "$end_plain"
 echo "ok e: scancel -> checkpoint at step $step_e; job $again resumed it; the result equals job $plain's"
 
@@ -151,7 +145,7 @@ done
 [[ $state == COMPLETED ]] || { joblog timed; fail "c: job $timed ended $state"; }
 restarts=$(job_field "$timed" Restarts)
 ((restarts >= 1)) || { joblog timed; fail "c: the time limit never stopped job $timed (restarts $restarts)"; }
-has timed "stopped by SIGUSR1 after step" "requeueing job $timed" "restart $restarts)" "dtrain: exit 0"
+log_has timed "stopped by SIGUSR1 after step" "requeueing job $timed" "restart $restarts)" "dtrain: exit 0"
 ended "$whole" 240
 [[ $(job_field "$whole" JobState) == COMPLETED ]] || { joblog whole; fail "c: job $whole ended $(job_field "$whole" JobState)"; }
 same_model "$(final timed)" "$(final whole)"

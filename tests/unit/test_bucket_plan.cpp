@@ -13,20 +13,20 @@ TEST(BucketPlan, FirstBucketSmallThenCap) {
   // 6 parameters of 400 bytes, ready in reverse order; first cap 500, cap 1000.
   std::vector<int64_t> bytes(6, 400);
   std::vector<at::ScalarType> types(6, at::kFloat);
-  Plan p = plan_buckets(bytes, types, {5, 4, 3, 2, 1, 0}, 500, 1000);
+  Plan p = detail::plan_buckets(bytes, types, {5, 4, 3, 2, 1, 0}, 500, 1000);
   // first: 400 < 500, +400 = 800 >= 500 -> close; then 400, 800, 1200 >= 1000 -> close; rest.
   EXPECT_EQ(p, (Plan{{5, 4}, {3, 2, 1}, {0}}));
 }
 
 TEST(BucketPlan, OneLargeParameterGetsItsOwnBucket) {
-  Plan p = plan_buckets({10, 5000, 10, 10}, std::vector<at::ScalarType>(4, at::kFloat),
-                        {0, 1, 2, 3}, 100, 100);
+  Plan p = detail::plan_buckets({10, 5000, 10, 10}, std::vector<at::ScalarType>(4, at::kFloat),
+                                {0, 1, 2, 3}, 100, 100);
   EXPECT_EQ(p, (Plan{{0, 1}, {2, 3}}));
 }
 
 TEST(BucketPlan, DtypeChangeClosesBucket) {
-  Plan p = plan_buckets({4, 4, 4, 4}, {at::kFloat, at::kFloat, at::kHalf, at::kFloat}, {0, 1, 2, 3},
-                        1 << 20, 1 << 20);
+  Plan p = detail::plan_buckets({4, 4, 4, 4}, {at::kFloat, at::kFloat, at::kHalf, at::kFloat},
+                                {0, 1, 2, 3}, 1 << 20, 1 << 20);
   EXPECT_EQ(p, (Plan{{0, 1}, {2}, {3}}));
 }
 
@@ -35,7 +35,7 @@ TEST(BucketPlan, EveryParameterExactlyOnceInOrder) {
   std::vector<size_t> order;
   for (size_t i = 0; i < 50; ++i)
     bytes.push_back(static_cast<int64_t>(37 * (i % 7) + 1)), order.push_back((i * 17) % 50);
-  Plan p = plan_buckets(bytes, std::vector<at::ScalarType>(50, at::kFloat), order, 64, 256);
+  Plan p = detail::plan_buckets(bytes, std::vector<at::ScalarType>(50, at::kFloat), order, 64, 256);
   std::vector<size_t> flat;
   for (auto& b : p) {
     int64_t total = 0;
@@ -56,16 +56,16 @@ TEST(BucketPlan, EveryParameterExactlyOnceInOrder) {
 TEST(BucketPlan, SamePlanForSameInputs) {
   std::vector<int64_t> bytes = {100, 200, 300, 400, 500};
   std::vector<at::ScalarType> types(5, at::kFloat);
-  EXPECT_EQ(plan_buckets(bytes, types, {4, 3, 2, 1, 0}, 150, 600),
-            plan_buckets(bytes, types, {4, 3, 2, 1, 0}, 150, 600));
+  EXPECT_EQ(detail::plan_buckets(bytes, types, {4, 3, 2, 1, 0}, 150, 600),
+            detail::plan_buckets(bytes, types, {4, 3, 2, 1, 0}, 150, 600));
 }
 
 TEST(BucketPlan, RejectsBadOrder) {
   std::vector<at::ScalarType> types(3, at::kFloat);
-  EXPECT_THROW(plan_buckets({1, 1, 1}, types, {0, 1}, 1, 1), Error);
-  EXPECT_THROW(plan_buckets({1, 1, 1}, types, {0, 1, 1}, 1, 1), Error);
-  EXPECT_THROW(plan_buckets({1, 1, 1}, types, {0, 1, 3}, 1, 1), Error);
-  EXPECT_THROW(plan_buckets({1, 1, 1}, types, {0, 1, 2}, 0, 1), Error);
+  EXPECT_THROW(detail::plan_buckets({1, 1, 1}, types, {0, 1}, 1, 1), Error);
+  EXPECT_THROW(detail::plan_buckets({1, 1, 1}, types, {0, 1, 1}, 1, 1), Error);
+  EXPECT_THROW(detail::plan_buckets({1, 1, 1}, types, {0, 1, 3}, 1, 1), Error);
+  EXPECT_THROW(detail::plan_buckets({1, 1, 1}, types, {0, 1, 2}, 0, 1), Error);
 }
 
 }  // namespace

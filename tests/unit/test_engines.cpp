@@ -18,8 +18,10 @@
 #include "dtrain/error.h"
 #include "dtrain/faults.h"
 #include "dtrain/models.h"
+#include "fault_injectors.h"
 #include "local_comm.h"
 #include "runtime/watchdog.h"
+#include "tiny_gpt.h"
 #include "train/eager_step.h"
 #include "train/loss_window.h"
 #include "train/memory_ladder.h"
@@ -30,6 +32,10 @@
 
 namespace dtrain::detail {
 namespace {
+
+using test::OomAlways;
+using test::OomAtStartUp;
+using test::OomOnce;
 
 const char* kCfg = R"(
 run: {dir: "", seed: 7, log_every: 0, threads: 1, quiet: true}
@@ -86,24 +92,9 @@ struct Engine {
   std::unique_ptr<EagerStep> eager;
 };
 
-// Out of memory once, at one step, while the micro-batch is larger than `below`.
-class OomAt : public FaultInjector {
- public:
-  explicit OomAt(int64_t step) : step_(step) {}
-  Fault before_micro_batch(int64_t step, int64_t micro) override {
-    if (fired_ || step != step_ || micro <= 1) return Fault::kNone;
-    fired_ = true;
-    return Fault::kOutOfMemory;
-  }
-
- private:
-  int64_t step_;
-  bool fired_ = false;
-};
-
 TEST(Engines, OutOfMemoryShrinksTheMicroBatchAndRedoesTheStepOnTheSameSamples) {
   Engine clean, hit;
-  OomAt oom(2);
+  OomOnce oom(2);
   hit.ctx.faults = &oom;
   clean.train(6);
   hit.train(6);
@@ -120,7 +111,7 @@ TEST(Engines, WithoutRecoveryAnOutOfMemoryStepIsMicroBatchDoesNotFit) {
   Engine e;
   e.micro = std::make_unique<MicroBatch>(32, 8, 32, /*recover=*/false);
   e.eager = std::make_unique<EagerStep>(e.ctx, *e.micro, *e.window);
-  OomAt oom(0);
+  OomOnce oom(0);
   e.ctx.faults = &oom;
   try {
     e.train(1);
@@ -178,19 +169,6 @@ TEST(Engines, TheLossWindowOfTwoRanksResumesOnOneWithTheSameMean) {
     EXPECT_EQ(x.where(), "train.skip_nonfinite");
   }
 }
-
-// Out of memory at every size the engine tries, or (`first` > 0) at the first `first` only.
-class OomAlways : public FaultInjector {
- public:
-  explicit OomAlways(int first = 0) : first_(first) {}
-  Fault before_micro_batch(int64_t, int64_t) override {
-    ++asked_;
-    return first_ == 0 || asked_ <= first_ ? Fault::kOutOfMemory : Fault::kNone;
-  }
-
- private:
-  int first_, asked_ = 0;
-};
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -261,19 +239,9 @@ TEST(MemoryLadder, TheShardedOptimizersRungSaysWhatTheFullestShardKeeps) {
       << one;
 }
 
-const std::vector<std::string> kGpt = {"model.name=gpt",
-                                       "model.n_layer=2",
-                                       "model.n_head=2",
-                                       "model.n_embd=16",
-                                       "model.vocab_size=32",
-                                       "model.seq_len=8",
-                                       "data.synthetic_task=tokens",
-                                       "data.synthetic_shape=[8]",
-                                       "data.synthetic_classes=32"};
-
 TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
   {
-    Engine e(kGpt);
+    Engine e(test::kTinyGpt);
     OomAlways oom;  // every size, with checkpointing too
     e.ctx.faults = &oom;
     try {
@@ -290,7 +258,7 @@ TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
           << w;
     }
   }
-  Engine e(kGpt);
+  Engine e(test::kTinyGpt);
   OomAlways oom(6);  // 32, 16, 8, 4, 2 and 1 samples; then 1 sample with checkpointing fits
   e.ctx.faults = &oom;
   try {
@@ -302,21 +270,6 @@ TEST(MemoryLadder, MicroBatchAutoMeasuresOneSampleWithActivationCheckpointing) {
   // The probe leaves checkpointing as the config has it: off, the same outputs as before.
   EXPECT_TRUE(e.model->set_activation_checkpointing(ActivationCheckpointing::kOff));
 }
-
-// Out of memory at one start-up allocation, every time it is asked.
-class OomAtStartUp : public FaultInjector {
- public:
-  explicit OomAtStartUp(StartUp stage) : stage_(stage) {}
-  Fault before_micro_batch(int64_t, int64_t) override { return Fault::kNone; }
-  Fault before_start_up(StartUp stage) override {
-    asked.push_back(stage);
-    return stage == stage_ ? Fault::kOutOfMemory : Fault::kNone;
-  }
-  std::vector<StartUp> asked;
-
- private:
-  StartUp stage_;
-};
 
 std::string start_up_line(FaultInjector& faults, const std::vector<std::string>& overrides = {}) {
   try {

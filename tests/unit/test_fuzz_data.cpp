@@ -220,13 +220,7 @@ TEST(FuzzData, MutatedYamlConfigsEndInAnErrorOrParse) {
 }
 
 TEST(FuzzData, MutatedPreprocessFilesEndInAnErrorOrRead) {
-  dtrain::DataSpec spec;
-  spec.input_shape = {3, 32, 32};
-  spec.num_classes = 2;
-  spec.pixel_mean = {0.485, 0.456, 0.406};
-  spec.pixel_std = {0.229, 0.224, 0.225};
-  spec.recipe.class_names = {"cat", "dog"};
-  spec.recipe.resize = 36;
+  const dtrain::DataSpec spec = dtrain::test::folder_spec();
   dtrain::DataConfig cfg;
   cfg.format = dtrain::DataFormat::kImageFolder;
   auto read = [&](const std::string& text) {

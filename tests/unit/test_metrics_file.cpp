@@ -28,17 +28,8 @@ std::vector<json> records(const std::string& path) {
   return out;
 }
 
-struct Fixture {
-  TempDir dir;
-  dtrain::Config cfg;
-  dtrain::RunInfo info;
-  dtrain::LoopControl control;
+struct Fixture : dtrain::test::HookRun {
   std::shared_ptr<dtrain::Hook> hook = dtrain::detail::make_metrics_file();
-  Fixture() {
-    cfg.resolve(1);
-    info.config = &cfg;
-    info.run_dir = dir.file("run");
-  }
   std::string file() const { return info.run_dir + "/metrics.jsonl"; }
 };
 

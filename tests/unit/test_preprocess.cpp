@@ -20,6 +20,7 @@ using dtrain::DataSpec;
 using dtrain::detail::preprocess_difference;
 using dtrain::detail::preprocess_json;
 using dtrain::detail::read_preprocess;
+using dtrain::test::folder_spec;
 using dtrain::test::message_of;
 
 DataSpec csv_spec() {
@@ -30,17 +31,6 @@ DataSpec csv_spec() {
   s.recipe.target_names = {"species"};
   s.recipe.mean = {1.5, -0.25};
   s.recipe.std = {0.1, 3.0};
-  return s;
-}
-
-DataSpec folder_spec() {
-  DataSpec s;
-  s.input_shape = {3, 32, 32};
-  s.num_classes = 2;
-  s.pixel_mean = {0.485, 0.456, 0.406};
-  s.pixel_std = {0.229, 0.224, 0.225};
-  s.recipe.class_names = {"cat", "dog"};
-  s.recipe.resize = 36;
   return s;
 }
 

@@ -22,11 +22,11 @@
 namespace dtrain {
 namespace {
 
-using Pieces = std::vector<std::vector<ShardPiece>>;
+using Pieces = std::vector<std::vector<detail::ShardPiece>>;
 
 TEST(ShardPlan, FlatValuesCutIntoEqualContiguousShards) {
   // 105 values on 2 ranks: shards of 53; parameter 2 (30 values) is cut after its third.
-  const ShardPlan p = plan_shards({10, 40, 30, 20, 5}, 2);
+  const detail::ShardPlan p = detail::plan_shards({10, 40, 30, 20, 5}, 2);
   EXPECT_EQ(p.total, 105);
   EXPECT_EQ(p.shard, 53);
   EXPECT_EQ(p.pieces,
@@ -39,7 +39,7 @@ TEST(ShardPlan, FlatValuesCutIntoEqualContiguousShards) {
 TEST(ShardPlan, OneLargeTensorIsSharedByEveryRank) {
   // A token embedding of 1000 values and two small tensors on 4 ranks: 253 values each (the last
   // 251), the embedding in four pieces, where whole tensors left it on one rank.
-  const ShardPlan p = plan_shards({1000, 10, 2}, 4);
+  const detail::ShardPlan p = detail::plan_shards({1000, 10, 2}, 4);
   EXPECT_EQ(p.shard, 253);
   EXPECT_EQ(p.pieces, (Pieces{{{0, 0, 253}},
                               {{0, 253, 253}},
@@ -51,13 +51,13 @@ TEST(ShardPlan, OneLargeTensorIsSharedByEveryRank) {
 TEST(ShardPlan, EveryValueOnceInOrderAndTheSamePlanEachTime) {
   std::vector<int64_t> sizes;
   for (int i = 0; i < 37; ++i) sizes.push_back((i * 7919) % 101 + 1);
-  const ShardPlan a = plan_shards(sizes, 5), b = plan_shards(sizes, 5);
+  const detail::ShardPlan a = detail::plan_shards(sizes, 5), b = detail::plan_shards(sizes, 5);
   EXPECT_EQ(a.pieces, b.pieces);
   // The pieces, rank after rank, walk the parameters' values without a gap or an overlap.
   size_t param = 0;
   int64_t offset = 0, total = 0;
   for (int r = 0; r < 5; ++r) {
-    for (const ShardPiece& p : a.pieces[static_cast<size_t>(r)]) {
+    for (const detail::ShardPiece& p : a.pieces[static_cast<size_t>(r)]) {
       EXPECT_GT(p.length, 0);
       if (offset == sizes[param]) ++param, offset = 0;
       EXPECT_EQ(p.param, param);
@@ -74,10 +74,10 @@ TEST(ShardPlan, EveryValueOnceInOrderAndTheSamePlanEachTime) {
 }
 
 TEST(ShardPlan, FewerValuesThanRanksLeavesRanksEmptyAndBadInputThrows) {
-  const ShardPlan p = plan_shards({1, 2}, 4);
+  const detail::ShardPlan p = detail::plan_shards({1, 2}, 4);
   EXPECT_EQ(p.pieces, (Pieces{{{0, 0, 1}}, {{1, 0, 1}}, {{1, 1, 1}}, {}}));
-  EXPECT_THROW(plan_shards({1}, 0), Error);
-  EXPECT_THROW(plan_shards({1, -1}, 2), Error);
+  EXPECT_THROW(detail::plan_shards({1}, 0), Error);
+  EXPECT_THROW(detail::plan_shards({1, -1}, 2), Error);
 }
 
 // Rank `rank` of `world` for building an OptimizerShard in one process: no collective runs.
@@ -101,7 +101,7 @@ class SimulatedRank : public Communicator {
 // A plan that leaves a rank no values is refused, naming the key, the rank and the ranks that
 // fit: fewer values than ranks, and also 5 values on 4 ranks (shards of 2: 2, 2, 1, 0).
 TEST(ShardPlan, AShardOptimizerThatWouldLeaveARankEmptyIsAnError) {
-  EXPECT_EQ(plan_shards({5}, 4).elements(3), 0);
+  EXPECT_EQ(detail::plan_shards({5}, 4).elements(3), 0);
   for (const auto& [numels, world, fits] :
        std::vector<std::tuple<std::vector<int64_t>, int, int>>{{{5}, 4, 3}, {{2, 1}, 4, 3}}) {
     std::vector<at::Tensor> params;
@@ -154,7 +154,8 @@ TEST(ShardState, ShardsTogetherAreTheWholeOptimizer) {
           std::make_unique<detail::OptimizerShard>(shard_params, names, *ranks.back()));
       optimizers.push_back(shards.back()->make_optimizer(o));
     }
-    EXPECT_EQ(shards[0]->plan().pieces[1], (std::vector<ShardPiece>{{1, 2, 2}, {2, 0, 12}}));
+    EXPECT_EQ(shards[0]->plan().pieces[1],
+              (std::vector<detail::ShardPiece>{{1, 2, 2}, {2, 0, 12}}));
     for (int step = 0; step < 3; ++step) {
       for (size_t i = 0; i < init.size(); ++i) {
         const at::Tensor g = at::randn(init[i].sizes()).contiguous(init[i].suggest_memory_format());
@@ -191,7 +192,7 @@ TEST(ShardState, ShardsTogetherAreTheWholeOptimizer) {
 
 TEST(ShardState, EntriesOfNoPlannedParameterAreKeptForLoadStateToRefuse) {
   const std::vector<at::Tensor> params = {at::zeros({4}), at::zeros({4})};
-  const ShardPlan plan = plan_shards({4, 4}, 2);
+  const detail::ShardPlan plan = detail::plan_shards({4, 4}, 2);
   const detail::OptimizerState whole = {{"exp_avg.0", at::zeros({4})},
                                         {"exp_avg.1", at::ones({4})},
                                         {"exp_avg.9", at::zeros({4})},

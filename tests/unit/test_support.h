@@ -1,7 +1,7 @@
-// Helpers shared by the unit tests: a temporary directory, small file writers, the message of a
-// thrown dtrain::Error, and running a reference script in DTRAIN_REF_PYTHON (Debian's
-// python3-torch). POSIX calls, not std::filesystem: the pip wheels of LibTorch 2.x export their
-// own std::filesystem symbols.
+// Helpers shared by the unit tests: a temporary directory, a hook's run, an image folder's data
+// spec, small file writers, the message of a thrown dtrain::Error, and running a reference script
+// in DTRAIN_REF_PYTHON (Debian's python3-torch). POSIX calls, not std::filesystem: the pip wheels
+// of LibTorch 2.x export their own std::filesystem symbols.
 #pragma once
 
 #include <ftw.h>
@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "dtrain/config.h"
+#include "dtrain/data/dataset.h"
 #include "dtrain/error.h"
+#include "dtrain/hooks.h"
 #include "test_paths.h"
 
 namespace dtrain::test {
@@ -46,6 +48,35 @@ class TempDir {
   }
   std::string path_;
 };
+
+// What a hook's on_start() gets in a test: the default config resolved for `world` ranks, the
+// RunInfo naming it (rank 0 of `world`, the run directory "run" in a fresh TempDir, not made
+// yet) and a LoopControl.
+struct HookRun {
+  TempDir dir;
+  Config cfg;
+  RunInfo info;
+  LoopControl control;
+  explicit HookRun(int world = 1) {
+    cfg.resolve(world);
+    info.config = &cfg;
+    info.world = world;
+    info.run_dir = dir.file("run");
+  }
+};
+
+// The DataSpec of a small image folder as preprocess.json records it: 3x32x32 images of two
+// classes (cat, dog) resized to 36, with ImageNet's channel statistics.
+inline DataSpec folder_spec() {
+  DataSpec s;
+  s.input_shape = {3, 32, 32};
+  s.num_classes = 2;
+  s.pixel_mean = {0.485, 0.456, 0.406};
+  s.pixel_std = {0.229, 0.224, 0.225};
+  s.recipe.class_names = {"cat", "dog"};
+  s.recipe.resize = 36;
+  return s;
+}
 
 // The enum of a synthetic task named as a config file names it ("classification").
 inline SyntheticTask task_of(const std::string& name) {

@@ -22,6 +22,7 @@
 
 namespace {
 
+using dtrain::test::HookRun;
 using dtrain::test::message_of;
 using dtrain::test::python_failure;
 using dtrain::test::read_text;
@@ -134,18 +135,13 @@ dtrain::StepRecord record(int64_t step, std::optional<double> loss) {
 }
 
 TEST(TensorBoard, HookWritesEachLossReadAndEvaluation) {
-  TempDir dir;
-  dtrain::Config cfg;
-  cfg.resolve(1);
-  dtrain::RunInfo info;
-  info.config = &cfg;
-  info.run_dir = dir.file("run");
+  HookRun run;
+  auto& [dir, cfg, info, control] = run;
   info.world = 2;
   info.tokens_per_sample = 16;
   info.data.num_classes = 10;
   info.flops_per_sample = 3e9;
   info.peak_flops = 1e14;
-  dtrain::LoopControl control;
   auto hook = dtrain::detail::make_tensorboard();
   hook->on_start(info, control);
   hook->on_step(record(1, std::nullopt), control);  // no loss read: no event
@@ -181,14 +177,9 @@ TEST(TensorBoard, HookWritesEachLossReadAndEvaluation) {
 }
 
 TEST(TensorBoard, HookWritesGpuFiguresOnCudaRanks) {
-  TempDir dir;
-  dtrain::Config cfg;
-  cfg.resolve(1);
-  dtrain::RunInfo info;
-  info.config = &cfg;
-  info.run_dir = dir.file("run");
+  HookRun run;
+  auto& [dir, cfg, info, control] = run;
   info.device = at::Device(at::kCUDA, 0);  // only the record's claims: no CUDA call is made
-  dtrain::LoopControl control;
   auto hook = dtrain::detail::make_tensorboard();
   hook->on_start(info, control);
   dtrain::StepRecord r = record(4, 1.5);
@@ -217,15 +208,9 @@ TEST(TensorBoard, HookWritesGpuFiguresOnCudaRanks) {
 }
 
 TEST(TensorBoard, OnlyRankZeroWithARunDirectoryWrites) {
-  TempDir dir;
-  dtrain::Config cfg;
-  cfg.resolve(2);
-  dtrain::RunInfo info;
-  info.config = &cfg;
-  info.run_dir = dir.file("run");
+  HookRun run(2);
+  auto& [dir, cfg, info, control] = run;
   info.rank = 1;
-  info.world = 2;
-  dtrain::LoopControl control;
   auto hook = dtrain::detail::make_tensorboard();
   hook->on_start(info, control);
   hook->on_step(record(1, 0.5), control);

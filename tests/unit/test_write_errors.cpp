@@ -17,6 +17,7 @@
 
 namespace {
 
+using dtrain::test::HookRun;
 using dtrain::test::is_directory;
 using dtrain::test::message_of;
 using dtrain::test::read_text;
@@ -70,16 +71,11 @@ TEST(WriteErrors, OutputFileOnAFullDiskNamesFileAndReason) {
 }
 
 TEST(WriteErrors, MetricsOnAFullDiskEndTheRunNamingTheFile) {
-  TempDir dir;
-  const std::string run_dir = dir.file("run");
+  HookRun run;
+  auto& [dir, cfg, info, control] = run;
+  const std::string run_dir = info.run_dir;
   dtrain::detail::make_dirs(run_dir);
   ASSERT_EQ(::symlink("/dev/full", (run_dir + "/metrics.jsonl").c_str()), 0);
-  dtrain::Config cfg;
-  cfg.resolve(1);
-  dtrain::RunInfo info;
-  info.config = &cfg;
-  info.run_dir = run_dir;
-  dtrain::LoopControl control;
   auto hook = dtrain::detail::make_metrics_file();
   hook->on_start(info, control);
   EXPECT_FALSE(read_text(run_dir + "/config.yaml").empty());  // config.yaml is a real file
@@ -94,13 +90,8 @@ TEST(WriteErrors, MetricsOnAFullDiskEndTheRunNamingTheFile) {
 }
 
 TEST(WriteErrors, MetricsAreWrittenAndClosed) {
-  TempDir dir;
-  dtrain::Config cfg;
-  cfg.resolve(1);
-  dtrain::RunInfo info;
-  info.config = &cfg;
-  info.run_dir = dir.file("run");
-  dtrain::LoopControl control;
+  HookRun run;
+  auto& [dir, cfg, info, control] = run;
   auto hook = dtrain::detail::make_metrics_file();
   hook->on_start(info, control);
   dtrain::StepRecord r;
