@@ -146,7 +146,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     detail::check_outputs_fit(m.train->spec(), out, one.targets, m.model->name(),
                               m.train->describe());
   }
-  for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
+  for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook), true);
 }
 
 Trainer::~Trainer() = default;
