@@ -83,7 +83,7 @@ struct Trainer::Impl {
   detail::HookList hooks;
   std::shared_ptr<FaultInjector> faults;
   int64_t micro = 1;  // the micro-batch in use (evaluation batches too)
-  bool oom_recovery = true;
+  bool oom_recovery = true, length_warnings = true;
 
   struct Fit;
 };
@@ -161,6 +161,7 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
 }
 
 void Trainer::set_out_of_memory_recovery(bool on) { impl_->oom_recovery = on; }
+void Trainer::set_length_warnings(bool on) { impl_->length_warnings = on; }
 
 // One fit() call: what the loop works with, built before its first step (the resume decision,
 // the micro-batch, the step plan, the engines; the hooks' on_start; then the loader, in the order
@@ -294,7 +295,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   if (at.finished())
     throw AgreedError(detail::finished_run_error(from->position, t), from->path, /*first_rank=*/0);
   averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
-  if (rank == 0) detail::warn_about_limits(m.cfg, plan);
+  if (rank == 0 && m.length_warnings) detail::warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   m.hooks.on_start(run_info(), control);
   if (from) {
