@@ -74,9 +74,9 @@ class BestModel : public Hook {
     if (patience_ > 0) {
       const std::string when = eval_schedule(t);
       log::detail("early stopping: training ends once " + std::string(to_string(metric_)) + " (" +
-                (lower_ ? "lower" : "higher") + " is better) has gone " + evaluations(patience_) +
-                " in a row without improving on its best (train.early_stop_patience)" +
-                (when.empty() ? "" : "; evaluations " + when));
+                  (lower_ ? "lower" : "higher") + " is better) has gone " + evaluations(patience_) +
+                  " in a row without improving on its best (train.early_stop_patience)" +
+                  (when.empty() ? "" : "; evaluations " + when));
     }
   }
 
