@@ -212,6 +212,7 @@ class Report : public Hook {
     in.workers = c.data.workers, in.prefetch = c.data.prefetch, in.pin_memory = c.data.pin_memory;
     if (const auto b = detail::recorded_cpu_binding()) {
       in.rank_cpus = b->rank_cpus, in.idle_cpus = detail::idle_cpus(*b);
+      in.sharing_ranks = b->sharing;
       in.binding_fix = detail::binding_fix(*b);
     }
     in.buckets = s.buckets, in.backward_end = s.backward_end;
