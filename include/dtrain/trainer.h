@@ -58,6 +58,10 @@ class Trainer {
   // micro-batch. Off (`dtrain bench`, which measures exactly the size asked for): fit() throws
   // a dtrain::Error naming train.micro_batch on every rank alike, at the same step.
   void set_out_of_memory_recovery(bool on);
+  // On (the default): warnings on rank 0 when train.max_steps, train.warmup_steps or
+  // run.profile_start do not fit the run's planned steps. Off (`dtrain bench`, which sets the
+  // run's length itself): none.
+  void set_length_warnings(bool on);
 
   // Train for train.epochs (or until train.max_steps, or until a hook asks to stop), resuming
   // from a checkpoint when checkpoint.resume finds one and evaluating after each epoch if asked.

@@ -101,6 +101,25 @@ std::string num(double v) { return format("%.9g", v); }
 
 }  // namespace
 
+std::string global_batch_change(const SweepResult& res, const Recommendation& rec) {
+  if (rec.row < 0 || res.config_global_batch <= 0) return "";
+  const Row& r = res.rows[static_cast<size_t>(rec.row)];
+  const int64_t from = res.config_global_batch, to = r.global_batch;
+  if (to <= 0 || to == from) return "";
+  const std::string old_batch = std::to_string(from);
+  std::string lr;
+  if (res.config_lr > 0)
+    lr = format(" (the linear scaling rule: train.lr %g -> %g)", res.config_lr,
+                res.config_lr * static_cast<double>(to) / static_cast<double>(from));
+  return "the recommended setting changes train.global_batch " + old_batch + " -> " +
+         std::to_string(to) + " (micro-batch " + std::to_string(r.micro_batch) + " x " +
+         std::to_string(r.accum_steps) + " accumulation step(s) x " + std::to_string(res.world) +
+         " rank(s)): that changes the training recipe, not only its speed; scale train.lr with "
+         "it" +
+         lr + " and compare the loss curves, or keep the config's batch: train.global_batch=" +
+         old_batch + " on the bench's command line times each micro-batch at it";
+}
+
 Recommendation recommend(const std::vector<Row>& rows, double headroom, double tolerance) {
   Recommendation rec;
   for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
@@ -238,7 +257,8 @@ std::string table_text(const SweepResult& res, const Recommendation& rec) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
-  return out + rec.text + "\n";
+  const std::string change = global_batch_change(res, rec);
+  return out + rec.text + "\n" + (change.empty() ? "" : change + "\n");
 }
 
 std::string csv_text(const SweepResult& res, const Recommendation& rec) {
@@ -321,12 +341,15 @@ std::string json_text(const SweepResult& res, const Recommendation& rec,
               {"headroom", kHeadroom},
               {"tolerance", kTolerance},
               {"rows", rows},
-              {"recommendation", rec.text}};
+              {"config_global_batch", res.config_global_batch},
+              {"recommendation", rec.text},
+              {"global_batch_change", global_batch_change(res, rec)}};
   out["recommended"] = nullptr;
   if (rec.row >= 0) {
     const Row& r = res.rows[static_cast<size_t>(rec.row)];
     out["recommended"] = {{"row", rec.row},
                           {"micro_batch", r.micro_batch},
+                          {"global_batch", r.global_batch},
                           {"workers", r.workers},
                           {"activation_checkpointing", checkpointing_name(r)},
                           {"shard_optimizer", shard_json(r.shard_optimizer)},

@@ -27,6 +27,14 @@ struct Recommendation {
 Recommendation recommend(const std::vector<Row>& rows, double headroom = kHeadroom,
                          double tolerance = kTolerance);
 
+// When the recommended row's global batch is not the config's train.global_batch (a micro-batch
+// sweep sets it to micro-batch x ranks, or train.global_batch is swept): one sentence saying
+// "train.global_batch 128 -> 64", that this changes the training recipe (scale train.lr with it,
+// the linear scaling rule's value given) and how to bench at the config's batch instead; "" when
+// it is the config's or nothing is recommended. table_text prints it under the recommendation,
+// the JSON has it as "global_batch_change".
+std::string global_batch_change(const SweepResult& result, const Recommendation& rec);
+
 // The table: a header saying what was run and how the global batch was chosen, one line per
 // setting, then the recommendation.
 std::string table_text(const SweepResult& result, const Recommendation& rec);

@@ -256,6 +256,8 @@ SweepPlan plan_sweep(const Config& base, const std::vector<std::string>& overrid
     throw Error("must be in [1, 1e9], got " + std::to_string(o.steps), "--steps");
 
   SweepPlan plan;
+  plan.config_global_batch = base.train.global_batch;
+  plan.config_lr = base.train.lr;
   const KeySweep* micro = swept(sweeps, "train.micro_batch");
   plan.rule = swept(sweeps, "train.global_batch") ? GlobalBatch::kSwept
               : micro == nullptr                  ? GlobalBatch::kConfig
@@ -386,6 +388,11 @@ Row run_setting(Runtime& rt, const Setting& st, const std::string& origin, const
     s.trainer->add_hook(timer);
     // One diagnosis per setting would bury the table: the bench's own line and row say it.
     s.trainer->remove_hook("report");
+    // No evaluation in a bench: no best model, no early stop, and no lines about them.
+    s.trainer->remove_hook("best_model");
+    // The bench sets the run's length itself: warnings that train.warmup_steps or
+    // train.max_steps do not fit it concern the config's training, not this timing.
+    s.trainer->set_length_warnings(false);
     s.trainer->set_out_of_memory_recovery(false);
     if (prepare) prepare(*s.trainer, st);
     try {
@@ -431,6 +438,8 @@ SweepResult run_sweep(Runtime& rt, const SweepPlan& plan, const std::string& ori
   result.keys = plan.keys;
   result.warmup_steps = o.warmup_steps;
   result.steps = o.steps;
+  result.config_global_batch = plan.config_global_batch;
+  result.config_lr = plan.config_lr;
   const size_t n = plan.settings.size();
   for (size_t i = 0; i < n; ++i) {
     const Setting& st = plan.settings[i];

@@ -104,6 +104,10 @@ struct SweepPlan {
   bool ladder = false;            // train.activation_checkpointing or dist.shard_optimizer is swept
   bool decoders = false;          // data.decode is swept
   std::vector<std::string> keys;  // the swept keys without a column of their own, in order
+  // The config's train.global_batch and train.lr (with the command line's overrides), against
+  // which a recommended setting's global batch is a change of the training recipe.
+  int64_t config_global_batch = 0;
+  double config_lr = 0;
 };
 
 // The keys a setting sets, which the command line must not give (an Error names the key):
@@ -169,6 +173,8 @@ struct SweepResult {
   bool decoders = false;          // the table shows the decode column
   std::vector<std::string> keys;  // the other swept keys, a column each (SweepPlan::keys)
   int64_t warmup_steps = 0, steps = 0;
+  int64_t config_global_batch = 0;  // SweepPlan's
+  double config_lr = 0;
   std::vector<Row> rows;  // in the plan's order
 };
 

@@ -2,7 +2,10 @@
 #include "cli/cli.h"
 #include "cli/model_files.h"
 
+#include <ATen/Parallel.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -95,7 +98,22 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
         return Splits{test, test};
       };
     }
+    // Evaluation alone: the session's start-up lines about training (the gradients' transport,
+    // the training's batch arithmetic, the optimizer) are not printed; eval says its own below.
+    // No optimizer state is used, so none is sharded.
+    const bool quiet = cfg.run.quiet;
+    cfg.run.quiet = true;
+    cfg.dist.shard_optimizer = ShardOptimizer::kOff;
     Session s = build_session(rt, std::move(cfg), config_path, make_data);
+    log::configure(rt.rank(), quiet);
+    log::detail(version_text() + "; world " + std::to_string(rt.world()) + " rank(s), device " +
+                rt.device().str() + ", " + std::to_string(at::get_num_threads()) +
+                " CPU thread(s) per rank");
+    log::detail("data: " + s.data.test->describe());
+    int64_t parameters = 0;
+    for (const auto& p : s.model->parameters()) parameters += p.numel();
+    log::detail("model: " + s.config.model.name + ", " + std::to_string(parameters) +
+                " parameters");
     detail::run_agreed(rt.mpi_comm(), [&] {
       if (pre.empty()) {  // a run of an earlier dtrain, or a weights file from elsewhere
         log::info("no preprocess.json beside " + path +
@@ -109,7 +127,10 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     });
     // Every rank reads the file (the Trainer has already broadcast the initial parameters).
     detail::run_agreed(rt.mpi_comm(), [&] { detail::load_weights(*s.model, path); });
-    log::info("evaluating " + path);
+    const int64_t batch = std::max<int64_t>(1, s.config.resolved.micro_batch);
+    log::info("evaluating " + path + ": " + std::to_string(s.data.test->size()) +
+              " test samples in batches of " + std::to_string(batch) + " per rank on " +
+              std::to_string(rt.world()) + " rank(s)");
     const EvalResult r = s.trainer->evaluate();
     if (rt.rank() == 0) {
       const bool classify = s.data.test->spec().num_classes > 0;

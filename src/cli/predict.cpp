@@ -38,8 +38,10 @@ cifar, made gray; cifar and idx pictures are resized whole to the run's size; cs
 with the run's feature columns) write one record per input in input order: JSON lines {"input",
 "top": [{"index", "class", "prob"}]} ("class": the run's class names, preprocess.json's
 class_names) or {"input", "values"}, or CSV rows when --output ends in .csv. The inputs are
-cut into batches of --batch-size, batch k on rank k % world: the file is the same on any number
-of ranks. Language models (text, tokens) continue --prompt or --input's prompt by
+cut into batches of --batch-size, batch k on rank k % world: the file is the same, byte for
+byte, on any number of ranks that run the same number of intra-op threads (run.threads; by
+default each rank's CPUs: give it to compare launches); across thread counts the last digits of
+a value may differ (LibTorch's CPU kernels split their sums by thread). Language models (text, tokens) continue --prompt or --input's prompt by
 --max-new-tokens on rank 0, greedy unless --temperature > 0 (then drawn from --seed, among the
 --top-k most likely tokens when given), and write the prompt with its continuation. Only --output
 is written; an existing one only with --force.

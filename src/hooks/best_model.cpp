@@ -5,7 +5,10 @@
 // checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch",
 // "evaluation": that step's, with the keys `dtrain eval --json` prints (hooks/model_record.h)},
 // each atomically. With train.early_stop_patience N, N evaluations in a row without a better
-// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). A checkpoint
+// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). The log speaks of
+// the metric by its name and in the progress line's format (metric_text: a loss to 4 decimals,
+// an accuracy in percent): the rule at the start, each evaluation without a better value and
+// the count so far, and the stop with what it leaves. A checkpoint
 // carries the best value, its step and the count of evaluations since (state()), so a resumed
 // run goes on as the uninterrupted one; from a checkpoint without them (an older dtrain) it
 // takes the best value from best/best.json and its count starts at 0, and the log says so.
@@ -24,7 +27,26 @@
 #include "util/fs.h"
 
 namespace dtrain::detail {
+
+std::string metric_text(Monitor metric, double value) {
+  if (metric == Monitor::kTestLoss || metric == Monitor::kValLoss) return format("%.4f", value);
+  return format("%.2f%%", 100.0 * value);
+}
+
 namespace {
+
+std::string evaluations(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " evaluation" : " evaluations");
+}
+
+// When the run evaluates: "at each epoch's end and every 40 steps".
+std::string eval_schedule(const TrainConfig& t) {
+  std::string s = t.eval ? "at each epoch's end" : "";
+  if (t.eval_every_steps > 0)
+    s += (s.empty() ? "" : " and ") + std::string("every ") + std::to_string(t.eval_every_steps) +
+         " steps";
+  return s;
+}
 
 class BestModel : public Hook {
  public:
@@ -38,6 +60,7 @@ class BestModel : public Hook {
     const TrainConfig& t = run.config->train;
     metric_ = t.monitor;
     patience_ = t.early_stop_patience;
+    lower_ = metric_ == Monitor::kTestLoss || metric_ == Monitor::kValLoss;
     if (run.config->checkpoint.keep_best && !run.run_dir.empty()) {
       dir_ = join_path(run.run_dir, "best");
       preprocess_ = preprocess_json(run.data, run.config->data);
@@ -47,6 +70,13 @@ class BestModel : public Hook {
         if (j.is_object() && j.value("metric", "") == to_string(metric_) && j.contains("value"))
           best_ = j["value"].get<double>(), best_step_ = j.value("step", int64_t{0});
       }
+    }
+    if (patience_ > 0) {
+      const std::string when = eval_schedule(t);
+      log::detail("early stopping: training ends once " + std::string(to_string(metric_)) + " (" +
+                  (lower_ ? "lower" : "higher") + " is better) has gone " + evaluations(patience_) +
+                  " in a row without improving on its best (train.early_stop_patience)" +
+                  (when.empty() ? "" : "; evaluations " + when));
     }
   }
 
@@ -65,11 +95,12 @@ class BestModel : public Hook {
     const auto j = nlohmann::json::parse(saved, nullptr, /*allow_exceptions=*/false);
     const std::string fresh = "; its count of evaluations without a better one starts at 0";
     if (!j.is_object() || !j.contains("since_best")) {
-      log::info("the checkpoint holds no train.monitor state (written by an older dtrain): " +
-                (best_ ? format("the best %s is best/best.json's, %.6g at step %lld",
-                                to_string(metric_), *best_, static_cast<long long>(best_step_))
-                       : std::string("no best value yet")) +
-                fresh);
+      log::info(
+          "the checkpoint holds no train.monitor state (written by an older dtrain): " +
+          (best_ ? format("the best %s is best/best.json's, %s at step %lld", to_string(metric_),
+                          metric_text(metric_, *best_).c_str(), static_cast<long long>(best_step_))
+                 : std::string("no best value yet")) +
+          fresh);
       return;
     }
     const std::string then = j.value("metric", "");
@@ -84,11 +115,11 @@ class BestModel : public Hook {
     best_step_ = j.value("best_step", int64_t{0});
     since_best_ = j.value("since_best", int64_t{0});
     if (best_)
-      log::detail(format(
-          "train.monitor from the checkpoint: best %s %.6g at step %lld, %lld evaluation(s) since "
-          "without a better one",
-          to_string(metric_), *best_, static_cast<long long>(best_step_),
-          static_cast<long long>(since_best_)));
+      log::detail(
+          format("train.monitor from the checkpoint: best %s %s at step %lld, %s since "
+                 "without a better one",
+                 to_string(metric_), metric_text(metric_, *best_).c_str(),
+                 static_cast<long long>(best_step_), evaluations(since_best_).c_str()));
   }
 
   void on_eval(const EvalRecord& r, LoopControl& control) override {
@@ -117,18 +148,31 @@ class BestModel : public Hook {
         return;
     }
     if (!value) return;  // no top-5 with 5 classes or fewer
-    const bool lower = metric_ == Monitor::kTestLoss || metric_ == Monitor::kValLoss;
-    if (!best_ || (lower ? *value < *best_ : *value > *best_)) {
+    if (!best_ || (lower_ ? *value < *best_ : *value > *best_)) {
       best_ = *value, best_step_ = r.step, since_best_ = 0;
       if (!dir_.empty()) write(r);
       return;
     }
     ++since_best_;
-    if (patience_ > 0 && since_best_ >= patience_)
-      control.request_stop(
-          format("early stop: %s has not improved for %lld evaluation(s) (best %.6g at step %lld)",
-                 to_string(metric_), static_cast<long long>(since_best_), *best_,
-                 static_cast<long long>(best_step_)));
+    if (patience_ <= 0) return;
+    const std::string name = to_string(metric_);
+    const std::string best =
+        metric_text(metric_, *best_) + " at step " + std::to_string(best_step_);
+    if (since_best_ < patience_) {
+      log::detail(name + " " + metric_text(metric_, *value) + " at step " + std::to_string(r.step) +
+                  ": no improvement on its best, " + best + " (" + std::to_string(since_best_) +
+                  " of " + evaluations(patience_) + " without improvement before training stops)");
+      return;
+    }
+    // The reason is kept by the checkpoint and model.json, and quoted when the run is run again.
+    const std::string reason = "early stop: " + name + " has not improved on its best, " + best +
+                               ", for " + evaluations(since_best_) + " in a row";
+    log::info(reason + " (train.early_stop_patience " + std::to_string(patience_) + ", now " +
+              metric_text(metric_, *value) + "): training ends after step " +
+              std::to_string(r.step) + "; model.pt will hold this step's weights" +
+              (dir_.empty() ? std::string()
+                            : ", best/model.pt step " + std::to_string(best_step_) + "'s"));
+    control.request_stop(reason);
   }
 
  private:
@@ -144,13 +188,15 @@ class BestModel : public Hook {
     if (r.other)
       j["weights_of"] = r.weights;  // train.ema_decay: the weight average's, or the model's
     write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
-    log::detail(format("best %s so far: %.6g at step %lld: %s", to_string(metric_), *best_,
-                       static_cast<long long>(r.step), join_path(dir_, "model.pt").c_str()));
+    log::detail(format("best %s so far: %s at step %lld: %s", to_string(metric_),
+                       metric_text(metric_, *best_).c_str(), static_cast<long long>(r.step),
+                       join_path(dir_, "model.pt").c_str()));
   }
 
   Model& model_;
   bool active_ = false;  // rank 0
   bool classify_ = false;
+  bool lower_ = false;  // a loss: lower is better
   Monitor metric_ = Monitor::kOff;
   int64_t patience_ = 0, since_best_ = 0, best_step_ = 0;
   std::optional<double> best_;

@@ -20,13 +20,16 @@ std::string failed(const Hook& hook, const char* event, int64_t step) {
 
 }  // namespace
 
-void HookList::add(std::shared_ptr<Hook> hook) {
+void HookList::add(std::shared_ptr<Hook> hook, bool standard) {
   if (!hook) throw Error("Trainer::add_hook: no hook given");
+  if (standard) standard_.insert(hook.get());
   hooks_.push_back(std::move(hook));
 }
 
 bool HookList::remove(const std::string& name) {
   const size_t before = hooks_.size();
+  for (const auto& h : hooks_)
+    if (h->name() == name) standard_.erase(h.get());
   hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(),
                               [&](const std::shared_ptr<Hook>& h) { return h->name() == name; }),
                hooks_.end());
@@ -52,6 +55,7 @@ void HookList::each(const char* event, int64_t step, LoopControl* control, F f) 
     // A stop signal's requests (every rank's signal hook makes them) are reported once, by the
     // run's last line (session.h: exit_code); other requests are said where they are made.
     if (control->stop_requested() && !stop_before && control->stop_signal() != 0) continue;
+    if (standard_.count(hook.get())) continue;  // it says its requests itself
     if (control->stop_requested() && !stop_before)
       log::every("hook '" + hook->name() + "' asks to stop after step " + std::to_string(step) +
                  ": " + control->stop_reason());

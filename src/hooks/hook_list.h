@@ -1,10 +1,13 @@
 // HookList: the loop's hooks, called in order. Each call is watched by the watchdog and a hook
 // that throws becomes a dtrain::Error naming the hook, the event and the step; a request a hook
-// makes (stop, save) is logged on its rank with the hook's name and reason.
+// makes (stop, save) is logged on its rank with the hook's name and reason, except a standard
+// hook's (`add(hook, true)`): those say their requests in the user's terms themselves (an early
+// stop names the metric; a stop signal's is the run's last line).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,7 +19,7 @@ namespace dtrain::detail {
 class HookList {
  public:
   explicit HookList(Watchdog& watchdog) : watchdog_(watchdog) {}
-  void add(std::shared_ptr<Hook> hook);
+  void add(std::shared_ptr<Hook> hook, bool standard = false);
   // Removes the hooks named `name`; whether there was one.
   bool remove(const std::string& name);
 
@@ -39,6 +42,7 @@ class HookList {
 
   Watchdog& watchdog_;
   std::vector<std::shared_ptr<Hook>> hooks_;
+  std::set<const Hook*> standard_;  // standard_hooks()'s: they log their own requests
 };
 
 }  // namespace dtrain::detail

@@ -163,10 +163,13 @@ class Report : public Hook {
           "steps skipped for non-finite gradients (fp16 loss scaling, train.skip_nonfinite): " +
           std::to_string(s.skipped_steps));
     if (s.stopped && s.stop_signal == 0)  // a signal's stop: the run's last line (exit_code)
+      // The reason in the words of whoever asked (an early stop names its metric); a hook that
+      // gave none is named by its rank.
       out.push_back("stopped after step " + std::to_string(s.steps) + " of " +
-                    std::to_string(run_.total_steps) + ": a hook on rank " +
-                    std::to_string(s.stopped_by) + " asked to stop" +
-                    (s.stop_reason.empty() ? "" : " (" + s.stop_reason + ")"));
+                    std::to_string(run_.total_steps) + ": " +
+                    (s.stop_reason.empty()
+                         ? "a hook on rank " + std::to_string(s.stopped_by) + " asked to stop"
+                         : s.stop_reason));
     if (s.eval.count > 0)
       out.push_back(last_evaluation(s) + eval_text(s.eval, run_.data.num_classes > 0));
     return out;
@@ -209,6 +212,7 @@ class Report : public Hook {
     in.workers = c.data.workers, in.prefetch = c.data.prefetch, in.pin_memory = c.data.pin_memory;
     if (const auto b = detail::recorded_cpu_binding()) {
       in.rank_cpus = b->rank_cpus, in.idle_cpus = detail::idle_cpus(*b);
+      in.sharing_ranks = b->sharing;
       in.binding_fix = detail::binding_fix(*b);
     }
     in.buckets = s.buckets, in.backward_end = s.backward_end;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dtrain/config.h"
@@ -43,5 +44,8 @@ std::shared_ptr<Hook> make_model_file(Model& model);
 // train.monitor: the best evaluation so far; its weights in <run dir>/best/ (checkpoint.keep_best)
 // and a stop after train.early_stop_patience evaluations without a better one (best_model.cpp).
 std::shared_ptr<Hook> make_best_model(Model& model);
+// A monitored metric's value as the progress line shows it: a loss to 4 decimals ("0.3312"), an
+// accuracy in percent ("88.53%"); best_model's lines use it throughout.
+std::string metric_text(Monitor metric, double value);
 
 }  // namespace dtrain::detail

@@ -23,6 +23,9 @@ struct CpuBinding {
       0;  // CPUs in the union of their masks (0: unknown, taken as rank_cpus x node_ranks)
   int host_cpus = 0;  // CPUs of the host the job could use (host_cpus())
   bool srun = false;  // started by srun
+  // Ranks of this host whose masks overlap this rank's, itself included: 1 when its CPUs are its
+  // own (mpirun-local.sh's --map-by slot:PE=N, Open MPI's binding to a core each).
+  int sharing = 1;
 };
 
 // The host's CPUs no rank of the job may use, when they are at least half of them; else 0.

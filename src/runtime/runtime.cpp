@@ -100,7 +100,8 @@ void Runtime::setup(const RunConfig& run, const DistConfig& dist) {
               threads.reason + ")");
   // The launcher's binding against the host (runtime/cpu_binding.h): said once per host.
   const detail::CpuBinding binding{
-      rank_, host_, mine, threads.threads, local_world_, cpus.used, detail::host_cpus(), srun_};
+      rank_, host_,       mine, threads.threads, local_world_, cpus.used, detail::host_cpus(),
+      srun_, cpus.sharing};
   detail::record_cpu_binding(binding);
   const std::string idle = detail::idle_cpus_advice(binding);
   if (!idle.empty() && local_rank_ == 0) log::warn(idle);

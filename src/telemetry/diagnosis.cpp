@@ -39,16 +39,24 @@ std::string rank_name(const DiagnosisInput& in, size_t r) {
   return s;
 }
 
-// Is the step spread over ranks wider than kRankSpread? Sets the slowest and fastest rank.
-bool ranks_differ(const DiagnosisInput& in, size_t& slow, size_t& fast) {
-  if (in.rank_phases.size() < 2) return false;
+// How much longer the slowest rank was busy than the fastest (0.17: 17%); 0 with fewer than 2
+// ranks known. Sets the slowest and fastest rank.
+double rank_spread(const DiagnosisInput& in, size_t& slow, size_t& fast) {
+  if (in.rank_phases.size() < 2) return 0;
   slow = fast = 0;
   for (size_t r = 1; r < in.rank_phases.size(); ++r) {
     if (busy(in.rank_phases[r]) > busy(in.rank_phases[slow])) slow = r;
     if (busy(in.rank_phases[r]) < busy(in.rank_phases[fast])) fast = r;
   }
   const double lo = busy(in.rank_phases[fast]);
-  return lo > 0 && busy(in.rank_phases[slow]) > (1 + kRankSpread) * lo;
+  return lo > 0 ? busy(in.rank_phases[slow]) / lo - 1 : 0;
+}
+
+enum class Level { kBelow, kClose, kAbove };
+// A share against its threshold, with the band of Note in diagnosis.h.
+Level level(double share, double threshold) {
+  if (share > kNearHigh * threshold) return Level::kAbove;
+  return share >= kNearLow * threshold ? Level::kClose : Level::kBelow;
 }
 
 void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& out) {
@@ -69,7 +77,9 @@ void data_bound(const DiagnosisInput& in, double share, std::vector<Finding>& ou
             ": each batch costs the loader too much; raise data.prefetch from " + num(in.prefetch) +
             (in.on_cuda && !in.pin_memory ? ", set data.pin_memory=true (now false)" : "") +
             " and make the dataset's get() cheaper (decode or augment ahead of time)";
-  if (in.idle_cpus > 0 && in.workers > 0 && in.rank_cpus < in.workers + 1) {
+  // More CPUs per rank only where each has one (a launcher that binds to a core each) and half of
+  // the host idles: a rank of several CPUs was bound so on purpose (mpirun-local.sh's share).
+  if (in.idle_cpus > 0 && in.workers > 0 && in.rank_cpus == 1) {
     f.what += "; each rank may use " + num(in.rank_cpus) +
               " CPU(s) (the launcher's binding) for its " + num(in.workers) +
               " loader thread(s) and its training thread, while " + num(in.idle_cpus) +
@@ -90,7 +100,13 @@ bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart,
     exposed += exposed_wait(in.buckets, i, in.backward_end);
   const double per_step = in.phases.comm / static_cast<double>(in.steps);
   if (exposed >= kExposedShare * per_step) return false;
-  Finding f{"waiting for other ranks",
+  const std::string bind =
+      !in.on_cuda && in.sharing_ranks > 1
+          ? "on CPUs, give each rank cores of its own (launch/mpirun-local.sh binds them; rank 0 "
+            "shares its CPUs with " +
+                num(in.sharing_ranks - 1) + " other rank(s)); "
+          : "";
+  Finding f{"communication-bound",
             pct(share) + " of step time in the step's collectives (" + secs(in.phases.comm) +
                 " of " + secs(in.phases.total()) +
                 " s on rank 0), but not for the gradients: the last step's " +
@@ -98,9 +114,7 @@ bool waiting_for_ranks(const DiagnosisInput& in, double share, bool ranks_apart,
                 " after backward, against " + ms(per_step) +
                 " of collective time per step; the rest is the ranks waiting for each other",
             ranks_apart ? "the slowest rank (below) sets the pace"
-                        : "on CPUs, give each rank cores of its own (launch/mpirun-local.sh binds "
-                          "them); " +
-                              larger_batch("makes each step's synchronization a smaller share")};
+                        : bind + larger_batch("makes each step's synchronization a smaller share")};
   out.push_back(f);
   return true;
 }
@@ -278,14 +292,16 @@ void slowest_rank(const DiagnosisInput& in, size_t slow, size_t fast, std::vecto
                 rank_name(in, fast) + " (" + secs(busy(q)) + " s), most of it in " + where +
                 "; the other ranks wait for it in every " + collective(in),
             ""};
-  f.fix = where == "data wait"
-              ? "look at rank " + std::to_string(slow) +
-                    "'s loader: its CPUs (other processes, binding) "
-                    "and its storage; data.workers is " +
-                    num(in.workers)
-              : "look at rank " + std::to_string(slow) +
-                    "'s host: other processes on its CPUs or GPU, its CPU "
-                    "binding (launch/mpirun-local.sh binds each rank), a slower or throttled GPU";
+  f.fix =
+      where == "data wait"
+          ? "look at rank " + std::to_string(slow) +
+                "'s loader: its CPUs (other processes, binding) "
+                "and its storage; data.workers is " +
+                num(in.workers)
+          : "look at rank " + std::to_string(slow) + "'s host: other processes on its CPUs or GPU" +
+                (in.sharing_ranks > 1 ? ", its CPU binding (launch/mpirun-local.sh binds each rank)"
+                                      : "") +
+                ", a slower or throttled GPU";
   out.push_back(f);
 }
 
@@ -314,10 +330,25 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
   const double data = in.phases.data / total, comm = in.phases.comm / total;
   const double compute = in.phases.compute / total, optimizer = in.phases.optimizer / total;
   size_t slow = 0, fast = 0;
-  const bool apart = ranks_differ(in, slow, fast);
+  const double spread = rank_spread(in, slow, fast);
+  // CPU ranks share a host's memory bandwidth and caches, and its other processes: identical runs
+  // spread twice as wide as GPUs'.
+  const double spread_threshold = in.on_cuda ? kRankSpread : 2 * kRankSpread;
+  const bool apart = level(spread, spread_threshold) == Level::kAbove;
+  // Shares close to their thresholds: named beside the verdict, never the verdict.
+  std::vector<std::string> close;
+  const auto near = [&](double v, double threshold, const std::string& what) {
+    if (level(v, threshold) == Level::kClose)
+      close.push_back(what + " " + pct(v) + " (" + pct(kNearHigh * threshold) +
+                      " makes it a finding)");
+  };
+  near(data, kDataBoundShare, "data wait");
+  if (in.world > 1) near(comm, kCommBoundShare, "communication");
+  near(spread, spread_threshold, "the ranks' busy time apart by");
   bool bound = false;
-  if (data > kDataBoundShare) data_bound(in, data, out), bound = true;
-  if (in.world > 1 && comm > kCommBoundShare) comm_bound(in, comm, apart, out), bound = true;
+  if (level(data, kDataBoundShare) == Level::kAbove) data_bound(in, data, out), bound = true;
+  if (in.world > 1 && level(comm, kCommBoundShare) == Level::kAbove)
+    comm_bound(in, comm, apart, out), bound = true;
   if (in.on_cuda && !bound) {
     const bool graphed = in.step_mode.find("CUDA graph: captured") != std::string::npos;
     const int64_t micro = std::max<int64_t>(1, in.micro_batch);
@@ -356,6 +387,14 @@ std::vector<Finding> diagnose(const DiagnosisInput& in) {
                      pct(compute) + " of step time in forward/backward: the " +
                          std::string(in.on_cuda ? "GPU" : "CPU") + " is the limit",
                      ""});
+  }
+  if (!close.empty()) {
+    std::string what;
+    for (size_t i = 0; i < close.size(); ++i) what += (i ? ", " : "") + close[i];
+    out.push_back({"close",
+                   what + ": near the line between limiting the run and not, where the noise "
+                          "of identical runs moves it; not the verdict",
+                   ""});
   }
   memory_headroom(in, out);
   memory_by_kind(in, out);

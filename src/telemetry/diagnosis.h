@@ -4,7 +4,8 @@
 // (src/hooks/report.cpp) gathers the numbers from the run and prints the findings.
 //
 // Shares are of the step time: the sum of the data, compute, communication and optimizer phases
-// (PhaseTimes::total(), evaluation excluded), on rank 0. The thresholds and why:
+// (PhaseTimes::total(), evaluation excluded), on rank 0. The thresholds and why (each a finding
+// above kNearHigh times it, "close" within the band below that: see the Note before #pragma once):
 //   - data-bound above 10%: with prefetching, a loader that keeps up leaves the training thread
 //     waiting only for the first batches (well under 1%); a tenth of the step spent waiting is a
 //     gain a user sees once the loader keeps up, and far above the noise of the host clock. The
@@ -14,10 +15,13 @@
 //     what is left in `comm` is the wait after backward (plus one small agreement per step), so
 //     a tenth of the step there is communication that overlap did not hide. When the gradient
 //     buckets explain under a tenth of it (the last step's exposed waits against the mean
-//     collective time per step), the finding is "waiting for other ranks" instead: nothing was
-//     exposed on the wire, the ranks waited for each other. When every bucket that waited is
+//     collective time per step), the finding says the ranks waited for each other instead: nothing
+//     was exposed on the wire, the ranks waited for each other. When every bucket that waited is
 //     under kLatencyBoundBytes the wait is latency (each all-reduce's fixed cost) and skew, so
 //     the fixes leave out what only shrinks the bytes (bf16 gradients) and name fewer ranks.
+//   The gradients' wait and the ranks' waiting for each other are one verdict,
+//   "communication-bound": which of them it was is read from the last step's buckets alone, a
+//   sample that changes from run to run, so it is said in the finding, not its kind.
 //   A fix that raises the per-rank batch says that it changes the training recipe (scale the
 //   learning rate with it and compare the loss curves), wherever it is offered.
 //   - launch-bound on CUDA below 60% GPU busy (NVML, 3 or more samples after the first loss window)
@@ -27,13 +31,23 @@
 //     parameters) whose forward/backward takes the host under 5 ms per micro-batch: a few hundred
 //     kernels at 5-10 us of launch cost each, so the launches are the step.
 //   - the slowest rank when the ranks' data + compute + optimizer seconds differ by more than
-//     10%: synchronous data parallelism runs at the slowest rank's pace, the others wait for it.
+//     10% on GPUs, 20% on CPUs (ranks that share a host's memory bandwidth, caches and other
+//     processes spread wider): synchronous data parallelism runs at the slowest rank's pace, the
+//     others wait for it.
 //   - memory headroom when the peak is under half of 90% of the device (micro_batch: auto leaves
 //     10% free): the micro-batch can at least double. The growth is the largest power of two
 //     under 0.9 * total / peak, a lower bound (weights and optimizer state do not grow with it).
 //   - memory by kind, whenever the peak is measured (CUDA): rank 0's peak split into weights,
 //     gradients, optimizer state and the rest (activations and the step's workspace: the
 //     reducer's buckets, library workspaces, the batch), Note [memory ladder].
+// A verdict holds across identical runs: a share (data wait, communication, the ranks' spread)
+// above kNearHigh times its threshold is a finding; one between kNearLow and kNearHigh times it
+// is "close", named in one line beside the verdict (the dominant phase when nothing is above), so
+// that identical runs whose noise moves a share across its threshold give the same verdict. On
+// CPUs, identical 2-rank runs measured communication shares of 20% to 66%, and a spread of 17%
+// in one of three. Binding advice (--bind-to none, --map-by slot:PE=N, mpirun-local.sh's binding)
+// is given only where the affinity seen makes it new: more CPUs only for ranks of one CPU each
+// while half of the host is idle, cores of their own only for ranks whose CPUs overlap.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +71,8 @@ constexpr double kSmallModelParameters = 20e6;
 constexpr double kLaunchBoundMicroSeconds = 5e-3;
 constexpr double kRankSpread = 0.10;
 constexpr double kUsableMemory = 0.9;
+// The band around a threshold t of a share where it is "close": [kNearLow * t, kNearHigh * t].
+constexpr double kNearLow = 0.5, kNearHigh = 1.5;
 
 // What the diagnosis looks at: a run's settings and measurements.
 struct DiagnosisInput {
@@ -73,6 +89,9 @@ struct DiagnosisInput {
   // host's CPUs no rank may use (0: none idle, or unknown) and what would give each rank more.
   int rank_cpus = 0, idle_cpus = 0;
   std::string binding_fix;
+  // Ranks of rank 0's host whose CPU masks overlap rank 0's, itself included (1: its CPUs are its
+  // own, as launch/mpirun-local.sh binds them): binding is advised only where ranks share CPUs.
+  int sharing_ranks = 1;
   // The gradient engine's last synchronized step on rank 0 (empty: no engine, or CUDA graph), and
   // the settings: dist.bucket_cap_mb, dist.first_bucket_mb, dist.overlap, dist.grad_dtype.
   std::vector<BucketTiming> buckets;
@@ -101,7 +120,7 @@ struct DiagnosisInput {
 };
 
 struct Finding {
-  std::string kind;  // "data-bound", "communication-bound", "waiting for other ranks",
+  std::string kind;  // "data-bound", "communication-bound", "close",
                      // "launch-bound", "memory headroom", "memory by kind",
                      // "slowest rank", "out of memory", "skipped steps", "compute-bound",
                      // "optimizer-bound", "no steps"

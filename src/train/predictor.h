@@ -2,8 +2,10 @@
 // same on any number of ranks (`dtrain predict`, cli/predict.cpp). The samples are cut into
 // batches of `batch` consecutive samples, batch k computed by rank k % world: a batch holds the
 // same samples whatever the world size, so each output row comes from the same computation on 1
-// or N ranks (on one kind of device and build), and the gathered outputs are the same, bit for
-// bit.
+// or N ranks (on one kind of device and build, with the same intra-op threads per rank), and the
+// gathered outputs are the same, bit for bit. Not across thread counts: LibTorch's CPU kernels
+// split a convolution's or a matrix product's sums by thread, so the float32 results of 1 and 2
+// threads may differ in the last digits (docs/RUNNING.md gives a measurement).
 #pragma once
 
 #include <ATen/ATen.h>

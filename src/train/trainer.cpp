@@ -83,7 +83,7 @@ struct Trainer::Impl {
   detail::HookList hooks;
   std::shared_ptr<FaultInjector> faults;
   int64_t micro = 1;  // the micro-batch in use (evaluation batches too)
-  bool oom_recovery = true;
+  bool oom_recovery = true, length_warnings = true;
 
   struct Fit;
 };
@@ -129,7 +129,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm, Communicator& control, a
     m.ctx.ema = std::make_unique<detail::WeightAverage>(*m.model, cfg.train);
   // The data against the loss and the model's outputs, agreed (Note [data errors]).
   detail::check_data_fits(m.ctx, cfg.train.loss, *m.train, control);
-  for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook));
+  for (auto& hook : detail::standard_hooks(cfg, *m.model)) m.hooks.add(std::move(hook), true);
 }
 
 Trainer::~Trainer() = default;
@@ -144,6 +144,7 @@ void Trainer::set_fault_injector(std::shared_ptr<FaultInjector> faults) {
 }
 
 void Trainer::set_out_of_memory_recovery(bool on) { impl_->oom_recovery = on; }
+void Trainer::set_length_warnings(bool on) { impl_->length_warnings = on; }
 
 // One fit() call: what the loop works with, built before its first step (the resume decision,
 // the micro-batch, the step plan, the engines; the hooks' on_start; then the loader, in the order
@@ -277,7 +278,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
   if (at.finished())
     throw AgreedError(detail::finished_run_error(from->position, t), from->path, /*first_rank=*/0);
   averaged_at = at.step();  // rank 0's broadcast, or one checkpoint's
-  if (rank == 0) detail::warn_about_limits(m.cfg, plan);
+  if (rank == 0 && m.length_warnings) detail::warn_about_limits(m.cfg, plan);
   if (rank == 0 && !resumed_lr.line.empty()) log::info(resumed_lr.line);
   if (run_dir) run_dir->mark_started();
   m.hooks.on_start(run_info(), control);

@@ -7,7 +7,8 @@
 # bad arguments fail with a message naming the option; an existing output is not written over
 # (unless --force); the settings print no summary or diagnosis of their own; --sweep of a key that is
 # none of the older options (dist.bucket_cap_mb on 2 ranks) gives a row per value, in a column
-# named by the key, and a bad --sweep names the key.
+# named by the key, and a bad --sweep names the key. A config's warmup and early stopping give no
+# warnings in a bench, and a recommendation that changes the global batch says so (old -> new).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -148,6 +149,26 @@ assert [r["dist.bucket_cap_mb"] for r in j["rows"]] == [1, 25], j["rows"]
 assert [r["dist.bucket_cap_mb"] for r in rows] == ["1.0", "25.0"], rows  # as the config dump writes them
 print("ok: --sweep dist.bucket_cap_mb", [r["samples_per_s"] for r in j["rows"]])
 EOF2
+# 8. Issue 54, point 2: a config's training settings that a bench does not run (a long warmup,
+#    train.monitor with early stopping and best/) give no warnings or lines of their own, and a
+#    recommendation whose global batch is not the config's (128) says so, old -> new, with the
+#    learning rate scaled (0.01 x 16 / 128).
+run 120 recipe "$bin" bench "$cfg" --micro-batches 8,16 --steps 3 --warmup-steps 1 --out "$tmp/recipe" \
+  run.threads=1 train.warmup_steps=1000 train.monitor=test_loss train.early_stop_patience=2 \
+  checkpoint.keep_best=true train.eval_every_steps=2
+[[ $rc == 0 ]] || { show recipe; fail "the bench of a config with a warmup and early stopping exited with $rc"; }
+! grep -q "warning" "$tmp/recipe.err" "$tmp/recipe.out" || { show recipe; fail "the bench printed warnings about training"; }
+! grep -qiE "early stop|warmup" "$tmp/recipe.out" || { show recipe; fail "the bench printed lines about early stopping or the warmup"; }
+grep -qE "^the recommended setting changes train.global_batch 128 -> (8|16) \(micro-batch (8|16) x 1 accumulation step\(s\) x 1 rank\(s\)\): that changes the training recipe, not only its speed; scale train.lr with it \(the linear scaling rule: train.lr 0.01 -> (0.000625|0.00125)\)" "$tmp/recipe.out" ||
+  { show recipe; fail "the recommendation does not say that it changes the global batch"; }
+"$py" - "$tmp/recipe.json" <<'EOF3' || fail "the JSON's global batch change"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["config_global_batch"] == 128 and j["recommended"]["global_batch"] in (8, 16), j["recommended"]
+assert j["global_batch_change"].startswith("the recommended setting changes train.global_batch 128 -> "), j
+EOF3
+! grep -q "changes train.global_batch" "$tmp/workers.out" || { show workers; fail "the config's own global batch was said to change"; }
+echo "ok: no training warnings in a bench; the recommendation's global batch change is said"
 bad sweepkey "error: data.worker: unknown key (--sweep 'data.worker=1,2'); did you mean 'data.workers'?" \
   --sweep data.worker=1,2
 bad sweepvalue "error: dist.bucket_cap_mb: " --sweep dist.bucket_cap_mb=25,abc

@@ -6,7 +6,7 @@
 # model.pt give the run's final test loss and accuracy. `dtrain eval` on 2 ranks prints that
 # evaluation bit for bit, on 1 rank the same accuracy and the loss within 1e-6, from model.pt
 # and from the last checkpoint (which holds a copy of preprocess.json) alike, and leaves every
-# file of the run as it was. A config whose
+# file of the run as it was, printing nothing about training (the optimizer, gradients). A config whose
 # preprocessing differs, a run without model.pt and a missing checkpoint are errors naming the
 # key or the file, exit 1. With train.monitor, checkpoint.keep_best and train.early_stop_patience
 # the run keeps its best evaluation's weights in best/ and stops when it no longer improves, at
@@ -123,6 +123,17 @@ run 300 evalt "$bin" eval "$tmp/csv.yaml"
 grep -qE "model.pt on 1 rank\(s\): test accuracy: [0-9.]+% \(loss [0-9.]+, 200 samples\)" "$tmp/evalt.out" ||
   { show evalt; fail "eval (text): no result line"; }
 [[ $(snapshot) == "$before" ]] || fail "dtrain eval changed files of the run directory"
+# Only what matters to evaluation (issue 54, point 3): no lines about the optimizer, the
+# gradients' transport, the training's batch arithmetic or its optimizer sharding, on 1 rank and
+# on 2 ranks with dist.shard_optimizer.
+run 300 evals "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" eval "$tmp/csv.yaml" dist.shard_optimizer=true
+[[ $rc == 0 ]] || { show evals; fail "eval with dist.shard_optimizer: exit $rc"; }
+for name in evalt evals; do
+  ! grep -qiE "optimizer|gradient|all-reduce|bucket|accumulation|global batch|sharded" "$tmp/$name.out" "$tmp/$name.err" ||
+    { show $name; fail "$name: dtrain eval printed training facts"; }
+  grep -qE "^evaluating .*model.pt: 200 test samples in batches of [0-9]+ per rank on [12] rank\(s\)$" "$tmp/$name.out" ||
+    { show $name; fail "$name: no line saying what is evaluated"; }
+done
 "$py" - "$rundir/metrics.jsonl" "$tmp/eval2.out" "$tmp/eval1.out" "$tmp/evalc.out" <<'PY' || fail "dtrain eval disagrees with the training's evaluation"
 import json, sys
 ev = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "eval"][-1]
@@ -207,8 +218,11 @@ assert saved == {"metric": "test_accuracy", "value": best["test_accuracy"], "ste
 got = json.loads(open(evaljson).read())
 for k in ("test_loss", "test_accuracy", "test_count"):
     assert got[k] == best[k], (k, got[k], best[k])
-line = "early stop: test_accuracy has not improved for 3 evaluation(s) (best %.6g at step %d)" % (best["test_accuracy"], best["step"])
-assert line in open(log).read(), line
+# The metric in the progress line's unit (percent), no hook names (issue 54, point 1).
+line = "early stop: test_accuracy has not improved on its best, %.2f%% at step %d, for 3 evaluations in a row" % (100 * best["test_accuracy"], best["step"])
+text = open(log).read()
+assert line in text, line
+assert "hook" not in text and "evaluation(s)" not in text, "hook jargon in the log"
 print(f"best test_accuracy {best['test_accuracy']} at step {best['step']}; stopped after evaluation {stop_at + 1} of {len(evals)}")
 PY
 echo "ok: train.monitor: best/ holds the best evaluation's weights (dtrain eval gives its numbers), the run stopped 3 evaluations after it"
@@ -229,7 +243,7 @@ run 300 half "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml" run.name=
 run 300 rest "$mpiexec" "${mpi_flags[@]}" -np 2 "$bin" "$tmp/csv.yaml" run.name=best2 train.epochs=40 \
   train.monitor=test_accuracy checkpoint.keep_best=true train.early_stop_patience=3 train.max_steps=0
 [[ $rc == 0 ]] || { show rest; fail "the resumed run: exit $rc"; }
-grep -q "train.monitor from the checkpoint: best test_accuracy .* 2 evaluation(s) since without a better one" \
+grep -q "train.monitor from the checkpoint: best test_accuracy [0-9.]*% at step [0-9]*, 2 evaluations since without a better one" \
   "$tmp/rest.out" || { show rest; fail "the resumed run does not say it took train.monitor's state from the checkpoint"; }
 "$py" - "$tmp/runs/best" "$tmp/runs/best2" <<'PY' || { show rest; fail "the resumed run did not stop where the uninterrupted one did"; }
 import json, sys

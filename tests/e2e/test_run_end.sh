@@ -31,8 +31,15 @@ files() { (cd "$tmp/runs/$1" && find . -type f ! -name .lock -exec md5sum {} + |
 # 1. The early stop ends the run: its checkpoint, model.pt and model.json are of the stop step.
 run 300 es "${np2[@]}" "$cfg" "${cls[@]}" train.epochs=40 train.early_stop_patience=1
 [[ $rc == 0 ]] || { show es; fail "the early-stopped run: exit $rc"; }
-step=$(sed -nE "s/.*hook 'best_model' asks to stop after step ([0-9]+): early stop.*/\1/p" "$tmp/es.out" | head -1)
-[[ -n $step ]] || { show es; fail "the run did not stop early"; }
+step=$(sed -nE "s/^early stop: test_accuracy has not improved on its best, [0-9.]+% at step [0-9]+, for 1 evaluation in a row \(train.early_stop_patience 1, now [0-9.]+%\): training ends after step ([0-9]+); model.pt will hold this step's weights, best\/model.pt step [0-9]+'s$/\1/p" "$tmp/es.out" | head -1)
+[[ -n $step ]] || { show es; fail "the run did not stop early, or its line is not in the metric's terms"; }
+# The early stop in the user's terms (issue 54, point 1): the rule at the start, the reason once
+# more at the end, no hook names.
+grep -qF "early stopping: training ends once test_accuracy (higher is better) has gone 1 evaluation in a row without improving on its best (train.early_stop_patience); evaluations every 10 steps" "$tmp/es.out" ||
+  { show es; fail "no line saying the early-stopping rule"; }
+grep -qE "^stopped after step $step of 640: early stop: test_accuracy has not improved on its best, [0-9.]+% at step" "$tmp/es.out" ||
+  { show es; fail "the summary does not say why the run stopped in the metric's terms"; }
+! grep -qE "hook|evaluation\(s\)" "$tmp/es.out" || { show es; fail "hook jargon in the early stop's lines"; }
 grep -qF "weights for Python: $tmp/runs/es/model.pt (step $step of 640, an early stop;" "$tmp/es.out" ||
   { show es; fail "the weights line does not name step $step and the early stop"; }
 "$py" - "$tmp/runs/es" "$step" <<'PY' || fail "the early stop's files are not of its step"
@@ -42,7 +49,7 @@ ck = f"{rundir}/checkpoints/step-{step:09d}"
 assert os.path.exists(f"{ck}/COMPLETE"), f"no complete checkpoint of the stop step {step}"
 st = torch.load(f"{ck}/state.pt", weights_only=False)  # typed dicts
 assert st["step"] == step and st["stopped_early"] == 1, (st["step"], st.get("stopped_early"))
-assert st["stop_reason"].startswith("early stop: test_accuracy has not improved for 1 evaluation(s)"), st["stop_reason"]
+assert st["stop_reason"].startswith("early stop: test_accuracy has not improved on its best, "), st["stop_reason"]
 a, b = torch.load(f"{rundir}/model.pt"), torch.load(f"{ck}/model.pt")
 assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "model.pt is not the checkpoint's model"
 m = json.load(open(f"{rundir}/model.json"))

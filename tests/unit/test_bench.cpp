@@ -251,6 +251,14 @@ TEST(BenchPlan, GlobalBatchOnTheCommandLineStaysFixed) {
              {"--micro-batches: micro-batch 20 on 2 rank(s): ", "train.micro_batch"});
 }
 
+TEST(BenchPlan, KeepsTheConfigsGlobalBatchAndLearningRate) {
+  const Config base = Config::from_string(kYaml, "b.yaml");
+  const bench::SweepPlan plan = bench::plan_sweep(base, {}, options({8}, {}), 2);
+  EXPECT_EQ(plan.settings[0].global_batch, 16);  // micro x world, not the config's 64
+  EXPECT_EQ(plan.config_global_batch, 64);
+  EXPECT_EQ(plan.config_lr, 0.01);
+}
+
 TEST(BenchPlan, NoSweepIsTheConfigAsItIs) {
   const Config base = Config::from_string(kYaml, "b.yaml");
   const bench::SweepPlan plan = bench::plan_sweep(base, {}, options({}, {}), 4);
@@ -421,6 +429,33 @@ TEST(BenchOutput, CsvAndJsonHoldEveryRow) {
              {"configs/x.yaml on 2 rank(s), cpu; 5 warm-up and 20 timed steps",
               "global batch = micro-batch x 2 rank(s)", "250.0", "64.00", "25.0%", "<- recommended",
               "does not fit: out of memory", "recommended: micro-batch 8"});
+}
+
+// Issue 54, point 2: a recommendation whose global batch is not the config's says so, old ->
+// new, and that it changes the recipe (the learning rate scaled with it: 0.01 x 16 / 64).
+TEST(BenchOutput, SaysWhenTheRecommendationChangesTheGlobalBatch) {
+  bench::SweepResult res = result();
+  res.config_global_batch = 64, res.config_lr = 0.01;
+  const bench::Recommendation rec = bench::recommend(res.rows);
+  const std::string change = bench::global_batch_change(res, rec);
+  EXPECT_EQ(change,
+            "the recommended setting changes train.global_batch 64 -> 16 (micro-batch 8 x 1 "
+            "accumulation step(s) x 2 rank(s)): that changes the training recipe, not only its "
+            "speed; scale train.lr with it (the linear scaling rule: train.lr 0.01 -> 0.0025) and "
+            "compare the loss curves, or keep the config's batch: train.global_batch=64 on the "
+            "bench's command line times each micro-batch at it");
+  EXPECT_NE(bench::table_text(res, rec).find("recommended: micro-batch 8, data.workers 1, the "
+                                             "fastest (250.0 samples/s)\n" +
+                                             change + "\n"),
+            std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(bench::json_text(res, rec));
+  EXPECT_EQ(j["global_batch_change"], change);
+  EXPECT_EQ(j["config_global_batch"], 64);
+  EXPECT_EQ(j["recommended"]["global_batch"], 16);
+  // The config's own batch: nothing to say.
+  res.config_global_batch = 16;
+  EXPECT_EQ(bench::global_batch_change(res, rec), "");
+  EXPECT_EQ(bench::table_text(res, rec).find("changes train.global_batch"), std::string::npos);
 }
 
 TEST(BenchOutput, NeverWritesOverAnExistingFile) {
