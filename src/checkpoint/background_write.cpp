@@ -13,6 +13,10 @@
 
 namespace dtrain::detail {
 
+bool background_saves(const CheckpointConfig& c, const at::Device& device) {
+  return c.async == AsyncSave::kOn || (c.async == AsyncSave::kAuto && device.is_cuda());
+}
+
 std::vector<MarkedFile> write_captured(const CapturedCheckpoint& c) {
   wait_for_mark(c.copied);  // the device-to-host copies are done
   const double rate = c.mb_per_s * 1e6;

@@ -13,8 +13,13 @@
 
 #include "checkpoint/folder.h"
 #include "checkpoint/state.h"
+#include "dtrain/config.h"
 
 namespace dtrain::detail {
+
+// Whether this rank's saves (checkpoints, best/) are written in the background: checkpoint.async
+// on, or auto on a CUDA device.
+bool background_saves(const CheckpointConfig& c, const at::Device& device);
 
 // What a rank writes into the checkpoint folder `dir`: rank-<R>.pt from `rank`; rank 0 also
 // state.pt from `shared`, model.pt (the weights for Python under the twin's names, from

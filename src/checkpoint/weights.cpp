@@ -90,6 +90,13 @@ std::string weights_bytes(Model& model) {
   return torch_save_bytes(tensors);
 }
 
+std::vector<std::pair<std::string, at::Tensor>> weight_tensors(Model& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
 void save_weights(Model& model, const std::string& path) {
   write_file_atomic(path, weights_bytes(model));
 }

@@ -29,6 +29,10 @@ std::string weights_bytes(Model& model);
 std::string weights_bytes(const std::string& model_kind,
                           const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
+// The model's tensors as weights_bytes(model_kind, tensors) takes them: named_parameters() then
+// named_buffers(), dtrain's names, the model's own tensors (not copies).
+std::vector<std::pair<std::string, at::Tensor>> weight_tensors(Model& model);
+
 // weights_bytes, written atomically (readers see the old file or the new one).
 void save_weights(Model& model, const std::string& path);
 

@@ -4,21 +4,33 @@
 // the run's own), preprocess.json beside it (so `dtrain eval --weights runs/x/best/model.pt`
 // checks and uses the run's preprocessing) and best.json {"metric", "value", "step", "epoch",
 // "evaluation": that step's, with the keys `dtrain eval --json` prints (hooks/model_record.h)},
-// each atomically. With train.early_stop_patience N, N evaluations in a row without a better
-// one ask the loop to stop (the run's end: exit 0, model.pt of the last step). The log speaks of
-// the metric by its name and in the progress line's format (metric_text: a loss to 4 decimals,
-// an accuracy in percent): the rule at the start, each evaluation without a better value and
-// the count so far, and the stop with what it leaves. A checkpoint
-// carries the best value, its step and the count of evaluations since (state()), so a resumed
-// run goes on as the uninterrupted one; from a checkpoint without them (an older dtrain) it
-// takes the best value from best/best.json and its count starts at 0, and the log says so.
+// each atomically. With background saves (checkpoint.async; Note [background saves]) the
+// evaluation's step copies the weights into host buffers (reused, page-locked on a GPU) and a
+// thread writes the three files, best.json last; a better evaluation while they are written, the
+// end of training and an error's unwinding wait for them first, and a failed write is an Error
+// naming best/ at the next of those. With train.early_stop_patience N, N evaluations in a row
+// without a better one ask the loop to stop (the run's end: exit 0, model.pt of the last step). The
+// log speaks of the metric by its name and in the progress line's format (metric_text: a loss to 4
+// decimals, an accuracy in percent): the rule at the start, each evaluation without a better value
+// and the count so far, and the stop with what it leaves. A checkpoint carries the best value, its
+// step and the count of evaluations since (state()), so a resumed run goes on as the uninterrupted
+// one; from a checkpoint without them (an older dtrain) it takes the best value from best/best.json
+// and its count starts at 0, and the log says so.
+#include <exception>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 
+#include "checkpoint/background_write.h"
+#include "checkpoint/snapshot.h"
 #include "checkpoint/weights.h"
+#include "cuda/host_copy.h"
 #include "data/preprocess.h"
+#include "dtrain/error.h"
 #include "dtrain/log.h"
 #include "hooks/model_record.h"
 #include "hooks/standard.h"
@@ -48,6 +60,33 @@ std::string eval_schedule(const TrainConfig& t) {
   return s;
 }
 
+// best/'s files written on a thread of their own, one write at a time.
+class BackgroundFiles {
+ public:
+  BackgroundFiles() = default;
+  BackgroundFiles(const BackgroundFiles&) = delete;
+  BackgroundFiles& operator=(const BackgroundFiles&) = delete;
+  ~BackgroundFiles() { (void)wait(); }  // a failing run's files are finished, never torn
+  void start(std::function<void()> body) {
+    thread_ = std::thread([this, body = std::move(body)] {
+      try {
+        body();
+      } catch (const std::exception& e) {
+        failure_ = first_line(e.what());
+      }
+    });
+  }
+  // Waits for the write in flight, if any: its failure's first line, or "".
+  std::string wait() {
+    if (thread_.joinable()) thread_.join();
+    return std::exchange(failure_, std::string());
+  }
+
+ private:
+  std::thread thread_;
+  std::string failure_;
+};
+
 class BestModel : public Hook {
  public:
   explicit BestModel(Model& model) : model_(model) {}
@@ -63,6 +102,8 @@ class BestModel : public Hook {
     lower_ = metric_ == Monitor::kTestLoss || metric_ == Monitor::kValLoss;
     if (run.config->checkpoint.keep_best && !run.run_dir.empty()) {
       dir_ = join_path(run.run_dir, "best");
+      async_ = background_saves(run.config->checkpoint, run.device);
+      device_ = run.device;
       preprocess_ = preprocess_json(run.data, run.config->data);
       const std::string saved = join_path(dir_, "best.json");
       if (!run.resumed_from.empty() && path_exists(saved)) {
@@ -175,11 +216,12 @@ class BestModel : public Hook {
     control.request_stop(reason);
   }
 
+  void on_end(TrainSummary&) override { finish_write(); }
+
  private:
   void write(const EvalRecord& r) {
+    finish_write();  // the previous best's files first: their host buffers are reused
     make_dirs(dir_);
-    save_weights(model_, join_path(dir_, "model.pt"));
-    write_file_atomic(join_path(dir_, "preprocess.json"), preprocess_);
     nlohmann::ordered_json j{
         {"metric", to_string(metric_)}, {"value", *best_}, {"step", r.step}, {"epoch", r.epoch}};
     nlohmann::ordered_json e{{"step", r.step}};
@@ -187,10 +229,35 @@ class BestModel : public Hook {
     j["evaluation"] = e;
     if (r.other)
       j["weights_of"] = r.weights;  // train.ema_decay: the weight average's, or the model's
-    write_file_atomic(join_path(dir_, "best.json"), j.dump() + "\n");
-    log::detail(format("best %s so far: %s at step %lld: %s", to_string(metric_),
+    const std::string json = j.dump() + "\n";
+    const std::string dir = dir_, preprocess = preprocess_;
+    auto write_rest = [dir, preprocess, json] {
+      write_file_atomic(join_path(dir, "preprocess.json"), preprocess);
+      write_file_atomic(join_path(dir, "best.json"), json);
+    };
+    if (!async_) {
+      save_weights(model_, join_path(dir_, "model.pt"));
+      write_rest();
+    } else {
+      snapshot_.begin();
+      auto weights = snapshot_.copy(weight_tensors(model_), device_);
+      std::shared_ptr<void> copied = snapshot_.finish(device_);
+      writer_.start([dir, weights = std::move(weights), copied, kind = model_.name(), write_rest] {
+        wait_for_mark(copied);  // the device-to-host copies are done
+        write_file_atomic(join_path(dir, "model.pt"), weights_bytes(kind, weights));
+        write_rest();
+      });
+    }
+    log::detail(format("best %s so far: %s at step %lld: %s%s", to_string(metric_),
                        metric_text(metric_, *best_).c_str(), static_cast<long long>(r.step),
-                       join_path(dir_, "model.pt").c_str()));
+                       join_path(dir_, "model.pt").c_str(),
+                       async_ ? " (written in the background)" : ""));
+  }
+
+  // Waits for best/'s files in flight; a failed write is an Error naming best/.
+  void finish_write() {
+    const std::string failure = writer_.wait();
+    if (!failure.empty()) throw Error("writing the best model failed: " + failure, dir_);
   }
 
   Model& model_;
@@ -201,6 +268,10 @@ class BestModel : public Hook {
   int64_t patience_ = 0, since_best_ = 0, best_step_ = 0;
   std::optional<double> best_;
   std::string dir_, preprocess_;
+  bool async_ = false;  // checkpoint.async: best/ written in the background
+  at::Device device_ = at::kCPU;
+  HostSnapshot snapshot_;  // the weights' host copy, reused from one best to the next
+  BackgroundFiles writer_;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "checkpoint/folder.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/state.h"
+#include "checkpoint/weights.h"
 #include "data/preprocess.h"
 #include "dist/optimizer_shard.h"
 #include "dtrain/amp.h"
@@ -76,17 +77,6 @@ at::Tensor generator_state(at::Generator gen) {
   return gen.get_state();
 }
 
-NamedTensors model_tensors(Model& model) {
-  NamedTensors out;
-  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
-}
-
-bool async_on(const CheckpointConfig& c, const at::Device& device) {
-  return c.async == AsyncSave::kOn || (c.async == AsyncSave::kAuto && device.is_cuda());
-}
-
 class CheckpointWriter : public Hook {
  public:
   std::string name() const override { return "checkpoints"; }
@@ -95,7 +85,7 @@ class CheckpointWriter : public Hook {
     folder_ = run.config->checkpoint.folder(run.config->run);
     keep_ = run.config->checkpoint.keep;
     mb_per_s_ = run.config->checkpoint.write_mb_per_s;
-    async_ = async_on(run.config->checkpoint, run.device);
+    async_ = background_saves(run.config->checkpoint, run.device);
     pinned_ = run.device.is_cuda();
     if (!run.resumed_from.empty()) last_ = run.resumed_from, last_step_ = run.resumed_step;
     if (run.rank == 0) preprocess_ = preprocess_json(run.data, run.config->data);
@@ -185,7 +175,7 @@ class CheckpointWriter : public Hook {
     if (sharded) c.rank.optimizer_shard = snapshot_.copy(s.optimizer->state(), s.device);
     if (s.rank == 0) {
       SharedState st = shared(s);
-      st.model = snapshot_.copy(model_tensors(*s.model), s.device);
+      st.model = snapshot_.copy(weight_tensors(*s.model), s.device);
       if (sharded) {
         st.optimizer_shards = s.world;
       } else {
