@@ -72,6 +72,9 @@ struct TrainState {
   // of the parameters numbered by the shard plan (the checkpoint writer gathers the whole state
   // from every rank's pieces, Note [sharded optimizer]).
   const Optimizer* optimizer = nullptr;
+  // Whether `optimizer` is this rank's shard (dist.shard_optimizer on several ranks): each rank's
+  // state() then holds its own pieces' entries only, `world` shards in all.
+  bool optimizer_is_shard = false;
   const GradScaler* scaler = nullptr;  // fp16 or train.skip_nonfinite only
   // train.ema_decay: the weight average under the model's names (its own tensors, on the device)
   // and its count of updates since it last copied the model; empty without one.

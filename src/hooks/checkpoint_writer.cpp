@@ -40,7 +40,6 @@
 #include "checkpoint/state.h"
 #include "checkpoint/weights.h"
 #include "data/preprocess.h"
-#include "dist/optimizer_shard.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -160,7 +159,7 @@ class CheckpointWriter : public Hook {
   CapturedCheckpoint capture(const TrainState& s, const std::string& dir) {
     // With a sharded optimizer each rank writes its own shard's entries into its rank file, all
     // ranks at once (Note [sharded optimizer]); otherwise rank 0 the whole state into state.pt.
-    const bool sharded = shards_optimizer(*s.config, s.world);
+    const bool sharded = s.optimizer_is_shard;
     snapshot_.begin();
     CapturedCheckpoint c;
     c.dir = dir;

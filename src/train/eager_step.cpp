@@ -106,7 +106,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
       }
       const bool last = m == pieces - 1;
       // Only the last micro-batch communicates; earlier ones accumulate locally.
-      if (ctx_.reducer) ctx_.reducer->prepare(/*sync=*/last);
+      ctx_.data_parallel->before_backward(last);
       (ctx_.scaler ? ctx_.scaler->scale(loss) : loss).backward();
       loss_sum += loss.detach().to(at::kDouble);
     }
@@ -130,7 +130,7 @@ bool EagerStep::forward_backward(const Batch& batch, int64_t micro, at::Tensor& 
   if (ctx_.sync_batch_norm) ctx_.phases->comm += ctx_.sync_batch_norm->take_seconds();
   wd.beat("gradient all-reduce");
   const auto t_comm = Clock::now();
-  if (ctx_.reducer) ctx_.reducer->finish(/*abandon=*/failed);
+  ctx_.data_parallel->after_backward(/*abandon=*/failed);
   int64_t any_failed = failed ? 1 : 0;
   if (ctx_.world > 1) {
     at::Tensor flag = at::tensor({any_failed}, at::kLong);
@@ -164,9 +164,9 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step, bool
   bool skip = false;
   // Sharded, each rank holds its shard of the averaged gradients (Note [sharded optimizer]): the
   // scaler's flag and the clipping norm are agreed over the ranks.
-  if (ctx_.shard) ctx_.shard->attach_gradients(ctx_.reducer->gradient_shard());
-  const std::vector<at::Tensor>& grads_of = ctx_.shard ? ctx_.shard->pieces() : ctx_.params;
-  Communicator* across = ctx_.shard ? &ctx_.shard->comm() : nullptr;
+  DataParallel& dp = *ctx_.data_parallel;
+  const std::vector<at::Tensor>& grads_of = dp.update_gradients();
+  Communicator* across = dp.agreed_over();
   if (ctx_.scaler) {
     ctx_.scaler->unscale(grads_of, across);  // once, after the all-reduce, before clipping
     skip = ctx_.scaler->found_inf();
@@ -184,10 +184,10 @@ void EagerStep::update(const at::Tensor& loss_sum, double lr, int64_t step, bool
       memory.agree();
       updated_ = true;
     }
-    if (ctx_.shard) {
+    if (dp.gathers_parameters()) {
       // Every shard's new values to every rank (Note [sharded optimizer]).
       const auto t0 = Clock::now();
-      ctx_.shard->gather_parameters();
+      dp.after_optimizer_step();
       gather_seconds_ += seconds_since(t0);
     }
   } else {

@@ -28,7 +28,7 @@ std::string GraphStep::blocker() const {
   if (!ctx_.device.is_cuda()) return "this rank computes on the CPU";
   if (!cuda_graphs_available())
     return "this build of dtrain cannot capture CUDA graphs (needs CUDA and LibTorch 2.x)";
-  if (ctx_.reducer && !ctx_.reducer->capturable())
+  if (!ctx_.data_parallel->capturable())
     return "gradients are averaged by the gradient engine over MPI, on the host (dist.backend: "
            "nccl captures it)";
   if (ctx_.scaler)
@@ -89,7 +89,7 @@ bool GraphStep::capture(const Batch& batch, int64_t step, double lr) {
     eager_story_ = "eager (CUDA graph capture failed: " + failure + ")";
     return false;
   }
-  if (ctx_.reducer) ctx_.reducer->forget_timeline();
+  ctx_.data_parallel->captured();
   graph_ = std::move(graph);
   graph_step_ = step;
   log::detail("training step captured in a CUDA graph at step " + std::to_string(step) +

@@ -94,14 +94,14 @@ MemoryKinds memory_kinds(const StepContext& ctx) {
     k.gradients += bytes;  // a parameter's gradient has its dtype
   }
   if (ctx.optimizer) k.optimizer_state = ctx.optimizer->state_bytes();
-  k.shards = ctx.shard ? ctx.world : 1;
-  if (ctx.reducer) {
-    k.buckets = ctx.reducer->bucket_bytes();
-    if (ctx.reducer->releases_buckets()) {
-      if (const auto kept = kept_share(numels_of(ctx.params), static_cast<size_t>(ctx.world))) {
-        k.gradients = static_cast<int64_t>(static_cast<double>(k.gradients) * *kept);
-        k.gradient_shards = ctx.world;
-      }
+  if (!ctx.data_parallel) return k;  // not built yet
+  const DataParallel& dp = *ctx.data_parallel;
+  k.shards = dp.optimizer_shards();
+  k.buckets = dp.bucket_bytes();
+  if (dp.releases_buckets()) {
+    if (const auto kept = kept_share(numels_of(ctx.params), static_cast<size_t>(ctx.world))) {
+      k.gradients = static_cast<int64_t>(static_cast<double>(k.gradients) * *kept);
+      k.gradient_shards = ctx.world;
     }
   }
   return k;

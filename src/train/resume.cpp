@@ -247,9 +247,7 @@ std::optional<ResumePoint> resume(StepContext& ctx, const Config& cfg, Communica
       saved.optimizer_shards > 0 ? shards_put_together(path, saved, ctx.params) : saved.optimizer;
   try {
     // A shard loads its own entries of the whole state.
-    ctx.optimizer->load_state(
-        ctx.shard ? state_of_shard(whole, ctx.params, ctx.shard->plan(), ctx.shard->rank())
-                  : whole);
+    ctx.optimizer->load_state(ctx.data_parallel->own_state(whole));
     if (ctx.scaler && !saved.scaler.empty()) ctx.scaler->load_state(saved.scaler);
   } catch (const Error& e) {
     throw Error(e.cause(), state_file);

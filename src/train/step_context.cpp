@@ -76,14 +76,14 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
   ctx.watchdog->beat("parameter broadcast");
   broadcast_parameters(comm, *ctx.model);
   StartUpMemory memory(ctx, planned);
+  ctx.data_parallel = std::make_unique<DataParallel>(ctx.params, ctx.names, comm, control);
+  DataParallel& dp = *ctx.data_parallel;
   if (shards_optimizer(cfg, comm.world())) {
     // Every rank plans the same shards (the replicas agreed above), so a model that cannot be
     // sharded fails on every rank alike: one line, no MPI_Abort.
     std::string failure;
     try {
-      memory.run(FaultInjector::StartUp::kGradientBuckets, [&] {
-        ctx.shard = std::make_unique<OptimizerShard>(ctx.params, ctx.names, comm);
-      });
+      memory.run(FaultInjector::StartUp::kGradientBuckets, [&] { dp.shard_optimizer(); });
     } catch (const Error& e) {
       failure = e.cause();
     }
@@ -96,16 +96,9 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     ro.overlap = cfg.dist.overlap;
     ro.find_unused_parameters = cfg.dist.find_unused_parameters;
     if (cfg.dist.grad_dtype == GradDtype::kBf16) ro.comm_dtype = at::kBFloat16;
-    // Sharded: each rank receives the averaged gradients of its shard alone (Note [sharded
-    // optimizer]).
     ro.release_buckets = cfg.dist.shard_optimizer == ShardOptimizer::kGradients;
-    memory.run(FaultInjector::StartUp::kGradientBuckets, [&] {
-      if (ctx.shard) ro.shard_values = ctx.shard->plan().shard;
-      ctx.reducer = std::make_unique<Reducer>(ctx.params, ctx.names, comm, control, ro);
-    });
-    // ZeRO-1 gathers the new parameters through the buckets' memory (Note [gradient shard in
-    // the buckets]); its own buffer goes.
-    if (ctx.shard) ctx.shard->gather_through(ctx.reducer->spare(ctx.shard->plan().largest()));
+    // Sharded, the buckets are laid out by the shard plan (DataParallel::reduce).
+    memory.run(FaultInjector::StartUp::kGradientBuckets, [&] { dp.reduce(ro); });
   }
 
   OptimizerOptions oo;
@@ -123,13 +116,11 @@ void build_step_context(StepContext& ctx, const Config& cfg, Communicator& comm,
     log::warn(
         "dist.shard_optimizer: this run has one rank, so there is nothing to shard: the "
         "optimizer holds the state of every parameter");
-  memory.run(FaultInjector::StartUp::kOptimizerState, [&] {
-    ctx.optimizer =
-        ctx.shard ? ctx.shard->make_optimizer(oo) : std::make_unique<Optimizer>(ctx.params, oo);
-  });
+  memory.run(FaultInjector::StartUp::kOptimizerState,
+             [&] { ctx.optimizer = dp.make_optimizer(oo); });
   memory.agree();
   log::detail("optimizer: " + ctx.optimizer->describe());
-  if (ctx.shard) log::info(ctx.shard->describe(*ctx.optimizer));
+  if (dp.sharded()) log::info(dp.describe(*ctx.optimizer));
 }
 
 void clear_gradients(const StepContext& ctx) {

@@ -1,11 +1,11 @@
 // StepContext: what the step engines (eager, CUDA graph, the micro-batch search and the memory
 // ladder, the evaluator) and the loop's pieces beside them (the loss window, telemetry, resume)
-// work with: the model and its trainable parameters, the optimizer (and its shard), the gradient
-// engine, the loss scaler, the pixel normalizer, the device, the control communicator, the
-// watchdog, this rank's phase times, the fault injector, and the few config values a step reads
-// (loss, precision, activation checkpointing, memory fraction, clipping). The Trainer builds it
-// once, in its constructor (build_step_context); the engines never see the Trainer, the config
-// or the hooks.
+// work with: the model and its trainable parameters, the optimizer, the data-parallel protocol
+// (the gradient engine and the optimizer shard), the loss scaler, the pixel normalizer, the
+// device, the control communicator, the watchdog, this rank's phase times, the fault injector,
+// and the few config values a step reads (loss, precision, activation checkpointing, memory
+// fraction, clipping). The Trainer builds it once, in its constructor (build_step_context); the
+// engines never see the Trainer, the config or the hooks.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,8 +16,7 @@
 
 #include "comm/timed_comm.h"
 #include "data/pixels.h"
-#include "dist/optimizer_shard.h"
-#include "dist/reducer.h"
+#include "dist/data_parallel.h"
 #include "dtrain/amp.h"
 #include "dtrain/comm.h"
 #include "dtrain/config.h"
@@ -46,11 +45,11 @@ struct StepContext {
   Model* model = nullptr;
   std::vector<at::Tensor> params;        // trainable, in named_parameters() order
   std::vector<std::string> names;        // their names, in the same order
-  std::unique_ptr<Optimizer> optimizer;  // over `shard`'s parameters when there is one
-  // dist.shard_optimizer on several ranks: the plan, and the parameters' gather after each
-  // optimizer step (Note [sharded optimizer]); null otherwise.
-  std::unique_ptr<OptimizerShard> shard;
-  std::unique_ptr<Reducer> reducer;    // null with one rank, unless dist.reduce_single_rank
+  std::unique_ptr<Optimizer> optimizer;  // made by data_parallel: over this rank's shard if any
+  // The gradient engine (several ranks, or dist.reduce_single_rank) and, with
+  // dist.shard_optimizer on several ranks, the optimizer shard, behind the step's protocol (Note
+  // [data-parallel seam]); set by build_step_context.
+  std::unique_ptr<DataParallel> data_parallel;
   std::unique_ptr<GradScaler> scaler;  // fp16, or train.skip_nonfinite (a scale of 1)
   LossKind loss = LossKind::kCrossEntropy;
   double label_smoothing = 0;  // train.label_smoothing

@@ -77,11 +77,11 @@ StepTelemetry::StepTelemetry(const StepContext& ctx, const Config& cfg)
 void StepTelemetry::fill_step(StepRecord& rec) const {
   rec.wall_time = unix_now();
   rec.elapsed = seconds_since(start_);
-  if (ctx_.reducer) {
-    rec.buckets = &ctx_.reducer->last_timeline();
-    rec.buckets_start =
-        std::chrono::duration<double>(ctx_.reducer->last_start().time_since_epoch()).count();
-    rec.backward_end = ctx_.reducer->last_backward_end();
+  const DataParallel& dp = *ctx_.data_parallel;
+  if (dp.reduces()) {
+    rec.buckets = &dp.last_timeline();
+    rec.buckets_start = std::chrono::duration<double>(dp.last_start().time_since_epoch()).count();
+    rec.backward_end = dp.last_backward_end();
   }
 }
 
@@ -121,10 +121,11 @@ void StepTelemetry::fill_window(StepRecord& rec) {
   rec.window_phases = minus(rec.phases, window_start_);
   window_start_ = rec.phases;
   if (ctx_.scaler) rec.loss_scale = ctx_.scaler->current_scale();
-  if (ctx_.shard) {
+  const DataParallel& dp = *ctx_.data_parallel;
+  if (dp.sharded()) {
     // Each rank holds its shard of the gradients: the norm over every rank's (a collective;
     // every rank reads the loss, and so gets here, at the same steps).
-    rec.grad_norm = gradient_norm(ctx_.shard->pieces(), &ctx_.shard->comm()).item<double>();
+    rec.grad_norm = gradient_norm(dp.update_parameters(), dp.agreed_over()).item<double>();
   } else {
     std::vector<at::Tensor> grads;
     for (const auto& p : ctx_.params)
@@ -173,13 +174,10 @@ void StepTelemetry::fill_summary(TrainSummary& summary, Communicator& control) c
     auto part = [&](double factor, int64_t bytes) {
       return static_cast<int64_t>(std::llround(factor * share * static_cast<double>(bytes)));
     };
-    if (ctx_.reducer) {
-      const int64_t b = ctx_.reducer->bytes_per_step();
-      (ctx_.reducer->reduce_scatters() ? summary.wire_reduce_scatter_bytes
-                                       : summary.wire_all_reduce_bytes) =
-          part(ctx_.reducer->reduce_scatters() ? 1.0 : 2.0, b);
-    }
-    if (ctx_.shard) summary.wire_broadcast_bytes = part(1.0, kinds.weights);
+    const StepBytes b = ctx_.data_parallel->bytes_per_step();
+    summary.wire_all_reduce_bytes = part(2.0, b.all_reduce);
+    summary.wire_reduce_scatter_bytes = part(1.0, b.reduce_scatter);
+    summary.wire_broadcast_bytes = part(1.0, b.broadcast);
   }
   if (gpu_) summary.gpu = gpu_->run_mean();
   const PhaseTimes& p = *ctx_.phases;

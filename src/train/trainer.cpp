@@ -393,6 +393,7 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   st.epoch = at.epoch() + 1;
   st.model = m.model.get();
   st.optimizer = m.ctx.optimizer.get();
+  st.optimizer_is_shard = m.ctx.data_parallel->sharded();
   st.scaler = m.ctx.scaler.get();
   if (m.ctx.ema) st.ema = m.ctx.ema->named(), st.ema_updates = m.ctx.ema->updates();
   st.config = &m.cfg;
@@ -463,10 +464,8 @@ TrainSummary Trainer::Impl::Fit::finish() {
   summary.skipped_steps = eager.skipped_steps();
   summary.micro_batch = micro.size();
   telemetry->fill_summary(summary, m.control);
-  if (m.ctx.reducer) {
-    summary.buckets = m.ctx.reducer->last_timeline();
-    summary.backward_end = m.ctx.reducer->last_backward_end();
-  }
+  summary.buckets = m.ctx.data_parallel->last_timeline();  // none without a gradient engine
+  summary.backward_end = m.ctx.data_parallel->last_backward_end();
   m.hooks.on_end(summary);
   m.watchdog.beat("done");
   return summary;
