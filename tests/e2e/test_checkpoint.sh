@@ -139,8 +139,11 @@ assert max(steps) > int(sys.argv[2]), (sys.argv[2], steps[-5:])  # the resumed r
 PY
 echo "$name: job ended ${elapsed} s after kill -9; resumed from step $step; result = uninterrupted"
 
-# A second Ctrl-C ends at once, without waiting for a checkpoint.
+# A second Ctrl-C ends at once, without waiting for a checkpoint. The stop's checkpoint is paced
+# to a few KB/s so that the second one comes while it is written (a stop that has finished keeps
+# its exit 75: a late Ctrl-C does not replace it).
 timeout -k 10 60 "$bin" "$cfg" "${common[@]}" run.name=twice train.epochs=300 \
+  checkpoint.write_mb_per_s=0.002 \
   >"$tmp/twice.out" 2>"$tmp/twice.err" &
 job=$!
 wait_for_training "$tmp/runs/twice"
