@@ -17,6 +17,7 @@
 #include "hooks/hook_list.h"
 #include "hooks/standard.h"
 #include "runtime/watchdog.h"
+#include "train/context_build.h"
 #include "train/cursor.h"
 #include "train/eager_step.h"
 #include "train/evaluator.h"

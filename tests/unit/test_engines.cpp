@@ -22,6 +22,7 @@
 #include "local_comm.h"
 #include "runtime/watchdog.h"
 #include "tiny_gpt.h"
+#include "train/context_build.h"
 #include "train/eager_step.h"
 #include "train/loss_window.h"
 #include "train/memory_ladder.h"
