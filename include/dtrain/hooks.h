@@ -127,6 +127,11 @@ class Hook {
 
   // Before the first step, after the micro-batch is known.
   virtual void on_start(const RunInfo& run, LoopControl& control) {}
+  // Right after on_start() (and restore()), on every rank: the state that on_save() will be
+  // given, its tensors with the shapes, dtypes and devices they keep (the position is the
+  // start's). For hooks that prepare what a save needs once, before training rather than in the
+  // first save's step: the checkpoint writer allocates its host buffers here.
+  virtual void prepare_save(const TrainState& state) {}
   // Before each step; `step` counts the steps done so far (0 before the first).
   virtual void on_step_begin(int64_t step) {}
   // After each optimizer step.

@@ -20,18 +20,23 @@ bool background_saves(const CheckpointConfig& c, const at::Device& device) {
 std::vector<MarkedFile> write_captured(const CapturedCheckpoint& c) {
   wait_for_mark(c.copied);  // the device-to-host copies are done
   const double rate = c.mb_per_s * 1e6;
-  auto write = [&](const std::string& name, const std::string& bytes) {
-    return write_checkpoint_file(c.dir, name, bytes, [rate](size_t n) {
+  auto write = [&](const std::string& name, const ContentWriter& produce) {
+    return write_checkpoint_file(c.dir, name, produce, [rate](size_t n) {
       if (rate > 0) std::this_thread::sleep_for(std::chrono::duration<double>(n / rate));
     });
   };
+  // Each file encoded as it is written (never whole in memory, Note [background saves]).
   std::vector<MarkedFile> files;
-  files.push_back(write(rank_file_name(c.rank.rank), encode(c.rank)));
+  files.push_back(
+      write(rank_file_name(c.rank.rank), [&](const ByteSink& out) { encode_to(c.rank, out); }));
   if (c.shared) {
-    files.push_back(write("state.pt", encode(*c.shared)));
+    files.push_back(write("state.pt", [&](const ByteSink& out) { encode_to(*c.shared, out); }));
     // for Python: torch.load, and how the raw data became the inputs (json.load)
-    files.push_back(write("model.pt", weights_bytes(c.model_kind, c.shared->model)));
-    files.push_back(write("preprocess.json", c.preprocess));
+    files.push_back(write(
+        "model.pt", [&](const ByteSink& out) { weights_to(c.model_kind, c.shared->model, out); }));
+    files.push_back(write("preprocess.json", [&](const ByteSink& out) {
+      out(c.preprocess.data(), c.preprocess.size());
+    }));
   }
   return files;
 }

@@ -139,13 +139,21 @@ bool has_marker(const std::string& checkpoint) {
 MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
                                  const std::string& content,
                                  const std::function<void(size_t)>& pace) {
+  return write_checkpoint_file(
+      checkpoint, name, [&content](const ByteSink& out) { out(content.data(), content.size()); },
+      pace);
+}
+
+MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
+                                 const ContentWriter& produce,
+                                 const std::function<void(size_t)>& pace) {
   MarkedFile f;
   f.name = name;
-  f.bytes = static_cast<int64_t>(content.size());
   uint32_t crc = 0;
-  write_file_atomic(join_path(checkpoint, name), content, [&crc, &pace](const char* p, size_t n) {
+  write_file_atomic(join_path(checkpoint, name), produce, [&](const char* p, size_t n) {
     if (pace) pace(n);
     crc = crc32_of(p, n, crc);
+    f.bytes += static_cast<int64_t>(n);
   });
   f.hash = crc;
   return f;

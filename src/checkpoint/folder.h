@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "util/fs.h"
+
 namespace dtrain::detail {
 
 struct MarkedFile {
@@ -59,6 +61,10 @@ bool has_marker(const std::string& checkpoint);
 // `pace` (if set) is called with each piece's size (up to 8 MB) before the piece is written.
 MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
                                  const std::string& content,
+                                 const std::function<void(size_t)>& pace = {});
+// As above, the contents streamed from `produce` (util/fs.h): never held whole in memory.
+MarkedFile write_checkpoint_file(const std::string& checkpoint, const std::string& name,
+                                 const ContentWriter& produce,
                                  const std::function<void(size_t)>& pace = {});
 // Entries as text, one line each, and back: how each rank hands rank 0 the entries of the files
 // it wrote (gather_strings). Parsing names `where` when the text is not such lines.

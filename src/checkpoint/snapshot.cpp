@@ -5,6 +5,14 @@
 
 namespace dtrain::detail {
 
+at::Tensor& HostSnapshot::take(const at::Tensor& t, const at::Device& device) {
+  if (next_ == buffers_.size()) buffers_.emplace_back();
+  at::Tensor& b = buffers_[next_++];
+  if (!b.defined() || b.sizes() != t.sizes() || b.scalar_type() != t.scalar_type())
+    b = host_buffer(t.sizes(), t.scalar_type(), device);
+  return b;
+}
+
 NamedTensors HostSnapshot::copy(const NamedTensors& tensors, const at::Device& device) {
   NamedTensors out;
   out.reserve(tensors.size());
@@ -13,14 +21,16 @@ NamedTensors HostSnapshot::copy(const NamedTensors& tensors, const at::Device& d
       out.emplace_back(name, t);
       continue;
     }
-    if (next_ == buffers_.size()) buffers_.emplace_back();
-    at::Tensor& b = buffers_[next_++];
-    if (!b.defined() || b.sizes() != t.sizes() || b.scalar_type() != t.scalar_type())
-      b = host_buffer(t.sizes(), t.scalar_type(), device);
+    at::Tensor& b = take(t, device);
     b.copy_(t, /*non_blocking=*/t.is_cuda());
     out.emplace_back(name, b);
   }
   return out;
+}
+
+void HostSnapshot::reserve(const NamedTensors& tensors, const at::Device& device) {
+  for (const auto& entry : tensors)
+    if (entry.second.defined()) take(entry.second, device);
 }
 
 std::shared_ptr<void> HostSnapshot::finish(const at::Device& device) const {

@@ -2,7 +2,8 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include "checkpoint/pickle_reader.h"
 #include "checkpoint/torch_file.h"
@@ -27,9 +28,30 @@ c10::Dict<std::string, at::Tensor> tensor_dict(const NamedTensors& ts) {
   return d;
 }
 
-std::string to_bytes(const Dict& d) {
-  const std::vector<char> v = torch::jit::pickle_save(c10::IValue(d));
-  return std::string(v.begin(), v.end());
+// torch::pickle_save's archive, streamed: the pickle, then each tensor's storage as a record
+// "data/<i>" in the pickle's order, then "data.pkl".
+void write_pickled(const Dict& d, const ByteSink& out) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&pickle](const char* p, size_t n) { pickle.insert(pickle.end(), p, p + n); });
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(d));
+  pickler.stop();
+  write_archive(out, [&](caffe2::serialize::PyTorchStreamWriter& writer) {
+    size_t i = 0;
+    for (const at::Tensor& t : pickler.tensorData()) {
+      const torch::jit::WriteableTensorData data = torch::jit::getWriteableTensorData(t);
+      writer.writeRecord("data/" + std::to_string(i++), data.data(), data.sizeInBytes());
+    }
+    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  });
+}
+
+template <class State>
+std::string to_string_of(const State& s) {
+  std::string out;
+  encode_to(s, [&out](const char* data, size_t n) { out.append(data, n); });
+  return out;
 }
 
 using Kind = PickleValue::Kind;
@@ -130,7 +152,7 @@ std::map<std::string, std::string> config_values(const Config& cfg) {
   return out;
 }
 
-std::string encode(const SharedState& s) {
+void encode_to(const SharedState& s, const ByteSink& out) {
   Dict d = new_dict();
   d.insert("format", kSharedFormat);
   const LoopPosition& p = s.position;
@@ -165,10 +187,10 @@ std::string encode(const SharedState& s) {
   c10::Dict<std::string, std::string> hooks;
   for (const auto& [k, v] : s.hooks) hooks.insert(k, v);
   d.insert("hooks", hooks);
-  return to_bytes(d);
+  write_pickled(d, out);
 }
 
-std::string encode(const RankState& s) {
+void encode_to(const RankState& s, const ByteSink& out) {
   Dict d = new_dict();
   d.insert("format", kRankFormat);
   d.insert("rank", static_cast<int64_t>(s.rank));
@@ -177,8 +199,11 @@ std::string encode(const RankState& s) {
   d.insert("cpu_rng", s.cpu_rng);
   if (s.cuda_rng.defined()) d.insert("cuda_rng", s.cuda_rng);
   if (!s.optimizer_shard.empty()) d.insert("optimizer_shard", tensor_dict(s.optimizer_shard));
-  return to_bytes(d);
+  write_pickled(d, out);
 }
+
+std::string encode(const SharedState& s) { return to_string_of(s); }
+std::string encode(const RankState& s) { return to_string_of(s); }
 
 SharedState decode_shared(const std::string& bytes, const std::string& file) {
   const Reader r(from_bytes(bytes, file, kSharedFormat), file);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dtrain/records.h"
+#include "util/fs.h"
 
 namespace dtrain {
 class Config;
@@ -67,6 +68,11 @@ std::string rank_file_name(int rank);
 // Every key of `cfg` with its value as text (the schema's order, in a map).
 std::map<std::string, std::string> config_values(const Config& cfg);
 
+// A state's file: torch::pickle_save's archive of the dict, its bytes made piece by piece into
+// `out` (the tensors' data straight from their memory: a state of gigabytes is never copied
+// whole), or as one string.
+void encode_to(const SharedState& s, const ByteSink& out);
+void encode_to(const RankState& s, const ByteSink& out);
 std::string encode(const SharedState& s);
 std::string encode(const RankState& s);
 // Decoding checks the format and every field; an Error names `file` and what is wrong. Bounded

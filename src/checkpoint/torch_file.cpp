@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -82,6 +83,12 @@ std::string first_line_of(const c10::Error& e) { return first_line(e.what_withou
 }  // namespace
 
 std::string torch_save_bytes(const NamedTensors& tensors) {
+  std::string out;
+  torch_save_to(tensors, [&out](const char* data, size_t n) { out.append(data, n); });
+  return out;
+}
+
+void torch_save_to(const NamedTensors& tensors, const ByteSink& out) {
   PickleWriter p;
   p.op('\x80'), p.raw<uint8_t>(2);  // PROTO 2
   p.empty_ordered_dict();
@@ -118,18 +125,36 @@ std::string torch_save_bytes(const NamedTensors& tensors) {
   p.op('u');  // SETITEMS
   p.op('.');  // STOP
 
-  std::string out;
-  caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, size_t n) {
-    out.append(static_cast<const char*>(data), n);
-    return n;
+  write_archive(out, [&](caffe2::serialize::PyTorchStreamWriter& writer) {
+    writer.writeRecord("data.pkl", p.bytes().data(), p.bytes().size());
+    writer.writeRecord("byteorder", "little", 6);
+    for (size_t k = 0; k < records.size(); ++k) {
+      writer.writeRecord("data/" + std::to_string(k), records[k].data_ptr(), records[k].nbytes());
+    }
   });
-  writer.writeRecord("data.pkl", p.bytes().data(), p.bytes().size());
-  writer.writeRecord("byteorder", "little", 6);
-  for (size_t k = 0; k < records.size(); ++k) {
-    writer.writeRecord("data/" + std::to_string(k), records[k].data_ptr(), records[k].nbytes());
+}
+
+void write_archive(const ByteSink& out,
+                   const std::function<void(caffe2::serialize::PyTorchStreamWriter&)>& records) {
+  std::exception_ptr failure;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
+      if (failure) return n;  // dropped: the archive is lost already
+      try {
+        out(static_cast<const char*>(data), n);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      return n;
+    });
+    try {
+      records(writer);
+      writer.writeEndOfFile();
+    } catch (...) {
+      if (!failure) throw;
+    }
   }
-  writer.writeEndOfFile();
-  return out;
+  if (failure) std::rethrow_exception(failure);
 }
 
 namespace {

@@ -17,10 +17,17 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "util/fs.h"
+
+namespace caffe2::serialize {
+class PyTorchStreamWriter;
+}
 
 namespace dtrain::detail {
 
@@ -31,6 +38,15 @@ using PickleRef = std::shared_ptr<PickleValue>;
 // The bytes of torch.save(OrderedDict(tensors)): each tensor as a CPU contiguous copy; entries
 // that are the same tensor (tied weights) share one storage, as they do in Python.
 std::string torch_save_bytes(const NamedTensors& tensors);
+// The same bytes, handed to `out` as they are made (a file streamed: util/fs.h).
+void torch_save_to(const NamedTensors& tensors, const ByteSink& out);
+
+// A zip archive in torch.save's container (caffe2's PyTorchStreamWriter) streamed to `out`:
+// `records` writes the records, then the archive is finished. An exception from `out` (a failed
+// write) is kept while the writer finishes (it must not see one: its destructor would throw),
+// the pieces after it dropped, and thrown here at the end.
+void write_archive(const ByteSink& out,
+                   const std::function<void(caffe2::serialize::PyTorchStreamWriter&)>& records);
 
 // The dict of name -> tensor in a file written by torch.save (or torch_save_bytes), in the
 // file's order; CPU tensors. An Error naming `path` when the file is missing, not a zip archive

@@ -78,10 +78,16 @@ std::string dtype_str(const at::Tensor& t) { return at::toString(t.scalar_type()
 
 }  // namespace
 
-std::string weights_bytes(const std::string& model_kind, const NamedTensors& tensors) {
+void weights_to(const std::string& model_kind, const NamedTensors& tensors, const ByteSink& out) {
   NamedTensors named;
   for (const Entry& e : entries(model_kind, tensors)) named.emplace_back(e.name, e.tensor);
-  return torch_save_bytes(named);
+  torch_save_to(named, out);
+}
+
+std::string weights_bytes(const std::string& model_kind, const NamedTensors& tensors) {
+  std::string out;
+  weights_to(model_kind, tensors, [&out](const char* data, size_t n) { out.append(data, n); });
+  return out;
 }
 
 std::string weights_bytes(Model& model) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dtrain/models.h"
+#include "util/fs.h"
 
 namespace dtrain::detail {
 
@@ -28,6 +29,10 @@ std::string weights_bytes(Model& model);
 // give them (dtrain's names) of a model whose Module::name() is `model_kind`.
 std::string weights_bytes(const std::string& model_kind,
                           const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+// The same bytes, handed to `out` as they are made (a file streamed: util/fs.h).
+void weights_to(const std::string& model_kind,
+                const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                const ByteSink& out);
 
 // The model's tensors as weights_bytes(model_kind, tensors) takes them: named_parameters() then
 // named_buffers(), dtrain's names, the model's own tensors (not copies).

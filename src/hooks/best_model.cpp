@@ -105,6 +105,11 @@ class BestModel : public Hook {
       async_ = background_saves(run.config->checkpoint, run.device);
       device_ = run.device;
       preprocess_ = preprocess_json(run.data, run.config->data);
+      // The weights' host buffers, allocated now rather than in the first better evaluation.
+      if (async_ && (run.test_samples > 0 || run.config->data.val_fraction > 0)) {
+        snapshot_.begin();
+        snapshot_.reserve(weight_tensors(model_), device_);
+      }
       const std::string saved = join_path(dir_, "best.json");
       if (!run.resumed_from.empty() && path_exists(saved)) {
         const auto j = nlohmann::json::parse(read_file(saved), nullptr, /*allow_exceptions=*/false);
@@ -244,7 +249,8 @@ class BestModel : public Hook {
       std::shared_ptr<void> copied = snapshot_.finish(device_);
       writer_.start([dir, weights = std::move(weights), copied, kind = model_.name(), write_rest] {
         wait_for_mark(copied);  // the device-to-host copies are done
-        write_file_atomic(join_path(dir, "model.pt"), weights_bytes(kind, weights));
+        write_file_atomic(join_path(dir, "model.pt"),
+                          [&](const ByteSink& out) { weights_to(kind, weights, out); }, {});
         write_rest();
       });
     }

@@ -9,8 +9,9 @@
 // rank 0 alone once wrote the whole state gathered from them.
 //
 // Note [background saves]: with checkpoint.async (auto: on CUDA ranks) the saving step only
-// copies the state into host memory (checkpoint/snapshot.h: buffers allocated at the first save
-// and reused, page-locked for a GPU, the copies queued on the training stream) and hands it to a
+// copies the state into host memory (checkpoint/snapshot.h: buffers allocated before the first
+// step (Hook::prepare_save) and reused, page-locked for a GPU, the copies queued on the training
+// stream) and hands it to a
 // thread that encodes, hashes and writes this rank's files (checkpoint/background_write.h) while
 // training goes on. The marker still comes last and is agreed: from the next step on, every
 // step boundary adds to a small all-reduce on the control plane whether this rank's write has
@@ -90,6 +91,22 @@ class CheckpointWriter : public Hook {
     if (run.rank == 0) preprocess_ = preprocess_json(run.data, run.config->data);
   }
 
+  // The host buffers of a background save, allocated once before training (page-locking them
+  // in the first save's step would stall it: 0.7 s for GPT-2 124M's 1.4 GB).
+  void prepare_save(const TrainState& s) override {
+    if (folder_.empty() || !async_) return;
+    const auto t0 = Clock::now();
+    capture(s, "", /*allocate_only=*/true);
+    if (s.rank == 0 && snapshot_.bytes() > 0) {
+      reported_bytes_ = snapshot_.bytes();
+      log::info("checkpoint.async: " + format("%.1f", reported_bytes_ / 1e6) + " MB of " +
+                (pinned_ ? "page-locked " : "") +
+                "host memory allocated to hold the state while it is written (rank 0; " +
+                format("%.2f", seconds_since(t0)) +
+                " s, before the first step; reused by every save)");
+    }
+  }
+
   bool on_save(const TrainState& s) override {
     if (folder_.empty()) return false;
     control_ = s.control;
@@ -155,11 +172,18 @@ class CheckpointWriter : public Hook {
     std::string reason;
   };
 
-  // What the files will hold, with every tensor copied to this rank's host buffers.
-  CapturedCheckpoint capture(const TrainState& s, const std::string& dir) {
+  // What the files will hold, with every tensor copied to this rank's host buffers
+  // (`allocate_only`: the buffers allocated, nothing copied, the result not for writing).
+  CapturedCheckpoint capture(const TrainState& s, const std::string& dir,
+                             bool allocate_only = false) {
     // With a sharded optimizer each rank writes its own shard's entries into its rank file, all
     // ranks at once (Note [sharded optimizer]); otherwise rank 0 the whole state into state.pt.
     const bool sharded = s.optimizer_is_shard;
+    auto copy = [&](const NamedTensors& tensors) {
+      if (!allocate_only) return snapshot_.copy(tensors, s.device);
+      snapshot_.reserve(tensors, s.device);
+      return NamedTensors{};
+    };
     snapshot_.begin();
     CapturedCheckpoint c;
     c.dir = dir;
@@ -171,21 +195,22 @@ class CheckpointWriter : public Hook {
     c.rank.cpu_rng = generator_state(at::detail::getDefaultCPUGenerator());
     if (s.device.is_cuda())
       c.rank.cuda_rng = generator_state(at::globalContext().defaultGenerator(s.device));
-    if (sharded) c.rank.optimizer_shard = snapshot_.copy(s.optimizer->state(), s.device);
+    if (sharded) c.rank.optimizer_shard = copy(s.optimizer->state());
     if (s.rank == 0) {
       SharedState st = shared(s);
-      st.model = snapshot_.copy(weight_tensors(*s.model), s.device);
+      st.model = copy(weight_tensors(*s.model));
       if (sharded) {
         st.optimizer_shards = s.world;
       } else {
-        st.optimizer = snapshot_.copy(s.optimizer->state(), s.device);
+        st.optimizer = copy(s.optimizer->state());
       }
-      if (s.scaler) st.scaler = snapshot_.copy(s.scaler->state(), s.device);
-      st.ema = snapshot_.copy(s.ema, s.device);
+      if (s.scaler) st.scaler = copy(s.scaler->state());
+      st.ema = copy(s.ema);
       c.shared = std::move(st);
       c.model_kind = s.model->name();
       c.preprocess = preprocess_;
     }
+    if (allocate_only) return c;
     c.copied = snapshot_.finish(s.device);
     if (async_ && s.rank == 0 && snapshot_.bytes() != reported_bytes_) {
       reported_bytes_ = snapshot_.bytes();

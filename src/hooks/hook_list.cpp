@@ -81,6 +81,11 @@ void HookList::on_eval(const EvalRecord& record, LoopControl& control) {
   each("hooks: on_eval", record.step, &control, [&](Hook& h) { h.on_eval(record, control); });
 }
 
+void HookList::prepare_save(const TrainState& state) {
+  each("hooks: prepare_save", state.position.step, nullptr,
+       [&](Hook& h) { h.prepare_save(state); });
+}
+
 bool HookList::on_save(const TrainState& state) {
   bool saved = false;
   each("hooks: on_save", state.position.step, nullptr,

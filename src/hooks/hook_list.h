@@ -27,6 +27,7 @@ class HookList {
   void on_step_begin(int64_t step);
   void on_step(const StepRecord& record, LoopControl& control);
   void on_eval(const EvalRecord& record, LoopControl& control);
+  void prepare_save(const TrainState& state);
   // Whether any hook wrote the state.
   bool on_save(const TrainState& state);
   // Every hook's state() by name, those that give "" left out (TrainState::hook_states).

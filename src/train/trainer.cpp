@@ -173,6 +173,8 @@ struct Trainer::Impl::Fit {
   // save or the end reads them, when steps have run since the last time (Note [BatchNorm on N
   // ranks]; a collective, at the same point on every rank).
   void one_set_of_statistics();
+  // What a save writes, for on_save() and prepare_save() (no hook states: save() adds them).
+  TrainState train_state(int asked_by, const std::string& reason);
   void save(int asked_by, const std::string& reason);
   // Carries out what the ranks agreed on; whether training stops.
   bool act(const detail::Agreed& a);
@@ -290,6 +292,7 @@ Trainer::Impl::Fit::Fit(Impl& impl, detail::StartUp s)
     window.restore(from->position, from->saved_world);
   }
   loader.emplace(m.train, std::move(plan.batches), m.loader_options(), std::move(plan.epochs));
+  m.hooks.prepare_save(train_state(-1, "before the first step"));
 }
 
 RunInfo Trainer::Impl::Fit::run_info() const {
@@ -387,8 +390,7 @@ void Trainer::Impl::Fit::one_set_of_statistics() {
   averaged_at = at.step();
 }
 
-void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
-  one_set_of_statistics();
+TrainState Trainer::Impl::Fit::train_state(int asked_by, const std::string& reason) {
   TrainState st;
   st.position = position();
   st.epoch = at.epoch() + 1;
@@ -402,6 +404,12 @@ void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
   st.device = m.ctx.device;
   st.rank = rank, st.world = world;
   st.asked_by = asked_by, st.reason = reason;
+  return st;
+}
+
+void Trainer::Impl::Fit::save(int asked_by, const std::string& reason) {
+  one_set_of_statistics();
+  TrainState st = train_state(asked_by, reason);
   st.hook_states = m.hooks.states(at.step());
   const bool written = m.hooks.on_save(st);
   if (written) at.saved();

@@ -22,6 +22,19 @@ void write_file_atomic(const std::string& path, const std::string& content);
 using ChunkObserver = std::function<void(const char* data, size_t size)>;
 void write_file_atomic(const std::string& path, const std::string& content,
                        const ChunkObserver& on_chunk);
+// Bytes handed on piece by piece, in order: a file's contents as an encoder produces them.
+using ByteSink = std::function<void(const char* data, size_t size)>;
+// What writes a file's whole contents into the sink it is given, in one call.
+using ContentWriter = std::function<void(const ByteSink& out)>;
+// write_file_atomic with the contents streamed from `produce` (called once), so a file of any
+// size is never held whole in memory; `on_chunk` sees each piece (at most 8 MiB) before it is
+// written. An Error `produce` throws removes path.tmp and goes on. On Linux the pages written
+// go to the disk as they pile up (every 64 MiB, sync_file_range) and leave the page cache once
+// there (posix_fadvise), so a checkpoint of gigabytes holds no gigabytes of dirty pages and
+// pushes no other file (the training data) out of the cache; the fsync at the end then finds
+// little left to write.
+void write_file_atomic(const std::string& path, const ContentWriter& produce,
+                       const ChunkObserver& on_chunk);
 
 // A file written piece by piece (a log of records), with POSIX calls so that every failure is
 // seen: a failed open, write or close is a dtrain::Error naming the file and the OS reason

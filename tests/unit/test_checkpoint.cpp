@@ -3,6 +3,7 @@
 // marker, pruning never touches the newest complete checkpoint, and decoding names the file;
 // and an early stop's end holds on resume under its own rule only (src/train/resume.h).
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <fstream>
 #include <string>
@@ -222,6 +223,13 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   const std::string bytes = d::encode(s);
   msg = message_of([&] { d::decode_shared(bytes.substr(0, bytes.size() - 20), "x/state.pt"); });
   EXPECT_NE(msg.find("x/state.pt"), std::string::npos) << msg;
+
+  // The streamed archive is torch::pickle_save's: LibTorch's own reader opens it.
+  const c10::impl::GenericDict dict =
+      torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+  EXPECT_EQ(dict.at("step").toInt(), 42);
+  EXPECT_TRUE(
+      at::equal(dict.at("model").toGenericDict().at("fc.weight").toTensor(), s.model[0].second));
 }
 
 TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {

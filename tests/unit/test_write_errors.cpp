@@ -1,4 +1,5 @@
-// Files dtrain writes (config.yaml through write_file_atomic, metrics.jsonl through OutputFile)
+// Files dtrain writes (config.yaml through write_file_atomic, checkpoints streamed through it,
+// metrics.jsonl through OutputFile)
 // turn every failed write, fsync, close or rename into an Error naming the file and the OS
 // reason. /dev/full answers every write with ENOSPC, as a full disk does; a symbolic link to it
 // stands in for the file.
@@ -8,7 +9,11 @@
 #include <cstring>
 #include <string>
 
+#include <ATen/ATen.h>
+
+#include "checkpoint/torch_file.h"
 #include "dtrain/config.h"
+#include "dtrain/error.h"
 #include "dtrain/hooks.h"
 #include "dtrain/records.h"
 #include "hooks/standard.h"
@@ -59,6 +64,62 @@ TEST(WriteErrors, AtomicWriteStillWrites) {
   dtrain::detail::write_file_atomic(dir.file("a.yaml"), "run: {}\n");
   EXPECT_EQ(read_text(dir.file("a.yaml")), "run: {}\n");
   EXPECT_FALSE(exists(dir.file("a.yaml.tmp")));
+}
+
+// A file streamed from its encoder: past the 64 MiB at which its pages are handed to the disk,
+// in pieces of every size, the bytes read back are the bytes produced.
+TEST(WriteErrors, StreamedAtomicWriteWritesEveryPieceInOrder) {
+  TempDir dir;
+  std::string expected;
+  dtrain::detail::write_file_atomic(
+      dir.file("big.pt"),
+      [&](const dtrain::detail::ByteSink& out) {
+        for (size_t n :
+             {size_t{1}, size_t{30} << 20, size_t{3}, size_t{50} << 20, size_t{9} << 20}) {
+          const std::string piece(n, static_cast<char>('a' + expected.size() % 26));
+          out(piece.data(), piece.size());
+          expected += piece;
+        }
+      },
+      {});
+  EXPECT_EQ(read_text(dir.file("big.pt")), expected);
+  EXPECT_FALSE(exists(dir.file("big.pt.tmp")));
+}
+
+// A full disk under a streamed archive (a checkpoint's state.pt, model.pt) is the write's Error
+// naming the file, not the archive writer's, and never a throw from its destructor.
+TEST(WriteErrors, StreamedArchiveOnAFullDiskNamesFileAndReason) {
+  TempDir dir;
+  ASSERT_EQ(::symlink("/dev/full", dir.file("model.pt.tmp").c_str()), 0);
+  const dtrain::detail::NamedTensors tensors = {{"w", at::ones({1 << 20})}};
+  expect_all(message_of([&] {
+               dtrain::detail::write_file_atomic(dir.file("model.pt"),
+                                                 [&](const dtrain::detail::ByteSink& out) {
+                                                   dtrain::detail::torch_save_to(tensors, out);
+                                                 },
+                                                 {});
+             }),
+             {dir.file("model.pt.tmp"), "write failed", kNoSpace});
+  EXPECT_FALSE(exists(dir.file("model.pt")));
+  EXPECT_FALSE(exists(dir.file("model.pt.tmp")));
+}
+
+// An encoder that fails leaves the file as it was and no temporary behind.
+TEST(WriteErrors, StreamedAtomicWriteWhoseEncoderFailsKeepsTheOldFile) {
+  TempDir dir;
+  dtrain::detail::write_file_atomic(dir.file("state.pt"), "old");
+  expect_all(message_of([&] {
+               dtrain::detail::write_file_atomic(dir.file("state.pt"),
+                                                 [](const dtrain::detail::ByteSink& out) {
+                                                   out("new", 3);
+                                                   throw dtrain::Error("encoding failed",
+                                                                       "state.pt");
+                                                 },
+                                                 {});
+             }),
+             {"encoding failed"});
+  EXPECT_EQ(read_text(dir.file("state.pt")), "old");
+  EXPECT_FALSE(exists(dir.file("state.pt.tmp")));
 }
 
 TEST(WriteErrors, OutputFileOnAFullDiskNamesFileAndReason) {
