@@ -41,6 +41,9 @@ def main():
         stalls = [sum(t[s + k] - typical for k in (1, 2, 3)) for s in saves]
         beside = [t[s + k] for s in saves for k in range(1, a.every + 1) if s + k in t]
         rate = typical / statistics.mean(beside) if beside else float("nan")
+        if not stalls:  # too few steps after the warm-up for a save
+            print(f"| {path} | 0 | - | - | - |")
+            continue
         print(f"| {path} | {len(saves)} | {statistics.median(stalls) * 1e3:.0f} | "
               f"{max(stalls) * 1e3:.0f} | {rate * 100:.1f}% |")
 
