@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/folder.h"
+#include "checkpoint/snapshot.h"
 #include "checkpoint/state.h"
 #include "dtrain/config.h"
 #include "dtrain/error.h"
@@ -230,6 +231,38 @@ TEST(CheckpointState, RoundTripsAndNamesTheFileWhenItCannot) {
   EXPECT_EQ(dict.at("step").toInt(), 42);
   EXPECT_TRUE(
       at::equal(dict.at("model").toGenericDict().at("fc.weight").toTensor(), s.model[0].second));
+}
+
+// The host buffers of background saves (Note [background saves]): reserved before the first step,
+// they are the very buffers every save copies into; only a tensor whose shape or dtype changed
+// gets a new one.
+TEST(HostSnapshot, ReservedBuffersAreTheOnesEverySaveCopiesInto) {
+  const at::Device cpu(at::kCPU);
+  d::NamedTensors state = {{"w", at::arange(6, at::kFloat).reshape({2, 3})},
+                           {"unset", at::Tensor()},
+                           {"step", at::scalar_tensor(4.0, at::kDouble)}};
+  d::HostSnapshot snapshot;
+  snapshot.begin();
+  snapshot.reserve(state, cpu);
+  EXPECT_EQ(snapshot.bytes(), 6 * 4 + 8);
+  snapshot.begin();
+  const d::NamedTensors first = snapshot.copy(state, cpu);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_FALSE(first[1].second.defined());
+  EXPECT_TRUE(at::equal(first[0].second, state[0].second));
+  EXPECT_NE(first[0].second.data_ptr(), state[0].second.data_ptr());  // a copy, not the tensor
+  state[0].second.add_(1);
+  snapshot.begin();
+  const d::NamedTensors second = snapshot.copy(state, cpu);
+  EXPECT_EQ(second[0].second.data_ptr(), first[0].second.data_ptr());  // the same buffer
+  EXPECT_EQ(second[2].second.data_ptr(), first[2].second.data_ptr());
+  EXPECT_TRUE(at::equal(second[0].second, state[0].second));
+  EXPECT_EQ(snapshot.bytes(), 6 * 4 + 8);
+  state[0].second = at::zeros({4}, at::kDouble);  // a changed shape and dtype: a new buffer
+  snapshot.begin();
+  const d::NamedTensors third = snapshot.copy(state, cpu);
+  EXPECT_EQ(third[0].second.scalar_type(), at::kDouble);
+  EXPECT_EQ(snapshot.bytes(), 4 * 8 + 8);
 }
 
 TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {
