@@ -179,7 +179,10 @@ slurm_held() { [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reas
 # Slurm holds a requeued job for 2 minutes before it may start again (its BeginTime); the tests
 # release it at once, as an administrator can: once the job is held (its last run's steps may
 # still be ending) and the steps of its last run are gone (what Slurm's hold waits for: a step of
-# the same id started while the old one still cleans up fails to launch).
+# the same id started while the old one still cleans up fails to launch). slurmctld may set the
+# hold again after the release, when the requeue's last piece completes (seen once in CI: the job
+# then waited its whole 2 minutes), so the release repeats while the job is held, until it leaves
+# PENDING (60 s at most; the caller checks that it started).
 slurm_release() {
   for _ in $(seq 1 120); do slurm_held "$1" && break; sleep 0.5; done
   slurm_held "$1" || fail "job $1 is not held after its requeue (state $(job_field "$1" JobState), reason $(job_field "$1" Reason))"
@@ -187,7 +190,12 @@ slurm_release() {
     pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
     sleep 0.25
   done
-  scontrol update jobid="$1" starttime=now
+  local i
+  for i in $(seq 0 239); do
+    [[ $(job_field "$1" JobState) == PENDING ]] || return 0
+    if ((i % 4 == 0)) && slurm_held "$1"; then scontrol update jobid="$1" starttime=now; fi
+    sleep 0.25
+  done
 }
 
 joblog() { tail -n 40 "$tmp/$1.log" >&2 || true; }
