@@ -84,12 +84,17 @@ signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1]
   grep -q "resumed from $ck at step $step" "$tmp/$name-resume.out" ||
     { show "$name-resume"; fail "$name: the resumed run does not say where it resumed from"; }
   [[ -s $tmp/runs/$name/model.pt ]] || fail "$name: the resumed run ended without model.pt"
-  run 120 "$name-whole" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
-    run.name="$name-whole" train.epochs=$epochs
-  [[ $rc == 0 ]] || { show "$name-whole"; fail "$name: the uninterrupted run failed (exit $rc)"; }
+  # The uninterrupted run of that length, shared by the cases that stopped in the same epoch (the
+  # same command but run.name, which changes no result).
+  local whole=whole-np$np-e$epochs
+  if [[ ! -d $tmp/runs/$whole ]]; then
+    run 120 "$whole" "$mpiexec" "${mpi_flags[@]}" -np "$np" "$bin" "$cfg" "${common[@]}" \
+      run.name="$whole" train.epochs=$epochs
+    [[ $rc == 0 ]] || { show "$whole"; fail "$name: the uninterrupted run failed (exit $rc)"; }
+  fi
   local end
   end=$(printf 'step-%09d' $((epochs * 128)))
-  same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$name-whole/checkpoints/$end"
+  same_model "$tmp/runs/$name/checkpoints/$end" "$tmp/runs/$whole/checkpoints/$end"
   echo "$name: $sig to $who stopped at step $step with exit 75; resumed to step $((epochs * 128)) = uninterrupted"
 }
 

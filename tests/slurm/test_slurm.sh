@@ -11,7 +11,10 @@
 #   e. `scancel` of that job while it trains again (SIGTERM to its tasks): a checkpoint, which a
 #      new job resumes, ending with the same model and optimizer state as (a), bit for bit;
 #   c. a real time limit (--time=1 --signal=USR1@50) with nobody sending a signal: the same cycle
-#      (as many times as the limit strikes), ending equal to an uninterrupted job of its length;
+#      (as many times as the limit strikes), ending equal to (a), the uninterrupted job of its
+#      length. slurmctld checks time limits every 30 s, so the signal comes 10 to 40 s after a
+#      start: this job's checkpoints are paced (checkpoint.write_mb_per_s, about 1.2 s each) so that
+#      it outlasts that while its ranks mostly wait, and it runs beside (a), (d), (b) and (e);
 #   d. `srun --mpi=none` (DTRAIN_SRUN_ARGS): an error naming the task and the fix, exit 1 (a task
 #      srun ends first, once the other exited, says nothing: 143), nothing trained, the run
 #      directory of (a) unchanged.
@@ -25,7 +28,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../e2e/common.sh"
 source "$here/cluster.sh"
 e2e_setup slurm
-trap 'slurm_cluster_stop "$tmp/"; rm -rf "$tmp"' EXIT
+releaser=
+trap '[[ -z $releaser ]] || kill "$releaser" 2>/dev/null; slurm_cluster_stop "$tmp/"; rm -rf "$tmp"' EXIT
 e2e_torch_python
 export DTRAIN_BIN=$bin
 # Two ranks of one job share the 2-core CI machine with a second job's: a rank that waits in MPI
@@ -36,23 +40,26 @@ slurm_cluster_start "$tmp/cluster" 8
 cfg=$src/configs/synthetic_linear.yaml
 # 128 steps per epoch (global batch 128, 64 per rank); one thread per rank, so that every job
 # computes alike wherever Slurm puts it.
-common=(run.dir="$tmp/runs" run.threads=1 run.log_every=500 data.workers=0 train.eval=false
-        run.timeout_s=60)
+common=(run.threads=1 run.log_every=500 data.workers=0 train.eval=false run.timeout_s=60)
 short=(train.epochs=40)  # 5,120 steps: about 8 s on 2 CPU ranks
-long=(train.epochs=150)  # 19,200 steps: about 30 s alone, longer beside another job
+# (c): the same steps, each epoch's checkpoint (rank 0 writes 15 kB) paced to about 1.2 s: about
+# 55 s uninterrupted, most of it waiting.
+paced=("${short[@]}" checkpoint.write_mb_per_s=0.012)
 
-# submit LOG [sbatch options] -- [overrides]: the job id. The job's output goes to $tmp/LOG.log.
+# submit LOG [sbatch options] -- [overrides]: the job id. The job's output goes to $tmp/LOG.log, its
+# run under $runs ($tmp/runs; (c) has a folder of its own, so that (d) finds $tmp/runs unchanged).
+runs=$tmp/runs
 submit() {
   local log=$1 opts=()
   shift
   while [[ $1 != -- ]]; do opts+=("$1"); shift; done
   shift
   (cd "$src" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 \
-    --output="$tmp/$log.log" "${opts[@]}" launch/dtrain-slurm.sbatch "$cfg" "${common[@]}" "$@") |
-    cut -d';' -f1
+    --output="$tmp/$log.log" "${opts[@]}" launch/dtrain-slurm.sbatch "$cfg" run.dir="$runs" \
+    "${common[@]}" "$@") | cut -d';' -f1
 }
-# final RUN: the run's newest checkpoint folder.
-final() { ls -d "$tmp/runs/$1/checkpoints"/step-* | sort | tail -1; }
+# final RUN [RUNS]: the run's newest checkpoint folder.
+final() { ls -d "${2:-$tmp/runs}/$1/checkpoints"/step-* | sort | tail -1; }
 ended() { wait_job_state "$1" "$2" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY; }
 # wait_log LOG SECS TEXT: until the job's output holds TEXT.
 wait_log() {
@@ -65,6 +72,21 @@ wait_log() {
 }
 held() { slurm_held "$1"; }
 release() { slurm_release "$1"; }
+
+# ---- c, started first: a real time limit; whoever requeues it, the releaser below starts it again --
+timed=$(runs=$tmp/timed_runs submit timed --time=1 --signal=USR1@50 -- run.name=timed "${paced[@]}")
+# In the background while (a), (d), (b) and (e) run: release each requeue of job $timed at once,
+# until it ends (slurm_release: once the steps of its last run are gone).
+(
+  for _ in $(seq 1 1200); do
+    case $(job_field "$timed" JobState) in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) exit 0 ;;
+    esac
+    held "$timed" && release "$timed"
+    sleep 0.5
+  done
+) &
+releaser=$!
 
 # ---- a. a job that trains to its end -----------------------------------------------------------
 plain=$(submit plain -- run.name=plain "${short[@]}")
@@ -134,20 +156,13 @@ same_model "$(final preempt)" "$end_plain"
 echo "ok e: scancel -> checkpoint at step $step_e; job $again resumed it; the result equals job $plain's"
 
 # ---- c. a real time limit: Slurm's own USR1, requeue, resume, until done --------------------------
-whole=$(submit whole -- run.name=whole "${long[@]}")
-timed=$(submit timed --time=1 --signal=USR1@50 -- run.name=timed "${long[@]}")
-for _ in $(seq 1 1200); do
-  state=$(job_field "$timed" JobState)
-  held "$timed" && release "$timed"
-  [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED || $state == TIMEOUT ]] && break
-  sleep 0.5
-done
+wait "$releaser" || true
+releaser=
+state=$(job_field "$timed" JobState)
 [[ $state == COMPLETED ]] || { joblog timed; fail "c: job $timed ended $state"; }
 restarts=$(job_field "$timed" Restarts)
 ((restarts >= 1)) || { joblog timed; fail "c: the time limit never stopped job $timed (restarts $restarts)"; }
 log_has timed "stopped by SIGUSR1 after step" "requeueing job $timed" "restart $restarts)" "dtrain: exit 0"
-ended "$whole" 240
-[[ $(job_field "$whole" JobState) == COMPLETED ]] || { joblog whole; fail "c: job $whole ended $(job_field "$whole" JobState)"; }
-same_model "$(final timed)" "$(final whole)"
-echo "ok c: job $timed: the time limit stopped it $restarts time(s) (steps $(sed -nE 's/.*stopped by SIGUSR1 after step ([0-9]+).*/\1/p' "$tmp/timed.log" | tr '\n' ' ')), each resumed; the result equals job $whole's"
+same_model "$(final timed "$tmp/timed_runs")" "$end_plain"
+echo "ok c: job $timed: the time limit stopped it $restarts time(s) (steps $(sed -nE 's/.*stopped by SIGUSR1 after step ([0-9]+).*/\1/p' "$tmp/timed.log" | tr '\n' ' ')), each resumed; the result equals job $plain's"
 echo "PASS"
