@@ -55,12 +55,22 @@ has() {
   done
 }
 
-# e2e_torch_python: $py is the reference Python (DTRAIN_REF_PYTHON, else Debian's /usr/bin/python3),
-# which must import torch (Debian's python3-torch).
+# e2e_torch_python: $py runs the reference Python (DTRAIN_REF_PYTHON, else Debian's
+# /usr/bin/python3), which must have torch (Debian's python3-torch): `"$py" - ARGS <<'PY'` and
+# `"$py" -c CODE ARGS` as with that Python itself, each script in a fork of a server that imported
+# torch once for the test (tests/support/ref_python.py).
+# $pyexe is that Python itself, for a script that must be the process it starts (exec, setsid).
 e2e_torch_python() {
-  py=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
-  "$py" -c 'import torch' 2>/dev/null ||
-    fail "$py cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+  local ref=${DTRAIN_REF_PYTHON:-/usr/bin/python3}
+  pyexe=$ref
+  "$ref" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null ||
+    fail "$ref cannot import torch: install Debian's python3-torch (apt-get install python3-torch)"
+  local server=$src/tests/support/ref_python.py
+  "$ref" "$server" serve "$tmp/ref_python.sock" </dev/null >>"$tmp/ref_python.log" 2>&1 &
+  py=$tmp/python
+  printf '#!/bin/sh\nexec '\''%s'\'' -S '\''%s'\'' run '\''%s'\'' '\''%s'\'' "$@"\n' \
+    "$ref" "$server" "$tmp/ref_python.sock" "$ref" >"$py"
+  chmod +x "$py"
 }
 
 # e2e_fashion_mnist [FILE]: $data is the Fashion-MNIST folder (DTRAIN_FASHION_MNIST, else Debian's

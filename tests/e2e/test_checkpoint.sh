@@ -37,7 +37,7 @@ signal_case() {
   if [[ $who == ctrl-c ]]; then
     # As from a terminal: launch/mpirun-local.sh in a session of its own with SIGINT at its
     # default (a background job of a script would ignore it), then SIGINT to the whole group.
-    DTRAIN_BIN=$bin timeout -k 10 120 "$py" -c 'import os, signal, sys
+    DTRAIN_BIN=$bin timeout -k 10 120 "$pyexe" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
       bash "$src/launch/mpirun-local.sh" "$np" "$cfg" "${common[@]}" \
       run.name="$name" train.epochs=300 >"$tmp/$name.out" 2>"$tmp/$name.err" &
