@@ -168,11 +168,25 @@ def serve(sock_path):
             if os.getppid() != parent or not os.path.exists(sock_path):
                 return
             continue
+        # A caller that went away (or never sends) costs this request only, never the next ones.
+        conn.settimeout(10)
+        fds = []
+        try:
+            message, fds, _, _ = socket.recv_fds(conn, 1 << 22, 3)
+            while message and not message.endswith(b"\n"):
+                part = conn.recv(1 << 22)
+                if not part:
+                    break
+                message += part
+            request = json.loads(message) if message.endswith(b"\n") else None
+        except (OSError, ValueError):
+            request = None
+        if request is None:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            continue
         conn.settimeout(None)
-        message, fds, _, _ = socket.recv_fds(conn, 1 << 22, 3)
-        while not message.endswith(b"\n"):
-            message += conn.recv(1 << 22)
-        request = json.loads(message)
         if not ready or len(fds) != 3 or startup_env(request["env"]) != env:
             conn.sendall(b'{"fallback": true}\n')
             for fd in fds:
