@@ -179,10 +179,10 @@ slurm_held() { [[ $(job_field "$1" JobState) == PENDING && $(job_field "$1" Reas
 # Slurm holds a requeued job for 2 minutes before it may start again (its BeginTime); the tests
 # release it at once, as an administrator can: once the job is held (its last run's steps may
 # still be ending) and the steps of its last run are gone (what Slurm's hold waits for: a step of
-# the same id started while the old one still cleans up fails to launch). slurmctld may set the
-# hold again after the release, when the requeue's last piece completes (seen once in CI: the job
-# then waited its whole 2 minutes), so the release repeats while the job is held, until it leaves
-# PENDING (60 s at most; the caller checks that it started).
+# the same id started while the old one still cleans up fails to launch). Once in CI a released
+# job did not start within 60 s, most likely held again by slurmctld when the requeue's last piece
+# completed; so the release repeats while the job is held, until it leaves PENDING (60 s at most;
+# the caller checks that it started).
 slurm_release() {
   for _ in $(seq 1 120); do slurm_held "$1" && break; sleep 0.5; done
   slurm_held "$1" || fail "job $1 is not held after its requeue (state $(job_field "$1" JobState), reason $(job_field "$1" Reason))"

@@ -59,7 +59,7 @@ submit() {
     "${common[@]}" "$@") | cut -d';' -f1
 }
 # final RUN [RUNS]: the run's newest checkpoint folder.
-final() { ls -d "${2:-$tmp/runs}/$1/checkpoints"/step-* | sort | tail -1; }
+final() { ls -d "${2:-$runs}/$1/checkpoints"/step-* | sort | tail -1; }
 ended() { wait_job_state "$1" "$2" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY; }
 # wait_log LOG SECS TEXT: until the job's output holds TEXT.
 wait_log() {
