@@ -20,13 +20,13 @@ namespace {
 using test::kGpu;
 using test::max_rel;
 
-struct Case {
+struct LayerNormCase {
   int64_t width;
   at::ScalarType residual;  // Undefined: no residual
   Precision autocast;
 };
 
-void check_layer_norm(const Case& k) {
+void check_layer_norm(const LayerNormCase& k) {
   const std::string name =
       "C=" + std::to_string(k.width) +
       " r=" + (k.residual == at::ScalarType::Undefined ? "none" : at::toString(k.residual)) +
