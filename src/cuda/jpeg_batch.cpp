@@ -3,7 +3,8 @@
 //
 // A batch goes in chunks. For each: the chunk's resampling jobs and taps are written to a pinned
 // staging buffer and copied to the device buffer in one copy; nvJPEG's batched decode writes each
-// image, whole, as its Y, Cb and Cr planes into the device buffer; the two resampling passes
+// image (whole, or the box jpeg_roi() set: nvjpegDecodeBatchedEx with each image's ROI) as its Y,
+// Cb and Cr planes into the device buffer; the two resampling passes
 // (resample.cu) go through a row buffer into the batch's output; then the thread waits on an
 // event (a blocking wait, not a spin: the loader threads share the run's few cores) before it
 // reuses the buffers. The chunks and their layout in the two buffers: jpeg_chunks.h.
@@ -22,6 +23,8 @@
 
 namespace dtrain::detail {
 namespace {
+
+constexpr nvjpeg::Status kNotDecoded = -1;  // not an nvJPEG status: a chunk not tried
 
 void check_nvjpeg(nvjpeg::Status s, const char* what) {
   if (s != nvjpeg::kSuccess)
@@ -46,9 +49,14 @@ struct JpegBatchDecoder::Impl {
   std::vector<const unsigned char*> data;
   std::vector<size_t> lengths;
   std::vector<nvjpeg::Image> dest;
+  // Region decodes: one parameter set per place in a chunk, made as chunks grow; `roi_failed`
+  // once a region decode failed (roi() is false from then on: whole images only).
+  std::vector<nvjpeg::DecodeParams> params;
+  bool roi_failed = false;
 
   ~Impl() {
     if (done != nullptr) cudaEventSynchronize(done);
+    for (nvjpeg::DecodeParams p : params) api->params_destroy(p);
     if (parsed != nullptr) api->stream_destroy(parsed);
     if (state != nullptr) api->state_destroy(state);
     if (handle != nullptr) api->destroy(handle);
@@ -113,6 +121,11 @@ JpegBatchDecoder::~JpegBatchDecoder() = default;
 
 const char* JpegBatchDecoder::backend() const { return impl_->hardware ? "hardware" : "CUDA"; }
 
+bool JpegBatchDecoder::roi() const {
+  const Impl& m = *impl_;
+  return m.hardware && m.api->batched_ex != nullptr && !m.roi_failed;
+}
+
 bool JpegBatchDecoder::supports(const uint8_t* data, size_t size) {
   Impl& m = *impl_;
   if (!m.hardware) return true;
@@ -162,11 +175,35 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images,
         d.pitch[p] = static_cast<size_t>(jobs[k].pitch[p]);
     }
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(m.dev, m.host, staged, cudaMemcpyHostToDevice, stream));
-    nvjpeg::Status rc =
-        m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1, nvjpeg::kOutputYuv);
-    if (rc == nvjpeg::kSuccess)
+    const bool boxes = std::any_of(images.begin() + static_cast<std::ptrdiff_t>(i),
+                                   images.begin() + static_cast<std::ptrdiff_t>(e),
+                                   [](const GpuJpeg& g) { return g.roi_width > 0; });
+    // Boxes after a region decode failed (earlier in this batch) go to the CPU as well.
+    nvjpeg::Status rc = boxes && !roi()
+                            ? kNotDecoded
+                            : m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1,
+                                                        nvjpeg::kOutputYuv);
+    if (rc == nvjpeg::kSuccess && boxes) {
+      while (m.params.size() < n) {
+        nvjpeg::DecodeParams p = nullptr;
+        check_nvjpeg(m.api->params_create(m.handle, &p), "nvjpegDecodeParamsCreate");
+        m.params.push_back(p);
+      }
+      for (size_t k = 0; k < n && rc == nvjpeg::kSuccess; ++k) {
+        const GpuJpeg& g = images[i + k];
+        rc = g.roi_width > 0
+                 ? m.api->params_set_roi(m.params[k], g.roi_x, g.roi_y, g.roi_width, g.roi_height)
+                 : m.api->params_set_roi(m.params[k], 0, 0, -1, -1);
+      }
+      if (rc == nvjpeg::kSuccess)
+        rc = m.api->batched_ex(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(),
+                               m.params.data(), stream);
+      // Decoded on the CPU below, as a refused chunk is; later batches go whole.
+      if (rc != nvjpeg::kSuccess) m.roi_failed = true;
+    } else if (rc == nvjpeg::kSuccess) {
       rc =
           m.api->batched(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(), stream);
+    }
     if (rc != nvjpeg::kSuccess) {
       for (size_t k = i; k < e; ++k) refused.push_back(k);
     } else {

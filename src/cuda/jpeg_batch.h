@@ -30,9 +30,11 @@ struct DecodeMemory {
 };
 DecodeMemory decode_memory();
 
-// One JPEG of a batch and how it becomes size x size pixels: nvJPEG decodes the whole image at
-// full size into its Y, Cb and Cr planes (src/cuda/resample_pixel.h's jpeg_planes(): 1.5 bytes a
-// pixel for 4:2:0 where interleaved RGB takes 3, and no conversion pass of nvJPEG's own), then
+// One JPEG of a batch and how it becomes size x size pixels: nvJPEG decodes the image at full
+// size into its Y, Cb and Cr planes (src/cuda/resample_pixel.h's jpeg_planes(): 1.5 bytes a
+// pixel for 4:2:0 where interleaved RGB takes 3, and no conversion pass of nvJPEG's own), whole,
+// or only the box (roi_x, roi_y, roi_width, roi_height) when roi_width > 0 (jpeg_roi() in
+// src/cuda/jpeg_roi.h; left and top then count from the box's corner), then
 // two passes of PIL's bilinear filter (the taps of src/data/images/image_transforms.h, computed on
 // the host) read the region [left, left + ...) x [top, ...) of it, converting each pixel to RGB as
 // libjpeg-turbo does: a horizontal pass over the region's rows [rows_first, rows_end) into size
@@ -48,6 +50,8 @@ struct GpuJpeg {
   // Cb's and Cr's subsampling against Y as shifts (4:2:0: 1 and 1; 4:2:2: 1 and 0; 4:4:4: 0).
   int32_t shift_x[2] = {0, 0}, shift_y[2] = {0, 0};
   int32_t left = 0, top = 0;
+  // The box nvJPEG decodes, in the whole image's pixels; roi_width 0: the whole image.
+  int32_t roi_x = 0, roi_y = 0, roi_width = 0, roi_height = 0;
   int32_t rows_first = 0, rows_end = 0;
   int32_t h_ksize = 0, v_ksize = 0;
   int64_t taps = 0;  // offset of this image's taps in the table (int32 elements)
@@ -70,6 +74,10 @@ class JpegBatchDecoder {
 
   // "hardware" (the GPU's JPEG engines) or "CUDA" (nvJPEG's CUDA decoder).
   const char* backend() const;
+  // Whether run() decodes only the box of an image whose roi_width is set (the hardware decoder,
+  // with nvJPEG's nvjpegDecodeBatchedEx and its decode parameters' ROI); where not, the caller
+  // leaves roi_width 0 and every image is decoded whole.
+  bool roi() const;
   // Whether this decoder can take the JPEG: with the hardware backend, nvJPEG's own verdict on
   // the parsed stream (nvjpegDecodeBatchedSupported); the CUDA backend takes every stream the
   // caller's frame check passed (src/data/images/gpu_decode.cpp).

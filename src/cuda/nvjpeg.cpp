@@ -80,6 +80,14 @@ Loaded load() {
   bind(lib, "nvjpegDecodeBatchedSupported", a.batched_supported, missing);
   std::string optional;  // only a faster parse for the hardware decoder's check
   bind(lib, "nvjpegJpegStreamParseHeader", a.stream_parse_header, optional);
+  std::string no_roi;  // the region decode: all four, or none
+  bind(lib, "nvjpegDecodeParamsCreate", a.params_create, no_roi);
+  bind(lib, "nvjpegDecodeParamsDestroy", a.params_destroy, no_roi);
+  bind(lib, "nvjpegDecodeParamsSetROI", a.params_set_roi, no_roi);
+  bind(lib, "nvjpegDecodeBatchedEx", a.batched_ex, no_roi);
+  if (!no_roi.empty())
+    a.params_create = nullptr, a.params_destroy = nullptr, a.params_set_roi = nullptr,
+    a.batched_ex = nullptr;
   if (!missing.empty()) {
     l.text = "the nvJPEG found lacks " + missing;
     return l;  // the library stays open: harmless, and never opened twice

@@ -44,9 +44,10 @@ struct PinnedAllocator {  // nvjpegPinnedAllocator_t
   int (*pinned_free)(void*);
 };
 
-using Handle = void*;  // nvjpegHandle_t
-using State = void*;   // nvjpegJpegState_t
-using Stream = void*;  // nvjpegJpegStream_t
+using Handle = void*;        // nvjpegHandle_t
+using State = void*;         // nvjpegJpegState_t
+using Stream = void*;        // nvjpegJpegStream_t
+using DecodeParams = void*;  // nvjpegDecodeParams_t
 
 struct Api {
   Status (*get_property)(int type, int* value);
@@ -69,6 +70,15 @@ struct Api {
   // null where the library lacks it (then stream_parse).
   Status (*stream_parse_header)(Handle handle, const unsigned char* data, size_t length,
                                 Stream stream);
+  // The batched decode of a region of each image (nvJPEG 11.6 and later: nvjpegDecodeBatchedEx
+  // with per-image nvjpegDecodeParams_t, the ROI set by nvjpegDecodeParamsSetROI; 0, 0, -1, -1 is
+  // the whole image); all four null where the library lacks one of them (then whole images).
+  Status (*params_create)(Handle handle, DecodeParams* params);
+  Status (*params_destroy)(DecodeParams params);
+  Status (*params_set_roi)(DecodeParams params, int offset_x, int offset_y, int width, int height);
+  Status (*batched_ex)(Handle handle, State state, const unsigned char* const* data,
+                       const size_t* lengths, Image* destinations, DecodeParams* params,
+                       cudaStream_t stream);
 };
 
 // The loaded library (null when absent) and, either way, what nvjpeg_status() reports.

@@ -20,7 +20,8 @@
 
 namespace dtrain::cuda {
 
-// One image: nvJPEG's planar output of the whole image, Y at plane[0] and, for a color image,
+// One image: nvJPEG's planar output of the image (or of its box: src/cuda/jpeg_roi.h, whose
+// MCU-aligned corner keeps the shifts below), Y at plane[0] and, for a color image,
 // Cb and Cr at plane[1] and plane[2] (subsampled: pixel (x, y)'s chroma is at (x >> shift_x[c],
 // y >> shift_y[c]), the replication nvJPEG's own conversion does), rows `pitch` bytes apart; the
 // region starts at pixel (left, top); `mid` holds `rows` rows of size * 3 bytes (region rows
@@ -38,25 +39,28 @@ struct ResampleJob {
   int32_t h_ksize, v_ksize, rows_first, rows, flip, pad;
 };
 
-// Where `g`'s width x height image lies in its decode buffer: Y (width x height) at offset 0, then
-// Cb and Cr at their subsampled sizes (rounded up); `bytes` in all, at most width * height * 3.
+// Where `g`'s decoded image (width x height, or its box roi_width x roi_height where set) lies in
+// its decode buffer: Y at offset 0, then Cb and Cr at their subsampled sizes (rounded up); `bytes`
+// in all, at most width * height * 3.
 struct JpegPlanes {
   int64_t offset[3], pitch[3], rows[3];
   int64_t bytes;
 };
 inline JpegPlanes jpeg_planes(const detail::GpuJpeg& g) {
   JpegPlanes p{};
+  const int64_t width = g.roi_width > 0 ? g.roi_width : g.width;
+  const int64_t height = g.roi_width > 0 ? g.roi_height : g.height;
   for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) {
     const int sx = c == 0 ? 0 : g.shift_x[c - 1], sy = c == 0 ? 0 : g.shift_y[c - 1];
     p.offset[c] = p.bytes;
-    p.pitch[c] = ((static_cast<int64_t>(g.width) - 1) >> sx) + 1;
-    p.rows[c] = ((static_cast<int64_t>(g.height) - 1) >> sy) + 1;
+    p.pitch[c] = ((width - 1) >> sx) + 1;
+    p.rows[c] = ((height - 1) >> sy) + 1;
     p.bytes += p.pitch[c] * p.rows[c];
   }
   return p;
 }
 
-// The job of `g` (src/cuda/jpeg_batch.h), whose whole image, decoded as jpeg_planes() lays it
+// The job of `g` (src/cuda/jpeg_batch.h), whose image (or box), decoded as jpeg_planes() lays it
 // out, is at `image`, whose taps are at `taps` (g.taps counted already), and whose output batch is
 // `batch`.
 inline ResampleJob resample_job(const detail::GpuJpeg& g, uint8_t* image, uint8_t* mid,

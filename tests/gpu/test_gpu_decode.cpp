@@ -1,7 +1,8 @@
 // data.decode gpu (Note [GPU decoding]) against the CPU path, image by image, on JPEGs written
 // here with libjpeg-turbo (4:2:0, 4:2:2, 4:4:4, grayscale; several sizes, both orientations):
 // training crops and flips and evaluation crops within the stated bounds of the CPU path with
-// data.scaled_decode false and true, also through the Loader's threads; a PNG and a progressive
+// data.scaled_decode false and true, also through the Loader's threads; decoding only the box a
+// crop reads gives the whole image's bytes; a PNG and a progressive
 // JPEG through the CPU and counted; a truncated JPEG an error naming it; the decoders' memory the
 // same after five epochs as after one; the decode rate printed (GpuDecode.Throughput, which also
 // times a folder of one's own: DTRAIN_DECODE_BENCH_DIR=<image folder>, its train/ split).
@@ -18,6 +19,8 @@
 
 #include "cuda/device.h"
 #include "cuda/jpeg_batch.h"
+#include "cuda/jpeg_roi.h"
+#include "cuda/resample_pixel.h"
 #include "data/images/gpu_decode.h"
 #include "data/splits.h"
 #include "dtrain/data/loader.h"
@@ -278,6 +281,70 @@ TEST(GpuDecode, DamagedJpegIsAnErrorNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find(f.path("train/c0/cut.jpg")), std::string::npos)
         << e.what();
   }
+}
+
+// Region decoding (src/cuda/jpeg_roi.h) against whole images, through one decoder: random crops
+// and flips of JPEGs of every sampling and several sizes (odd ones too) give the same bytes from
+// their boxes as from the whole images, and nvJPEG refuses none of either.
+TEST(GpuDecode, BoxDecodesGiveTheWholeImagesBytes) {
+  SKIP_WITHOUT_NVJPEG();
+  detail::JpegBatchDecoder decoder(0);
+  if (!decoder.roi())
+    GTEST_SKIP() << "nvJPEG's " << decoder.backend() << " decoder decodes no regions here";
+  const int64_t size = 112, n = 24;
+  const int sizes[][2] = {{500, 375}, {375, 500}, {640, 427}, {221, 163}, {1024, 683}, {131, 301}};
+  const int samplings[] = {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_GRAY};
+  std::vector<std::vector<uint8_t>> files;
+  files.reserve(static_cast<size_t>(n));  // the GpuJpegs point into them
+  std::vector<detail::GpuJpeg> whole, boxed;
+  std::vector<int32_t> taps;
+  detail::ResampleTaps h_taps, v_taps;
+  int boxes = 0;
+  for (int i = 0; i < n; ++i) {
+    const int w = sizes[i % 6][0], h = sizes[i % 6][1];
+    files.push_back(jpeg_of(picture(w, h, static_cast<uint32_t>(i)), w, h, samplings[i % 4], 0));
+    detail::SampleRandom random(7, 1, i);
+    const detail::CropBox c =
+        detail::random_resized_crop(w, h, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
+    const detail::ResamplePlan plan{
+        c,
+        {0, 0, static_cast<double>(c.width), static_cast<double>(c.height)},
+        size,
+        size,
+        {0, 0, size, size},
+        i % 2 == 1};
+    detail::GpuJpeg g = detail::gpu_jpeg(w, h, plan, size, taps, h_taps, v_taps);
+    g.data = files.back().data(), g.size = files.back().size(), g.slot = i;
+    detail::set_planes(detail::jpeg_frame(g.data, g.size), g);
+    whole.push_back(g);
+    detail::jpeg_roi(g, taps.data() + g.taps, size);
+    boxes += g.roi_width > 0 ? 1 : 0;
+    boxed.push_back(g);
+  }
+  EXPECT_GE(boxes, n / 2) << "most random crops leave part of the image out";
+  const auto decode = [&](const std::vector<detail::GpuJpeg>& jpegs, const char* what) {
+    at::Tensor out = at::zeros({n, 3, size, size}, at::TensorOptions(at::kByte).device(at::kCUDA));
+    const std::vector<size_t> refused =
+        decoder.run(jpegs, taps, size, out.data_ptr<uint8_t>(), nullptr);
+    EXPECT_TRUE(refused.empty()) << refused.size() << " images refused, decoded " << what;
+    return out.cpu();
+  };
+  const at::Tensor from_boxes = decode(boxed, "from their boxes");
+  const at::Tensor from_whole = decode(whole, "whole");
+  for (int64_t k = 0; k < n; ++k)
+    EXPECT_TRUE(at::equal(from_boxes[k], from_whole[k]))
+        << "image " << k << ": box " << boxed[k].roi_x << "," << boxed[k].roi_y << " "
+        << boxed[k].roi_width << "x" << boxed[k].roi_height << " of " << boxed[k].width << "x"
+        << boxed[k].height << ", largest difference "
+        << (from_boxes[k].to(at::kInt) - from_whole[k].to(at::kInt)).abs().max().item<int>();
+  std::printf("box decodes: %d of %lld images in a box, their planes %.0f%% of the whole images'\n",
+              boxes, static_cast<long long>(n), [&] {
+                double part = 0, all = 0;
+                for (int64_t k = 0; k < n; ++k)
+                  part += static_cast<double>(cuda::jpeg_planes(boxed[k]).bytes),
+                      all += static_cast<double>(cuda::jpeg_planes(whole[k]).bytes);
+                return 100 * part / all;
+              }());
 }
 
 TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {

@@ -5,8 +5,9 @@
 // the Resampler's bytes exactly on the same pixels converted to RGB, for training crops (shrunk,
 // enlarged, the identity; flipped or not) and evaluation crops. The conversion with chroma
 // replicated is libjpeg-turbo's own: its decode with fast upsampling equals the kernels' pixel
-// conversion of its raw planes, byte for byte. The kernels themselves run in the gpu tier
-// (tests/gpu/test_gpu_decode.cpp).
+// conversion of its raw planes, byte for byte. Each sample's bytes are the same again from only
+// the box jpeg_roi() gives it (src/cuda/jpeg_roi.h), its planes cut from the whole image's. The
+// kernels themselves run in the gpu tier (tests/gpu/test_gpu_decode.cpp).
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
@@ -15,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/jpeg_roi.h"
 #include "cuda/resample_pixel.h"
 #include "data/images/gpu_decode.h"
 #include "data/images/image_transforms.h"
@@ -80,10 +82,50 @@ std::vector<uint8_t> kernels_on_host(GpuJpeg g, const std::vector<int32_t>& taps
   return {batch.begin() + 3 * size * size, batch.end()};
 }
 
+// The same sample decoded only in its box (src/cuda/jpeg_roi.h): the box's planes cut out of the
+// whole image's, and the kernels' bytes from them; the box within the image, on whole MCUs (or
+// the image's edge), around every pixel the taps read, and its planes smaller than the image's.
+// Returns whether the sample got a box (a crop of the whole image gets none).
+bool expect_box_gives_the_same(const GpuJpeg& g, const std::vector<int32_t>& taps,
+                               const std::vector<uint8_t>& whole, int64_t size,
+                               const std::vector<uint8_t>& expected) {
+  GpuJpeg r = g;
+  dtrain::detail::jpeg_roi(r, taps.data() + g.taps, size);
+  if (r.roi_width == 0) return false;
+  const int mx = 8 << (g.planes == 1 ? 0 : std::max(g.shift_x[0], g.shift_x[1]));
+  const int my = 8 << (g.planes == 1 ? 0 : std::max(g.shift_y[0], g.shift_y[1]));
+  EXPECT_EQ(r.roi_x % mx, 0);
+  EXPECT_EQ(r.roi_y % my, 0);
+  EXPECT_TRUE((r.roi_x + r.roi_width) % mx == 0 || r.roi_x + r.roi_width == g.width);
+  EXPECT_TRUE((r.roi_y + r.roi_height) % my == 0 || r.roi_y + r.roi_height == g.height);
+  EXPECT_LE(r.roi_x + r.roi_width, g.width);
+  EXPECT_LE(r.roi_y + r.roi_height, g.height);
+  EXPECT_EQ(r.left + r.roi_x, g.left);
+  EXPECT_EQ(r.top + r.roi_y, g.top);
+  EXPECT_GE(r.top + r.rows_first, 0);
+  EXPECT_LE(r.top + r.rows_end, r.roi_height);
+  const dtrain::cuda::JpegPlanes from = dtrain::cuda::jpeg_planes(g);
+  const dtrain::cuda::JpegPlanes to = dtrain::cuda::jpeg_planes(r);
+  EXPECT_LT(to.bytes, from.bytes);
+  std::vector<uint8_t> box(static_cast<size_t>(to.bytes));
+  for (int c = 0; c < (g.planes == 1 ? 1 : 3); ++c) {
+    const int sx = c == 0 ? 0 : g.shift_x[c - 1], sy = c == 0 ? 0 : g.shift_y[c - 1];
+    for (int64_t y = 0; y < to.rows[c]; ++y)
+      std::copy_n(
+          whole.data() + from.offset[c] + ((r.roi_y >> sy) + y) * from.pitch[c] + (r.roi_x >> sx),
+          to.pitch[c], box.data() + to.offset[c] + y * to.pitch[c]);
+  }
+  EXPECT_EQ(kernels_on_host(r, taps, box, size), expected)
+      << "box " << r.roi_x << "," << r.roi_y << " " << r.roi_width << "x" << r.roi_height;
+  return true;
+}
+
 struct Case {
   int64_t width, height;
   ResamplePlan plan;
 };
+
+int g_boxes = 0;  // samples decoded in a box as well
 
 // sampling: 444, 422, 420 or 1 (grayscale).
 void expect_same(const Case& c, int64_t size, int sampling = 444) {
@@ -103,6 +145,7 @@ void expect_same(const Case& c, int64_t size, int sampling = 444) {
       << "sampling " << sampling << " region " << q.region.left << "," << q.region.top << " "
       << q.region.width << "x" << q.region.height << " grid " << q.grid_width << "x"
       << q.grid_height << " flip " << q.flip;
+  g_boxes += expect_box_gives_the_same(g, taps, p.bytes, size, cpu) ? 1 : 0;
 }
 
 TEST(GpuTaps, TrainingCropsAreTheResamplersBytes) {
@@ -147,6 +190,24 @@ TEST(GpuTaps, SubsampledAndGrayPlanesAreTheResamplersBytes) {
       expect_same({120, 90, {{0, 0, 90, 120}, {0, 0, 120, 90}, s, s, {0, 0, s, s}, flip}}, s,
                   sampling);
     }
+}
+
+// Random crops of a larger image (odd sizes: the boxes meet the right and bottom edges), every
+// sampling: decoding only the box gives the whole image's bytes (expect_same checks each sample
+// both ways), and most samples get a box.
+TEST(GpuTaps, BoxDecodesGiveTheWholeImagesBytes) {
+  const int64_t s = 24;
+  for (int sampling : {444, 422, 420, 1}) {
+    const int before = g_boxes;
+    for (int64_t i = 0; i < 12; ++i) {
+      dtrain::detail::SampleRandom random(5, 2, i);
+      const CropBox c =
+          dtrain::detail::random_resized_crop(301, 203, {0.08, 1.0}, {0.75, 4.0 / 3}, random);
+      const auto w = static_cast<double>(c.width), h = static_cast<double>(c.height);
+      expect_same({301, 203, {c, {0, 0, w, h}, s, s, {0, 0, s, s}, i % 2 == 1}}, s, sampling);
+    }
+    EXPECT_GE(g_boxes - before, 8) << "sampling " << sampling;
+  }
 }
 
 // libjpeg-turbo decoding with chroma replicated (TJFLAG_FASTUPSAMPLE: its merged or simple

@@ -13,6 +13,7 @@ JpegBatchDecoder::JpegBatchDecoder(int) {
 }
 JpegBatchDecoder::~JpegBatchDecoder() = default;
 const char* JpegBatchDecoder::backend() const { return "none"; }
+bool JpegBatchDecoder::roi() const { return false; }
 bool JpegBatchDecoder::supports(const uint8_t*, size_t) { return false; }
 std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>&, const std::vector<int32_t>&,
                                           int64_t, uint8_t*, void*) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "cuda/jpeg_roi.h"
 #include "cuda/streams.h"
 #include "dtrain/error.h"
 
@@ -209,6 +210,7 @@ void GpuImageBatch::add(int64_t k, size_t n, int64_t width, int64_t height,
   GpuJpeg g = gpu_jpeg(width, height, plan, size_, taps_, h_, v_);
   g.data = bytes_[static_cast<size_t>(k)].data();
   set_planes(jpeg_frame(g.data, n), g);
+  if (decoder_->roi()) jpeg_roi(g, taps_.data() + g.taps, size_);
   g.size = n;
   g.slot = k;
   jpegs_.push_back(g);

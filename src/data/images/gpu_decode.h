@@ -20,8 +20,11 @@ namespace dtrain::detail {
 // Note [GPU decoding]: with data.decode gpu the image folder's loader threads only read the
 // files and their headers and draw each sample's crop and flip (the CPU path's draws, from
 // (run.seed, epoch, index)); nvJPEG decodes the JPEGs of the batch on the GPU (its batched decoder:
-// the hardware JPEG engines where the GPU has them, its CUDA decoder otherwise), whole and at full
-// size, into their Y, Cb and Cr planes, and CUDA kernels convert them to RGB as libjpeg-turbo does
+// the hardware JPEG engines where the GPU has them, its CUDA decoder otherwise) at full size into
+// their Y, Cb and Cr planes, each image whole or, with the hardware decoder where nvJPEG decodes
+// regions, only the MCU-aligned box around what its crop reads (src/cuda/jpeg_roi.h: a
+// random-resized crop keeps about half an image; the same bytes come out either way), and CUDA
+// kernels convert them to RGB as libjpeg-turbo does
 // (chroma replicated) and resample them with the CPU path's PIL bilinear taps (computed on the
 // host by the same plan_taps and uploaded) into the uint8 (N, 3, S, S) batch on the device, which
 // the loader hands on without a copy (Note [uint8 pixels]). The work runs on the loader thread's
@@ -33,7 +36,7 @@ namespace dtrain::detail {
 // against libjpeg-turbo's interpolating "fancy" upsampling; the color conversion is the same),
 // a few levels (tests/gpu/test_gpu_decode.cpp states the bounds). libjpeg-turbo's scaled decoding
 // has no nvJPEG counterpart: with data.scaled_decode true the CPU path decodes large photos at
-// 1/2 .. 1/8 and the GPU path still decodes them whole, so the two differ a little more (the
+// 1/2 .. 1/8 and the GPU path still decodes them at full size, so the two differ a little more (the
 // bounds for that case are looser); the crops and flips are the same either way.
 // Files nvJPEG does not take go through the CPU path, and are counted: PNGs; JPEGs that are not
 // baseline or extended sequential Huffman with 8-bit samples and 1 or 3 components (progressive,
