@@ -177,6 +177,9 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
            deadline_s;
   };
   const cudnnDataType_t F = CUDNN_DATA_FLOAT;
+  // The BatchNorm prologue's intermediates: fp32, except in fp16, where cuDNN's older fusion
+  // engines (its "support surface 70", the one with GenStats) take only fp16 tensors there.
+  const cudnnDataType_t mid = type_ == CUDNN_DATA_HALF ? CUDNN_DATA_HALF : F;
   const int64_t pad = s_.r / 2;
 
   // The plain operations, kept as the references' plans.
@@ -247,7 +250,7 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
   for (int kind = 0; kind < 2 && !late(); ++kind) {
     Graph g;
     TensorP x = g.tensor(xd(), type_), sc = g.tensor(cd(), type_), bc = g.tensor(cd(), type_);
-    TensorP t1 = g.tensor(xd(), F, true), t2 = g.tensor(xd(), F, true),
+    TensorP t1 = g.tensor(xd(), mid, true), t2 = g.tensor(xd(), mid, true),
             a = g.tensor(xd(), type_, true);
     TensorP w = g.tensor(wd(), type_), y = g.tensor(yd(), type_);
     g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
@@ -319,7 +322,7 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
     const std::vector<float> ref = download(wdw, out);
     Graph g;
     TensorP x = g.tensor(xd(), type_), sc = g.tensor(cd(), type_), bc = g.tensor(cd(), type_);
-    TensorP t1 = g.tensor(xd(), F, true), t2 = g.tensor(xd(), F, true),
+    TensorP t1 = g.tensor(xd(), mid, true), t2 = g.tensor(xd(), mid, true),
             a = g.tensor(xd(), type_, true);
     TensorP dy = g.tensor(yd(), type_), dw = g.tensor(wd(), type_);
     g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
