@@ -157,6 +157,22 @@ class Probe {
   void all(double deadline_s, std::chrono::steady_clock::time_point t0);
 
  private:
+  // BatchNorm's apply on x as a convolution's prologue: a = relu(x * sc + bc), its intermediates
+  // virtual in `mid`.
+  struct Prologue {
+    TensorP x, sc, bc, a;
+  };
+  Prologue prologue(Graph& g, cudnnDataType_t mid) {
+    Prologue p;
+    p.x = g.tensor(xd(), type_), p.sc = g.tensor(cd(), type_), p.bc = g.tensor(cd(), type_);
+    TensorP t1 = g.tensor(xd(), mid, true), t2 = g.tensor(xd(), mid, true);
+    p.a = g.tensor(xd(), type_, true);
+    g.pointwise(CUDNN_POINTWISE_MUL, p.x, p.sc, t1);
+    g.pointwise(CUDNN_POINTWISE_ADD, t1, p.bc, t2);
+    g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, nullptr, p.a);
+    return p;
+  }
+
   const char* dtype() const { return type_ == CUDNN_DATA_HALF ? "fp16" : "bf16"; }
   static std::string fmt(double v) {
     char b[32];
@@ -249,18 +265,13 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
   }
   for (int kind = 0; kind < 2 && !late(); ++kind) {
     Graph g;
-    TensorP x = g.tensor(xd(), type_), sc = g.tensor(cd(), type_), bc = g.tensor(cd(), type_);
-    TensorP t1 = g.tensor(xd(), mid, true), t2 = g.tensor(xd(), mid, true),
-            a = g.tensor(xd(), type_, true);
+    const Prologue pro = prologue(g, mid);
     TensorP w = g.tensor(wd(), type_), y = g.tensor(yd(), type_);
-    g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
-    g.pointwise(CUDNN_POINTWISE_ADD, t1, bc, t2);
-    g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, nullptr, a);
-    g.conv(0, a, w, y, g.conv_desc(s_.stride, pad));
+    g.conv(0, pro.a, w, y, g.conv_desc(s_.stride, pad));
     TensorP sum = kind == 1 ? g.tensor(kd(), F) : nullptr,
             sq = kind == 1 ? g.tensor(kd(), F) : nullptr;
     if (kind == 1) g.genstats(y, sum, sq);
-    upload(x, in_.x), upload(w, in_.w), upload(sc, in_.sc), upload(bc, in_.bc);
+    upload(pro.x, in_.x), upload(w, in_.w), upload(pro.sc, in_.sc), upload(pro.bc, in_.bc);
     const Result r = run(g, [&](Result& r) {
       const std::vector<float> yv = download(y);
       r.err = rel_err(yv, ya_ref);
@@ -321,15 +332,10 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
     rerun(bwd_filter, wgrad.best, {{wx->uid, a_dev}, {wdw->uid, out}});
     const std::vector<float> ref = download(wdw, out);
     Graph g;
-    TensorP x = g.tensor(xd(), type_), sc = g.tensor(cd(), type_), bc = g.tensor(cd(), type_);
-    TensorP t1 = g.tensor(xd(), mid, true), t2 = g.tensor(xd(), mid, true),
-            a = g.tensor(xd(), type_, true);
+    const Prologue pro = prologue(g, mid);
     TensorP dy = g.tensor(yd(), type_), dw = g.tensor(wd(), type_);
-    g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
-    g.pointwise(CUDNN_POINTWISE_ADD, t1, bc, t2);
-    g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, nullptr, a);
-    g.conv(2, a, dy, dw, g.conv_desc(s_.stride, pad));
-    upload(x, in_.x), upload(sc, in_.sc), upload(bc, in_.bc), upload(dy, in_.dy);
+    g.conv(2, pro.a, dy, dw, g.conv_desc(s_.stride, pad));
+    upload(pro.x, in_.x), upload(pro.sc, in_.sc), upload(pro.bc, in_.bc), upload(dy, in_.dy);
     print("wgrad_pro", run(g, [&](Result& r) { r.err = rel_err(download(dw), ref); }), wgrad.ms);
   }
   for (void* p : scratch) CU(cudaFree(p));
