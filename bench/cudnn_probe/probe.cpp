@@ -157,6 +157,27 @@ class Probe {
   void all(double deadline_s, std::chrono::steady_clock::time_point t0);
 
  private:
+  // A plain convolution of kind `kind` (as Graph::conv) of host inputs `a` and `b`, printed, and
+  // kept as a reference: its graph's tensors, fastest plan and output.
+  struct Plain {
+    Result r;
+    TensorP a, b, c;
+    std::vector<float> out;
+  };
+  Plain plain(Graph& g, int kind, const std::vector<float>& a, const std::vector<float>& b,
+              const char* name) {
+    const std::vector<int64_t> dims[3][3] = {
+        {xd(), wd(), yd()}, {yd(), wd(), xd()}, {xd(), yd(), wd()}};
+    Plain p;
+    p.a = g.tensor(dims[kind][0], type_), p.b = g.tensor(dims[kind][1], type_);
+    p.c = g.tensor(dims[kind][2], type_);
+    g.conv(kind, p.a, p.b, p.c, g.conv_desc(s_.stride, s_.r / 2));
+    upload(p.a, a), upload(p.b, b);
+    p.r = run(g, [&](Result& r) { p.out = download(p.c), r.err = 0; });
+    print(name, p.r, 0);
+    return p;
+  }
+
   // BatchNorm's apply on x as a convolution's prologue: a = relu(x * sc + bc), its intermediates
   // virtual in `mid`.
   struct Prologue {
@@ -200,29 +221,13 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
 
   // The plain operations, kept as the references' plans.
   Graph fwd, bwd_data, bwd_filter;
-  TensorP fx = fwd.tensor(xd(), type_), fw = fwd.tensor(wd(), type_), fy = fwd.tensor(yd(), type_);
-  fwd.conv(0, fx, fw, fy, fwd.conv_desc(s_.stride, pad));
-  upload(fx, in_.x), upload(fw, in_.w);
-  std::vector<float> y_ref;
-  const Result conv = run(fwd, [&](Result& r) { y_ref = download(fy), r.err = 0; });
-  print("conv", conv, 0);
-  if (conv.status != "ok") return;
-
-  TensorP ddy = bwd_data.tensor(yd(), type_), dw_ = bwd_data.tensor(wd(), type_),
-          ddx = bwd_data.tensor(xd(), type_);
-  bwd_data.conv(1, ddy, dw_, ddx, bwd_data.conv_desc(s_.stride, pad));
-  upload(ddy, in_.dy), upload(dw_, in_.w);
-  std::vector<float> dx_ref;
-  const Result dgrad = run(bwd_data, [&](Result& r) { dx_ref = download(ddx), r.err = 0; });
-  print("dgrad", dgrad, 0);
-
-  TensorP wx = bwd_filter.tensor(xd(), type_), wdy = bwd_filter.tensor(yd(), type_),
-          wdw = bwd_filter.tensor(wd(), type_);
-  bwd_filter.conv(2, wx, wdy, wdw, bwd_filter.conv_desc(s_.stride, pad));
-  upload(wx, in_.x), upload(wdy, in_.dy);
-  std::vector<float> dw_ref;
-  const Result wgrad = run(bwd_filter, [&](Result& r) { dw_ref = download(wdw), r.err = 0; });
-  print("wgrad", wgrad, 0);
+  const Plain conv = plain(fwd, 0, in_.x, in_.w, "conv");
+  if (conv.r.status != "ok") return;
+  const Plain dgrad = plain(bwd_data, 1, in_.dy, in_.w, "dgrad");
+  const Plain wgrad = plain(bwd_filter, 2, in_.x, in_.dy, "wgrad");
+  const TensorP &fx = conv.a, &fy = conv.c, &ddy = dgrad.a, &ddx = dgrad.c, &wx = wgrad.a,
+                &wdw = wgrad.c;
+  const std::vector<float>&y_ref = conv.out, &dx_ref = dgrad.out;
 
   // A device copy of host values in the io type (for the references' reruns).
   std::vector<void*> scratch;
@@ -251,7 +256,7 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
       r.err2 = rel_err(download(sum), channel_sums(yv, s_.k, false));
       if (sq) r.err2 = std::max(r.err2, rel_err(download(sq), channel_sums(yv, s_.k, true)));
     });
-    print(kind == 0 ? "stats" : "sum", r, conv.ms);
+    print(kind == 0 ? "stats" : "sum", r, conv.r.ms);
   }
 
   // Forward with BatchNorm's apply as the prologue, with and without GenStats.
@@ -260,7 +265,7 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
   std::vector<float> ya_ref;
   {
     void* out = device(fy, std::vector<float>(fy->count(), 0));
-    rerun(fwd, conv.best, {{fx->uid, a_dev}, {fy->uid, out}});
+    rerun(fwd, conv.r.best, {{fx->uid, a_dev}, {fy->uid, out}});
     ya_ref = download(fy, out);
   }
   for (int kind = 0; kind < 2 && !late(); ++kind) {
@@ -279,17 +284,17 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
         r.err2 = std::max(rel_err(download(sum), channel_sums(yv, s_.k, false)),
                           rel_err(download(sq), channel_sums(yv, s_.k, true)));
     });
-    print(kind == 0 ? "pro" : "pro_stats", r, conv.ms);
+    print(kind == 0 ? "pro" : "pro_stats", r, conv.r.ms);
   }
 
   // Data gradient with BatchNorm backward's dx as the prologue: dy * s + t * u.
-  if (dgrad.status == "ok" && !late()) {
+  if (dgrad.r.status == "ok" && !late()) {
     std::vector<float> dyp(in_.dy.size());
     for (size_t i = 0; i < dyp.size(); ++i)
       dyp[i] = in_.dy[i] * in_.sk[i % s_.k] + in_.t[i] * in_.uk[i % s_.k];
     void* dyp_dev = device(ddy, rounded(type_, dyp));
     void* out = device(ddx, std::vector<float>(ddx->count(), 0));
-    rerun(bwd_data, dgrad.best, {{ddy->uid, dyp_dev}, {ddx->uid, out}});
+    rerun(bwd_data, dgrad.r.best, {{ddy->uid, dyp_dev}, {ddx->uid, out}});
     const std::vector<float> ref = download(ddx, out);
     Graph g;
     TensorP dy = g.tensor(yd(), type_), sk = g.tensor(kd(), type_), t = g.tensor(yd(), type_),
@@ -302,11 +307,11 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
     g.pointwise(CUDNN_POINTWISE_ADD, v1, v2, v3);
     g.conv(1, v3, w, dx, g.conv_desc(s_.stride, pad));
     upload(dy, in_.dy), upload(sk, in_.sk), upload(t, in_.t), upload(uk, in_.uk), upload(w, in_.w);
-    print("dgrad_pro", run(g, [&](Result& r) { r.err = rel_err(download(dx), ref); }), dgrad.ms);
+    print("dgrad_pro", run(g, [&](Result& r) { r.err = rel_err(download(dx), ref); }), dgrad.r.ms);
   }
 
   // Data gradient with ReLU's backward and a per-channel sum in the epilogue.
-  if (dgrad.status == "ok" && !late()) {
+  if (dgrad.r.status == "ok" && !late()) {
     std::vector<float> ref(dx_ref.size());
     for (size_t i = 0; i < ref.size(); ++i) ref[i] = in_.a[i] > 0 ? dx_ref[i] : 0.f;
     Graph g;
@@ -323,20 +328,20 @@ void Probe::all(double deadline_s, std::chrono::steady_clock::time_point t0) {
                 r.err = rel_err(gv, rounded(type_, ref));
                 r.err2 = rel_err(download(sum), channel_sums(gv, s_.c, false));
               }),
-          dgrad.ms);
+          dgrad.r.ms);
   }
 
   // Filter gradient with BatchNorm's apply as the prologue on x.
-  if (wgrad.status == "ok" && !late()) {
+  if (wgrad.r.status == "ok" && !late()) {
     void* out = device(wdw, std::vector<float>(wdw->count(), 0));
-    rerun(bwd_filter, wgrad.best, {{wx->uid, a_dev}, {wdw->uid, out}});
+    rerun(bwd_filter, wgrad.r.best, {{wx->uid, a_dev}, {wdw->uid, out}});
     const std::vector<float> ref = download(wdw, out);
     Graph g;
     const Prologue pro = prologue(g, mid);
     TensorP dy = g.tensor(yd(), type_), dw = g.tensor(wd(), type_);
     g.conv(2, pro.a, dy, dw, g.conv_desc(s_.stride, pad));
     upload(pro.x, in_.x), upload(pro.sc, in_.sc), upload(pro.bc, in_.bc), upload(dy, in_.dy);
-    print("wgrad_pro", run(g, [&](Result& r) { r.err = rel_err(download(dw), ref); }), wgrad.ms);
+    print("wgrad_pro", run(g, [&](Result& r) { r.err = rel_err(download(dw), ref); }), wgrad.r.ms);
   }
   for (void* p : scratch) CU(cudaFree(p));
 }
