@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,13 +153,25 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
     return usage_exit(app.exit(e));
   }
   if (print_config) return print_config_main(config_path, overrides, launcher_env);
+  // A process started alone (no launcher: world size 1) reads its config before MPI_Init, which
+  // for a lone process starts Open MPI's singleton runtime (half a second): a config error
+  // comes at once, as the same line and exit code as under a launcher.
+  std::optional<Config> alone;
+  if (detail::launcher_name(launcher_env) == "none") {
+    try {
+      alone = Config::from_file(config_path, overrides);
+    } catch (const Error& e) {
+      detail::print_error_line(0, e.what());
+      return 1;
+    }
+  }
   install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Config cfg;
     // The config, agreed: a config error that every rank finds is printed once. Then, before
     // anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = Config::from_file(config_path, overrides);
+      cfg = alone ? std::move(*alone) : Config::from_file(config_path, overrides);
       rt.check_launcher(launcher_env);
     });
     Session s = build_session(rt, std::move(cfg), config_path);
