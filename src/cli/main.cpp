@@ -3,7 +3,10 @@
 // before MPI_Init can add any of its own; Runtime::check_launcher compares them with MPI's view,
 // and `dtrain env` shows them with a few more (cli::env_variables(): CUDA_VISIBLE_DEVICES, ...).
 // An srun task without PMI is refused before MPI_Init, where Open MPI would stop with a message
-// of its own (detail::launch_error_before_mpi).
+// of its own (detail::launch_error_before_mpi). A process started alone runs as Open MPI's
+// isolated singleton (OMPI_MCA_ess_singleton_isolated=1, unless the environment says otherwise):
+// no supporting daemon is forked, which dtrain never needs (it spawns no processes), and the
+// start takes 0.9 s instead of 1.1-1.4 (a short run on the 2-core machine).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -28,5 +31,7 @@ int main(int argc, char** argv) {
                  task == launcher_env.end() ? "?" : task->second.c_str(), no_pmi.c_str());
     return 1;
   }
+  if (dtrain::detail::launcher_name(launcher_env) == "none")
+    ::setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
   return dtrain::cli::main(argc, argv, launcher_env);
 }
