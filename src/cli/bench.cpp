@@ -167,6 +167,8 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
     }
   }
   if (out.empty()) out = "bench-" + stem(config_path);
+  EarlyConfig config(launcher_env, [&] { return Config::from_file(config_path, overrides); });
+  if (config.failed()) return 1;
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     bench::SweepOptions opt;
     for (size_t i = 0; i < alias_texts.size(); ++i) {
@@ -176,7 +178,7 @@ int bench_main(int argc, char** argv, const std::map<std::string, std::string>& 
     for (const std::string& text : sweep_texts) opt.sweeps.push_back(bench::parse_sweep(text));
     opt.warmup_steps = warmup;
     opt.steps = steps;
-    const Config base = Config::from_file(config_path, overrides);
+    const Config base = config.get();
     bench::SweepPlan plan = bench::plan_sweep(base, overrides, opt, rt.world());
     std::vector<detail::Link> links;
     if (forecast) {

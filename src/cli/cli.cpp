@@ -16,8 +16,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/config.h"
@@ -78,6 +78,25 @@ void check_stdout() {
 }
 
 int usage_exit(int cli11_code) { return cli11_code == 0 ? 0 : kExitUsage; }
+
+EarlyConfig::EarlyConfig(const std::map<std::string, std::string>& launcher_env,
+                         std::function<Config()> read)
+    : read_(std::move(read)) {
+  if (detail::launcher_name(launcher_env) != "none") return;
+  try {
+    early_ = read_();
+  } catch (const Error& e) {
+    detail::print_error_line(0, e.what());
+    failed_ = true;
+  }
+}
+
+Config EarlyConfig::get() {
+  if (!early_) return read_();
+  Config c = std::move(*early_);
+  early_.reset();
+  return c;
+}
 
 // --print-config: the config resolved for the launcher's world size (1 alone), on the
 // launcher's rank 0; no MPI, no training. stdout holds the config alone, as YAML that loads
@@ -153,25 +172,15 @@ int main(int argc, char** argv, const std::map<std::string, std::string>& launch
     return usage_exit(app.exit(e));
   }
   if (print_config) return print_config_main(config_path, overrides, launcher_env);
-  // A process started alone (no launcher: world size 1) reads its config before MPI_Init, which
-  // for a lone process starts Open MPI's singleton runtime (half a second): a config error
-  // comes at once, as the same line and exit code as under a launcher.
-  std::optional<Config> alone;
-  if (detail::launcher_name(launcher_env) == "none") {
-    try {
-      alone = Config::from_file(config_path, overrides);
-    } catch (const Error& e) {
-      detail::print_error_line(0, e.what());
-      return 1;
-    }
-  }
+  EarlyConfig config(launcher_env, [&] { return Config::from_file(config_path, overrides); });
+  if (config.failed()) return 1;
   install_stop_signals();
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Config cfg;
     // The config, agreed: a config error that every rank finds is printed once. Then, before
     // anything is read or written: a broken MPI/PMI setup must not start N one-rank runs.
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = alone ? std::move(*alone) : Config::from_file(config_path, overrides);
+      cfg = config.get();
       rt.check_launcher(launcher_env);
     });
     Session s = build_session(rt, std::move(cfg), config_path);

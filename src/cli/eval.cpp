@@ -67,11 +67,15 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
     return usage_exit(app.exit(e));
   }
   if (json) log::keep_stdout_for_results(true);  // standard output: the JSON object alone
+  EarlyConfig config(launcher_env, [&] {
+    return Config::from_file(run_config(config_path, overrides), overrides);
+  });
+  if (config.failed()) return 1;
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Config cfg;
     std::string path, pre;
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = Config::from_file(run_config(config_path, overrides), overrides);
+      cfg = config.get();
       rt.check_launcher(launcher_env);
       path = weights_path(cfg, weights, checkpoint);
       pre = preprocess_path(cfg, path);

@@ -177,12 +177,16 @@ int predict_main(int argc, char** argv, const std::map<std::string, std::string>
     return usage_exit(app.exit(e));
   }
   o.prompt_given = app.count("--prompt") > 0;
+  EarlyConfig config(launcher_env, [&] {
+    return Config::from_file(run_config(o.config_path, o.overrides), o.overrides);
+  });
+  if (config.failed()) return 1;
   return run_guarded(&argc, &argv, [&](Runtime& rt) {
     Config cfg;
     std::string path;
     detail::RunRecipe recipe;
     detail::run_agreed(rt.mpi_comm(), [&] {
-      cfg = Config::from_file(run_config(o.config_path, o.overrides), o.overrides);
+      cfg = config.get();
       rt.check_launcher(launcher_env);
       path = weights_path(cfg, o.weights, o.checkpoint);
       const std::string pre = preprocess_path(cfg, path);
