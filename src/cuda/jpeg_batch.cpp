@@ -112,6 +112,11 @@ JpegBatchDecoder::JpegBatchDecoder(int device) : impl_(std::make_unique<Impl>())
     check_nvjpeg(rc, "nvjpegCreateEx");
   }
   check_nvjpeg(m.api->state_create(m.handle, &m.state), "nvjpegJpegStateCreate");
+  // The hardware decoder's memory pool, as NVIDIA's nvImageCodec sets it up (sizes of 1: the pool
+  // grows to the batches it meets); without it the decoder may allocate for every batch. A
+  // failure leaves the decoder as it was.
+  if (m.hardware && m.api->batched_pre_allocate != nullptr)
+    m.api->batched_pre_allocate(m.handle, m.state, 1, 1, 1, nvjpeg::kCss444, nvjpeg::kOutputYuv);
   check_nvjpeg(m.api->stream_create(m.handle, &m.parsed), "nvjpegJpegStreamCreate");
   DTRAIN_CUDA_CHECK(
       cudaEventCreateWithFlags(&m.done, cudaEventBlockingSync | cudaEventDisableTiming));

@@ -27,6 +27,9 @@ NvjpegStatus nvjpeg_status();
 // (their buffers and what nvJPEG allocated through them) and page-locked host memory.
 struct DecodeMemory {
   int64_t device = 0, pinned = 0;
+  // The allocations made so far, each kind (a decoder that allocates per batch shows here: a
+  // device allocation waits for the GPU).
+  int64_t device_allocations = 0, pinned_allocations = 0;
 };
 DecodeMemory decode_memory();
 

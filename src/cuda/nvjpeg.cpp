@@ -80,6 +80,7 @@ Loaded load() {
   bind(lib, "nvjpegDecodeBatchedSupported", a.batched_supported, missing);
   std::string optional;  // only a faster parse for the hardware decoder's check
   bind(lib, "nvjpegJpegStreamParseHeader", a.stream_parse_header, optional);
+  bind(lib, "nvjpegDecodeBatchedPreAllocate", a.batched_pre_allocate, optional);
   std::string no_roi;  // the region decode: all four, or none
   bind(lib, "nvjpegDecodeParamsCreate", a.params_create, no_roi);
   bind(lib, "nvjpegDecodeParamsDestroy", a.params_destroy, no_roi);
@@ -107,7 +108,7 @@ const Loaded& loaded() {
   return l;
 }
 
-std::atomic<int64_t> g_device{0}, g_pinned{0};
+std::atomic<int64_t> g_device{0}, g_pinned{0}, g_device_calls{0}, g_pinned_calls{0};
 std::mutex g_mu;
 std::unordered_map<void*, size_t>& sizes() {
   static auto* m = new std::unordered_map<void*, size_t>();  // outlives every decoder
@@ -129,6 +130,7 @@ void forget(void* p, std::atomic<int64_t>& total) {
 
 int dev_malloc(void** p, size_t n) {
   const cudaError_t rc = cudaMalloc(p, n);
+  ++g_device_calls;
   if (rc == cudaSuccess) remember(*p, n, g_device);
   return static_cast<int>(rc);
 }
@@ -138,6 +140,7 @@ int dev_free(void* p) {
 }
 int host_malloc(void** p, size_t n, unsigned int flags) {
   const cudaError_t rc = cudaHostAlloc(p, n, flags);
+  ++g_pinned_calls;
   if (rc == cudaSuccess) remember(*p, n, g_pinned);
   return static_cast<int>(rc);
 }
@@ -201,6 +204,9 @@ NvjpegStatus nvjpeg_status() {
   return {nvjpeg::api() != nullptr, nvjpeg::api_text()};
 }
 
-DecodeMemory decode_memory() { return {nvjpeg::g_device.load(), nvjpeg::g_pinned.load()}; }
+DecodeMemory decode_memory() {
+  return {nvjpeg::g_device.load(), nvjpeg::g_pinned.load(), nvjpeg::g_device_calls.load(),
+          nvjpeg::g_pinned_calls.load()};
+}
 
 }  // namespace dtrain::detail

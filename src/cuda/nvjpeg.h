@@ -79,7 +79,14 @@ struct Api {
   Status (*batched_ex)(Handle handle, State state, const unsigned char* const* data,
                        const size_t* lengths, Image* destinations, DecodeParams* params,
                        cudaStream_t stream);
+  // nvjpegDecodeBatchedPreAllocate (nvJPEG 11.6 and later; null where absent): the hardware
+  // decoder's memory pool for batches up to the given size, so that it does not allocate device
+  // memory (which waits for the GPU) batch after batch.
+  Status (*batched_pre_allocate)(Handle handle, State state, int batch_size, int width, int height,
+                                 int chroma_subsampling, int output_format);
 };
+// nvjpegChromaSubsampling_t
+constexpr int kCss444 = 0;
 
 // The loaded library (null when absent) and, either way, what nvjpeg_status() reports.
 const Api* api();

@@ -370,9 +370,15 @@ TEST(GpuDecode, MemoryAfterFiveEpochsIsMemoryAfterOne) {
   const int64_t allocated = detail::memory_stats(kGpu).allocated;
   for (int64_t e = 1; e < 5; ++e) epoch(e);
   const detail::DecodeMemory five = detail::decode_memory();
-  std::printf("GPU decoders hold %.1f MiB of device memory and %.1f MiB of pinned memory\n",
-              static_cast<double>(five.device) / (1 << 20),
-              static_cast<double>(five.pinned) / (1 << 20));
+  std::printf(
+      "GPU decoders hold %.1f MiB of device memory and %.1f MiB of pinned memory; "
+      "allocations: %lld device and %lld pinned in the first epoch, %lld and %lld in the "
+      "next four\n",
+      static_cast<double>(five.device) / (1 << 20), static_cast<double>(five.pinned) / (1 << 20),
+      static_cast<long long>(one.device_allocations),
+      static_cast<long long>(one.pinned_allocations),
+      static_cast<long long>(five.device_allocations - one.device_allocations),
+      static_cast<long long>(five.pinned_allocations - one.pinned_allocations));
   EXPECT_GT(one.device, 0);
   EXPECT_EQ(five.device, one.device);
   EXPECT_EQ(five.pinned, one.pinned);
