@@ -99,7 +99,9 @@ int eval_main(int argc, char** argv, const std::map<std::string, std::string>& l
         const detail::RunRecipe recipe = detail::read_preprocess(pre_text, pre);
         auto test = detail::make_recorded_test_split(c.data, recipe.spec, c.run.seed, device);
         if (!test) throw Error("the config names no test split to evaluate", "data.format");
-        return Splits{test, test};
+        Splits splits;
+        splits.train = splits.test = test;
+        return splits;
       };
     }
     // Evaluation alone: the session's start-up lines about training (the gradients' transport,

@@ -75,14 +75,14 @@ TEST(GpuAsyncCheckpoint, EachSaveHoldsItsStepAndResumesAsTheUninterruptedRun) {
   }
   // Resumed from step 6's background-written checkpoint: as the uninterrupted run.
   const std::string checkpoints = dir + "/bg/checkpoints/";
-  std::system(("rm -rf " + checkpoints + "step-000000009 " + checkpoints + "step-000000012 " + dir +
-               "/bg/model.pt")
-                  .c_str());
+  for (const std::string& path :
+       {checkpoints + "step-000000009", checkpoints + "step-000000012", dir + "/bg/model.pt"})
+    detail::remove_tree(path);
   const TrainRun rest =
       train(kAsyncGpt, {"run.dir=" + dir, "run.name=bg", "checkpoint.async=on"}, kGpu);
   EXPECT_EQ(rest.summary.steps, 12);
   EXPECT_LT(max_rel(rest, bg), 1e-4);
-  std::system(("rm -rf " + dir).c_str());
+  detail::remove_tree(dir);
 }
 
 }  // namespace

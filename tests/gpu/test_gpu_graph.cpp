@@ -3,6 +3,7 @@
 // BatchNorm, a bf16 GPT), survives a checkpoint and resume, and is refused by name where it
 // cannot run.
 #include "gpu_support.h"
+#include "util/dir.h"
 
 namespace dtrain::test {
 namespace {
@@ -75,7 +76,7 @@ checkpoint: {every_epoch: false}
   EXPECT_EQ(rest.summary.steps, 14);
   EXPECT_NE(rest.summary.step_mode.find("graph"), std::string::npos) << rest.summary.step_mode;
   EXPECT_LT(max_rel(rest, whole), 1e-4);
-  std::system(("rm -rf " + dir).c_str());
+  detail::remove_tree(dir);
 }
 
 TEST(Gpu, CudaGraphOnRefusedWithLossScalingNamesTheKey) {
