@@ -4,7 +4,7 @@
 # plain convolution. cuDNN is the one the GPU machine's torch ships (its wheel's library); the
 # headers are that wheel's, else the CUDA toolkit's, else $CUDNN_INCLUDE (for example cuDNN 9's
 # headers carried in .deps/cudnn/include). Output to $OUT/cudnn_probe.log (default ./gpu-out).
-#   DEADLINE=240 MAXPLANS=2 SHAPES="l1.3x3 l3.1x1" bash bench/cudnn_probe.sh
+#   DEADLINE=240 MAXPLANS=2 SHAPES="l1.3x3 l3.1x1" DTYPES=fp16 bash bench/cudnn_probe.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}

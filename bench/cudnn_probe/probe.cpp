@@ -21,7 +21,9 @@
 // One line per (shape, dtype, graph): cuDNN's answer (the status where it refused), the engine's
 // global index and notes, the plan's build time, the run time and its ratio to the plain
 // operation's, and the check's largest error relative to the reference's largest magnitude.
-// Environment: DEADLINE (seconds; no new graph after it, default 240), MAXPLANS, SHAPES (names).
+// Environment: DEADLINE (seconds; no new graph after it, default 240), MAXPLANS, SHAPES (names),
+// DTYPES (default "bf16,fp16"). On an H100 with cuDNN 9.19 the bf16 half took about 100 s (the
+// runtime-compiled engines' builds); docs/PERFORMANCE.md has its table.
 #include "backend.h"
 
 using namespace probe;
@@ -367,8 +369,10 @@ int main() {
                           {"l1.1x1", 128, 256, 56, 56, 64, 1, 1},
                           {"l3.3x3", 128, 256, 14, 14, 256, 3, 1},
                           {"l3.1x1", 128, 1024, 14, 14, 256, 1, 1}};
+  const std::string dtypes = std::getenv("DTYPES") ? std::getenv("DTYPES") : "bf16,fp16";
   for (cudnnDataType_t type : {CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF})
     for (const Shape& s : shapes) {
+      if (dtypes.find(type == CUDNN_DATA_HALF ? "fp16" : "bf16") == std::string::npos) continue;
       if (!only.empty() && only.find(s.name) == std::string::npos) continue;
       Probe(h, s, type, max_plans).all(deadline, t0);
     }
