@@ -49,8 +49,8 @@ struct JpegBatchDecoder::Impl {
   std::vector<const unsigned char*> data;
   std::vector<size_t> lengths;
   std::vector<nvjpeg::Image> dest;
-  // Region decodes: one parameter set per place in a chunk, made as chunks grow; `roi_failed`
-  // once a region decode failed (roi() is false from then on: whole images only).
+  // Region decodes: one parameter set per place in a chunk (set_boxes); `roi_failed` once a
+  // region decode failed (roi() is false from then on: whole images only).
   std::vector<nvjpeg::DecodeParams> params;
   bool roi_failed = false;
 
@@ -63,6 +63,24 @@ struct JpegBatchDecoder::Impl {
     if (done != nullptr) cudaEventDestroy(done);
     nvjpeg::device_free(dev);
     nvjpeg::pinned_free(host);
+  }
+
+  // params[0, n) set to the n images' boxes (the whole image where a box is unset), made as
+  // chunks grow.
+  nvjpeg::Status set_boxes(const GpuJpeg* images, size_t n) {
+    while (params.size() < n) {
+      nvjpeg::DecodeParams p = nullptr;
+      check_nvjpeg(api->params_create(handle, &p), "nvjpegDecodeParamsCreate");
+      params.push_back(p);
+    }
+    nvjpeg::Status rc = nvjpeg::kSuccess;
+    for (size_t k = 0; k < n && rc == nvjpeg::kSuccess; ++k) {
+      const GpuJpeg& g = images[k];
+      rc = g.roi_width > 0
+               ? api->params_set_roi(params[k], g.roi_x, g.roi_y, g.roi_width, g.roi_height)
+               : api->params_set_roi(params[k], 0, 0, -1, -1);
+    }
+    return rc;
   }
 
   // The buffers hold at least (device, host) bytes: grown (never shrunk) to the chunk limits,
@@ -189,17 +207,7 @@ std::vector<size_t> JpegBatchDecoder::run(const std::vector<GpuJpeg>& images,
                             : m.api->batched_initialize(m.handle, m.state, static_cast<int>(n), 1,
                                                         nvjpeg::kOutputYuv);
     if (rc == nvjpeg::kSuccess && boxes) {
-      while (m.params.size() < n) {
-        nvjpeg::DecodeParams p = nullptr;
-        check_nvjpeg(m.api->params_create(m.handle, &p), "nvjpegDecodeParamsCreate");
-        m.params.push_back(p);
-      }
-      for (size_t k = 0; k < n && rc == nvjpeg::kSuccess; ++k) {
-        const GpuJpeg& g = images[i + k];
-        rc = g.roi_width > 0
-                 ? m.api->params_set_roi(m.params[k], g.roi_x, g.roi_y, g.roi_width, g.roi_height)
-                 : m.api->params_set_roi(m.params[k], 0, 0, -1, -1);
-      }
+      rc = m.set_boxes(images.data() + i, n);
       if (rc == nvjpeg::kSuccess)
         rc = m.api->batched_ex(m.handle, m.state, m.data.data(), m.lengths.data(), m.dest.data(),
                                m.params.data(), stream);

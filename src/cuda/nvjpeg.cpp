@@ -78,7 +78,7 @@ Loaded load() {
   bind(lib, "nvjpegJpegStreamDestroy", a.stream_destroy, missing);
   bind(lib, "nvjpegJpegStreamParse", a.stream_parse, missing);
   bind(lib, "nvjpegDecodeBatchedSupported", a.batched_supported, missing);
-  std::string optional;  // only a faster parse for the hardware decoder's check
+  std::string optional;  // a faster parse for the hardware decoder's check, its memory pool
   bind(lib, "nvjpegJpegStreamParseHeader", a.stream_parse_header, optional);
   bind(lib, "nvjpegDecodeBatchedPreAllocate", a.batched_pre_allocate, optional);
   std::string no_roi;  // the region decode: all four, or none
