@@ -49,8 +49,12 @@ packages=(build-essential cmake ninja-build libtorch-dev libopenmpi-dev openmpi-
 # The test suite only: Slurm and munge, which the slurm tier starts as a one-node cluster of its
 # own to run launch/dtrain-slurm.sbatch for real (tests/slurm/); iproute2 and util-linux (ip,
 # nsenter, unshare), with which the cluster tier makes hosts of network namespaces (tests/cluster/);
-# clang-format, with which the unit tier checks that the sources keep .clang-format (test_format.cpp).
-if [[ $mode == test ]]; then packages+=(slurm-wlm munge iproute2 util-linux clang-format); fi
+# clang-format, with which the unit tier checks that the sources keep .clang-format (test_format.cpp);
+# python3-torchvision, the reference pixels of the image recipe's tests (automatic augmentation,
+# random erasing, mixup and cutmix against torchvision's own functions).
+if [[ $mode == test ]]; then
+  packages+=(slurm-wlm munge iproute2 util-linux clang-format python3-torchvision)
+fi
 
 # A CUDA PyTorch in python3 brings a CUDA LibTorch (and reference values for the tests): build
 # against it instead of Debian's CPU libtorch-dev. A CPU PyTorch, or a python3 without torch (pyenv,
@@ -61,6 +65,7 @@ print(torch.utils.cmake_prefix_path)' 2>/dev/null) || torch_prefix=""
 if [[ -n $torch_prefix ]]; then
   say "CUDA PyTorch found: building against its LibTorch ($torch_prefix)"
   packages=("${packages[@]/libtorch-dev/}")
+  packages=("${packages[@]/python3-torchvision/}")
   packages=("${packages[@]/python3-torch/}")
 fi
 

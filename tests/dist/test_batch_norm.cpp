@@ -219,9 +219,11 @@ struct ExactConvolutions {
   }
 };
 
-// `reference` adds keys to the one-rank run alone.
+// `reference` adds keys to the one-rank run alone. Each rank's own statistics must differ from the
+// one rank by more than `apart` (default 30 * tol), or the test could not tell the two apart.
 void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, double tol,
-                                    const std::vector<std::string>& reference = {}) {
+                                    const std::vector<std::string>& reference = {},
+                                    double apart = -1) {
   const ExactConvolutions exact;
   auto with = [&](const std::vector<std::string>& more) { return merged(model, more); };
   Result ref =
@@ -240,7 +242,7 @@ void expect_sync_trains_as_one_rank(const std::vector<std::string>& model, doubl
           "world %d, relative difference from one rank: %.2e with model.sync_batch_norm, "
           "%.2e with each rank's own statistics\n",
           world_size(), max_relative_difference(synced, ref), max_relative_difference(local, ref));
-    EXPECT_GT(max_relative_difference(local, ref), 30 * tol)
+    EXPECT_GT(max_relative_difference(local, ref), apart > 0 ? apart : 30 * tol)
         << "each rank's own statistics trained like one rank: the test cannot tell";
   }
 }
@@ -283,7 +285,21 @@ const std::vector<std::string> kLibTorchBatchNorm = {"model.fused_kernels=false"
 TEST(SyncBatchNorm, ResNet18TrainsAsOneRank) {
   // On the GPU the last three steps replay the CUDA graph of the step, SyncBatchNorm's NCCL
   // collectives inside it.
-  expect_sync_trains_as_one_rank(resnet18({}), 1e-4, kLibTorchBatchNorm);
+  if (test::nccl_mode()) {
+    expect_sync_trains_as_one_rank(resnet18({}), 1e-4, kLibTorchBatchNorm);
+    return;
+  }
+  // On CPUs, one step. The ReLU and max-pool decisions above make this run chaotic: an element
+  // within rounding of one moves a whole element's gradient (see resnet18()), and how often the
+  // one-rank run and N ranks round such an element apart depends on the CPU's kernels: on a 2-core
+  // AVX-512 machine (2026-12-07), LibTorch 1.13's convolutions on oneDNN's AVX-512 kernels gave
+  // 1.1e-2 to 1.8e-2 after one step for 3 of 4 seeds (4e-6 for the fourth) and 3e-1 after six,
+  // where the same runs on its AVX2 kernels (DNNL_MAX_CPU_ISA=AVX2) gave 4e-6 to 6e-6 after one
+  // step (4 ranks: 1.8e-2 and 6e-6); each rank's own statistics 1.6 to 2.0 (2 ranks), 4.8 (4). So
+  // 5e-2 after one step tells synchronized statistics from each rank's own with room on either
+  // side, on any CPU; the statistics' and gradients' values to float precision are pinned by the op
+  // tests above and by CnnWithBatchNormTrainsAsOneRank (3e-7 on that machine).
+  expect_sync_trains_as_one_rank(resnet18({"train.max_steps=1"}), 5e-2, kLibTorchBatchNorm, 0.5);
 }
 
 TEST(SyncBatchNorm, ResNet18EagerTrainsAsOneRank) {
