@@ -37,6 +37,7 @@ void StepTimer::start(const StepRecord* record) {
   if (device_.is_cuda())
     gpu_ = std::make_unique<detail::GpuMonitor>(detail::pci_bus_id(device_.index()), gpu_sample_s_);
   t0_ = last_ = Clock::now();
+  marks_.mark(device_);
 }
 
 void StepTimer::on_step(const StepRecord& r, LoopControl&) {
@@ -54,11 +55,15 @@ void StepTimer::on_step(const StepRecord& r, LoopControl&) {
     return;
   }
   const bool last = r.step == warmup_ + steps_;
+  marks_.mark(device_);
   if (last) detail::synchronize(device_);
   const Clock::time_point now = Clock::now();
   timing_.step_seconds.push_back(std::chrono::duration<double>(now - last_).count());
   last_ = now;
   if (!last) return;
+  // On a GPU, the steps' times on its own clock replace the host's.
+  if (std::vector<double> on_gpu = marks_.intervals(); !on_gpu.empty())
+    timing_.step_seconds = std::move(on_gpu);
   timing_.complete = true;
   timing_.steps = r.step - warmup_;
   timing_.samples = r.samples - samples0_;

@@ -1,10 +1,11 @@
 // StepTimer: the hook that times one bench setting on this rank. The clock starts after the
 // warm-up's last step and stops after the last timed step, both after the device finished its
 // queued work (synchronize), so the timed seconds hold the timed steps' GPU work and nothing
-// else. Each step's host time (from one step's on_step to the next) gives the percentiles; on a
-// GPU the host may run a step or two ahead of the device between the two synchronized points,
-// so they are rougher than the mean. The GPU's NVML figures are sampled over the timed steps
-// only, by a monitor of the timer's own.
+// else. The percentiles come from each step's time: on a GPU the interval between the ends of two
+// steps' work on the GPU's own clock (detail::StepMarks: the host runs ahead of the device, so
+// its own intervals say little there), on a CPU the host's time from one step's on_step to the
+// next. The GPU's NVML figures are sampled over the timed steps only, by a monitor of the
+// timer's own.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bench/sweep.h"
+#include "cuda/streams.h"
 #include "dtrain/comm.h"
 #include "dtrain/hooks.h"
 #include "telemetry/forecast.h"
@@ -67,6 +69,7 @@ class StepTimer : public Hook {
   double data0_ = 0, comm0_ = 0;
   int64_t samples0_ = 0;
   std::unique_ptr<detail::GpuMonitor> gpu_;
+  detail::StepMarks marks_;  // the timed steps' ends on the GPU's clock
 };
 
 // The `p`-quantile (0 < p <= 1) of `values` by the nearest-rank method: the smallest value with

@@ -65,6 +65,17 @@ void wait_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
   t.record_stream(current);
 }
 
+namespace {
+
+// A timed event after the work queued so far on the current stream of `device`.
+std::shared_ptr<at::cuda::CUDAEvent> timed_mark(const at::Device& device) {
+  auto e = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);  // timed
+  e->record(c10::cuda::getCurrentCUDAStream(device.index()));
+  return e;
+}
+
+}  // namespace
+
 struct DataWaitClock::Impl {
   // A wait whose two marks the GPU has not yet been seen to pass.
   struct Wait {
@@ -74,19 +85,13 @@ struct DataWaitClock::Impl {
   std::shared_ptr<at::cuda::CUDAEvent> step_end;  // the last step's mark
   std::deque<Wait> waits;
   double data = 0;  // settled, not yet taken
-
-  static std::shared_ptr<at::cuda::CUDAEvent> mark(const at::Device& device) {
-    auto e = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);  // timed
-    e->record(c10::cuda::getCurrentCUDAStream(device.index()));
-    return e;
-  }
 };
 
 DataWaitClock::DataWaitClock() : impl_(std::make_unique<Impl>()) {}
 DataWaitClock::~DataWaitClock() = default;
 
 void DataWaitClock::step_queued(const at::Device& device) {
-  if (device.is_cuda()) impl_->step_end = Impl::mark(device);
+  if (device.is_cuda()) impl_->step_end = timed_mark(device);
 }
 
 void DataWaitClock::batch_arrived(const at::Device& device, double seconds) {
@@ -95,7 +100,7 @@ void DataWaitClock::batch_arrived(const at::Device& device, double seconds) {
     m.data += seconds;
     return;
   }
-  m.waits.push_back({m.step_end, Impl::mark(device), seconds});
+  m.waits.push_back({m.step_end, timed_mark(device), seconds});
 }
 
 double DataWaitClock::settle(bool wait_for_gpu) {
@@ -114,6 +119,29 @@ double DataWaitClock::settle(bool wait_for_gpu) {
   const double d = m.data;
   m.data = 0;
   return d;
+}
+
+struct StepMarks::Impl {
+  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> marks;
+};
+
+StepMarks::StepMarks() : impl_(std::make_unique<Impl>()) {}
+StepMarks::~StepMarks() = default;
+
+void StepMarks::mark(const at::Device& device) {
+  if (device.is_cuda()) impl_->marks.push_back(timed_mark(device));
+}
+
+std::vector<double> StepMarks::intervals() {
+  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> marks;
+  marks.swap(impl_->marks);
+  std::vector<double> seconds;
+  if (marks.size() < 2) return seconds;
+  marks.back()->synchronize();
+  for (size_t i = 1; i < marks.size(); ++i)
+    seconds.push_back(
+        std::max(0.0, static_cast<double>(marks[i - 1]->elapsed_time(*marks[i])) / 1e3));
+  return seconds;
 }
 
 }  // namespace dtrain::detail

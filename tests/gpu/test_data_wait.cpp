@@ -1,11 +1,12 @@
 // DataWaitClock (Note [data wait]): a wait while the GPU still works through the steps queued
 // before it is compute; a wait while the GPU sits idle is data, at most the host's wait; on the
-// CPU every wait is data.
+// CPU every wait is data. StepMarks: the steps' intervals on the GPU's clock.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "cuda/streams.h"
 
@@ -83,6 +84,45 @@ TEST(DataWait, OnTheCpuEveryWaitIsData) {
   clock.batch_arrived(cpu, 0.25);
   EXPECT_DOUBLE_EQ(clock.settle(), 0.375);
   EXPECT_DOUBLE_EQ(clock.settle(), 0.0);
+}
+
+// StepMarks (dtrain bench's step percentiles): the intervals are the GPU's. Three "steps" of the
+// same work queued at once, then 200 ms with the GPU idle and a fourth: the host queues a step in
+// a fraction of the time the GPU takes for it; the fourth interval holds the idle time too.
+TEST(StepMarks, IntervalsAreTheGpusTimeBetweenTheSteps) {
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor a = at::randn({8192, 8192}, at::TensorOptions().device(gpu));
+  (void)a.sum().item<float>();
+  StepMarks marks;
+  marks.mark(gpu);
+  at::Tensor b;
+  for (int step = 0; step < 3; ++step) {
+    b = busy_gpu(a);
+    marks.mark(gpu);
+  }
+  (void)b.sum().item<float>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto queued = std::chrono::steady_clock::now();
+  b = busy_gpu(a);
+  marks.mark(gpu);
+  const double host =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - queued).count();
+  const std::vector<double> s = marks.intervals();
+  ASSERT_EQ(s.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_GT(s[static_cast<size_t>(i)], 0.005) << "step " << i;
+  // Each of the first three within a fifth of their mean: the same work.
+  const double mean = (s[0] + s[1] + s[2]) / 3;
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(s[static_cast<size_t>(i)], mean, 0.2 * mean);
+  EXPECT_GT(s[3], s[1] + 0.1);  // the 200 ms idle before the fourth are in its interval
+  EXPECT_LT(host, 0.5 * s[1]);  // the host queued the fourth step in a fraction of its GPU time
+  EXPECT_TRUE(marks.intervals().empty());  // forgotten
+}
+
+TEST(StepMarks, OnTheCpuNothingIsMarked) {
+  StepMarks marks;
+  marks.mark(at::Device(at::kCPU));
+  marks.mark(at::Device(at::kCPU));
+  EXPECT_TRUE(marks.intervals().empty());
 }
 
 }  // namespace

@@ -27,4 +27,11 @@ double DataWaitClock::settle(bool) {
   return d;
 }
 
+// No GPU: nothing to mark; the host's clock times the steps.
+struct StepMarks::Impl {};
+StepMarks::StepMarks() : impl_(std::make_unique<Impl>()) {}
+StepMarks::~StepMarks() = default;
+void StepMarks::mark(const at::Device&) {}
+std::vector<double> StepMarks::intervals() { return {}; }
+
 }  // namespace dtrain::detail
