@@ -290,7 +290,7 @@ TEST(CheckpointResume, AnEarlyStopEndsTheRunUnderItsOwnRuleOnly) {
         "another run.name"})
     EXPECT_NE(msg.find(part), std::string::npos) << part << "\n" << msg;
   // Another patience, or early stopping off, or another metric: it trains on from step 130.
-  for (const std::string& change :
+  for (const char* change :
        {"train.early_stop_patience=3", "train.early_stop_patience=0", "train.monitor=test_loss"}) {
     said.clear();
     const dtrain::LoopPosition p = d::resume_position(s, cfg({change}), &said);

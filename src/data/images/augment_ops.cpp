@@ -239,9 +239,12 @@ at::Tensor apply_augment_ops(const at::Tensor& images, const std::vector<OpDraw>
         "per image "
         "(internal error)");
   const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
+  // Groups by op, the five affine ops in one (ShearX's): each image's matrix is its own op's, and
+  // the grid and the sampling treat every image alike.
   std::array<std::vector<int64_t>, kAugmentOps> groups;
   for (int64_t i = 0; i < n; ++i) {
-    const auto k = static_cast<int>(ops[static_cast<size_t>(i)].op);
+    const AugmentOp op = ops[static_cast<size_t>(i)].op;
+    const auto k = static_cast<int>(is_affine_op(op) ? AugmentOp::kShearX : op);
     if (k < 0 || k >= kAugmentOps)
       throw Error("unknown augmentation op " + std::to_string(k) + " (internal error)");
     groups[static_cast<size_t>(k)].push_back(i);

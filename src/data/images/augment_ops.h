@@ -23,9 +23,10 @@
 //     [0, 255], lut[0] = 0; unchanged where step is 0;
 //   Invert: F.invert (AutoAugment's ImageNet policy uses it): 255 - img;
 //   Identity: unchanged.
-// The batch runs few kernels: its images grouped by op on the host, each group gathered
-// (index_select), transformed at once with its per-image parameters (one small host-to-device copy
-// of all of them per call), and written back (index_copy_). On the CPU the pixels equal
+// The batch runs few kernels: its images grouped by op on the host (the five affine ops in one
+// group, each image with its own matrix), each group gathered (index_select), transformed at once
+// with its per-image parameters (one small host-to-device copy of all of them per call), and
+// written back (index_copy_). On the CPU the pixels equal
 // torchvision's on each image alone, byte for byte (tests/unit/test_auto_augment.cpp): the grid
 // is computed by the same calls in the same layouts, since nearest sampling turns a last-bit
 // difference at a point halfway between two pixels (rotations by 90 degrees have whole rows of
