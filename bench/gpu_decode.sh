@@ -22,7 +22,7 @@
 # (default /tmp/dtrain-jpeg and /tmp/dtrain-jpeg-500, written by bench/make_jpeg_folder.py when
 # absent), CORES (default 1,2,3,16), DECODERS (default gpu,cpu); the Fashion-MNIST JPEGs and
 # the accuracy runs' folders go under /tmp too, as they hold thousands of files and weights),
-# DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per setting, default 40), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
+# DTRAIN_FASHION_MNIST, PYTHON, STEPS (timed steps per setting, default 100: 40 time about 1 s at 5,000 images/s), WARMUP (default 10), WORKERS (the sweep's, default 1,2,4,8,15), EXTRA
 # (overrides for every run: a smoke test of this script on a CPU machine with DTRAIN_BIN=build/bin/
 # dtrain EXTRA="model.name=resnet18 train.global_batch=16" STEPS=2 WARMUP=1 WORKERS=1,2).
 set -uo pipefail
@@ -38,7 +38,7 @@ CORES=${CORES:-1,2,3,16}
 SWEEP=${SWEEP:-}
 DECODERS=${DECODERS:-gpu,cpu}
 SCRATCH=${SCRATCH:-/tmp/dtrain-decode}
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-100}
 WARMUP=${WARMUP:-10}
 WORKERS=${WORKERS:-1,2,4,8,15}
 read -ra EXTRA_ARGS <<<"${EXTRA:-}"
