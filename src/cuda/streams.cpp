@@ -122,25 +122,40 @@ double DataWaitClock::settle(bool wait_for_gpu) {
 }
 
 struct StepMarks::Impl {
-  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> marks;
+  // The marks the GPU has not yet been seen to pass (and the last one it passed, the start of the
+  // next interval); the intervals already read off: memory stays bounded over long runs.
+  std::deque<std::shared_ptr<at::cuda::CUDAEvent>> marks;
+  std::vector<double> seconds;
+
+  // Reads off the intervals whose end the GPU has passed (all of them with `wait`).
+  void settle(bool wait) {
+    while (marks.size() >= 2) {
+      if (wait)
+        marks[1]->synchronize();
+      else if (!marks[1]->query())
+        break;
+      seconds.push_back(
+          std::max(0.0, static_cast<double>(marks[0]->elapsed_time(*marks[1])) / 1e3));
+      marks.pop_front();
+    }
+  }
 };
 
 StepMarks::StepMarks() : impl_(std::make_unique<Impl>()) {}
 StepMarks::~StepMarks() = default;
 
 void StepMarks::mark(const at::Device& device) {
-  if (device.is_cuda()) impl_->marks.push_back(timed_mark(device));
+  if (!device.is_cuda()) return;
+  impl_->marks.push_back(timed_mark(device));
+  impl_->settle(false);
 }
 
 std::vector<double> StepMarks::intervals() {
-  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> marks;
-  marks.swap(impl_->marks);
+  Impl& m = *impl_;
+  m.settle(true);
+  m.marks.clear();
   std::vector<double> seconds;
-  if (marks.size() < 2) return seconds;
-  marks.back()->synchronize();
-  for (size_t i = 1; i < marks.size(); ++i)
-    seconds.push_back(
-        std::max(0.0, static_cast<double>(marks[i - 1]->elapsed_time(*marks[i])) / 1e3));
+  seconds.swap(m.seconds);
   return seconds;
 }
 
