@@ -5,6 +5,7 @@
 # headers are that wheel's, else the CUDA toolkit's, else $CUDNN_INCLUDE (for example cuDNN 9's
 # headers carried in .deps/cudnn/include). Output to $OUT/cudnn_probe.log (default ./gpu-out).
 #   DEADLINE=240 MAXPLANS=2 SHAPES="l1.3x3 l3.1x1" DTYPES=fp16 bash bench/cudnn_probe.sh
+#   HEUR=all MAXPLANS=16 DEADLINE=500 DTYPES=fp16 bash bench/cudnn_probe.sh   # more plans a graph
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}

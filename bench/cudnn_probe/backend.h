@@ -260,9 +260,10 @@ std::string engine_notes(const Desc& cfg, int64_t& index) {
   return out;
 }
 
-// Up to `max` plans for the graph: heuristics mode A's configurations in its order, then the
-// fallback list's, those cuDNN finalizes.
-std::vector<Plan> plans(cudnnHandle_t handle, const Graph& g, int max) {
+// Up to `max` plans for the graph, those cuDNN finalizes: heuristics mode A's configurations in
+// its order, the fallback list's where mode A gave none; with `every_mode`, mode A's, mode B's and
+// the fallback list's one after the other (a configuration two lists share is timed twice).
+std::vector<Plan> plans(cudnnHandle_t handle, const Graph& g, int max, bool every_mode = false) {
   std::vector<Plan> out;
   if (!last().ok()) return out;
   Desc og = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -272,7 +273,9 @@ std::vector<Plan> plans(cudnnHandle_t handle, const Graph& g, int max) {
       ops.data());
   set(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (!finalize(og, "operation graph")) return out;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+  std::vector<cudnnBackendHeurMode_t> modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  if (every_mode) modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+  for (cudnnBackendHeurMode_t mode : modes) {
     Desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og);
     set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
@@ -306,7 +309,7 @@ std::vector<Plan> plans(cudnnHandle_t handle, const Graph& g, int max) {
       p.notes = engine_notes(cfgs[i], p.engine);
       out.push_back(p);
     }
-    if (!out.empty()) break;
+    if (!out.empty() && !every_mode) break;
   }
   return out;
 }

@@ -21,7 +21,8 @@
 // One line per (shape, dtype, graph): cuDNN's answer (the status where it refused), the engine's
 // global index and notes, the plan's build time, the run time and its ratio to the plain
 // operation's, and the check's largest error relative to the reference's largest magnitude.
-// Environment: DEADLINE (seconds; no new graph after it, default 240), MAXPLANS, SHAPES (names),
+// Environment: DEADLINE (seconds; no new graph after it, default 240), MAXPLANS, HEUR (all: the
+// plans of heuristics modes A and B and the fallback list, not mode A's alone), SHAPES (names),
 // DTYPES (default "bf16,fp16"). On an H100 with cuDNN 9.19 the bf16 half took about 100 s (the
 // runtime-compiled engines' builds); docs/PERFORMANCE.md has its table.
 #include "backend.h"
@@ -82,8 +83,8 @@ struct Result {
 
 class Probe {
  public:
-  Probe(cudnnHandle_t h, const Shape& s, cudnnDataType_t type, int max_plans)
-      : h_(h), s_(s), type_(type), max_(max_plans) {
+  Probe(cudnnHandle_t h, const Shape& s, cudnnDataType_t type, int max_plans, bool every_mode)
+      : h_(h), s_(s), type_(type), max_(max_plans), every_mode_(every_mode) {
     const int64_t nx = s.n * s.c * s.h * s.w, nw = s.k * s.c * s.r * s.r,
                   ny = s.n * s.k * s.p() * s.q();
     in_.x = rounded(type, random(nx, -1, 1, 1));
@@ -106,7 +107,7 @@ class Probe {
   // Builds, plans, fills and times one graph; `check` compares its outputs.
   Result run(Graph& g, const std::function<void(Result&)>& check) {
     Result r;
-    const std::vector<Plan> ps = plans(h_, g, max_);
+    const std::vector<Plan> ps = plans(h_, g, max_, every_mode_);
     r.candidates = (int)ps.size();
     if (ps.empty()) {
       r.status = last().ok() ? "no engine"
@@ -207,6 +208,7 @@ class Probe {
   Shape s_;
   cudnnDataType_t type_;
   int max_;
+  bool every_mode_;
   Inputs in_;
 };
 
@@ -354,6 +356,7 @@ int main() {
   const auto t0 = std::chrono::steady_clock::now();
   const double deadline = std::getenv("DEADLINE") ? std::atof(std::getenv("DEADLINE")) : 240;
   const int max_plans = std::getenv("MAXPLANS") ? std::atoi(std::getenv("MAXPLANS")) : 2;
+  const bool every_mode = std::getenv("HEUR") && std::string(std::getenv("HEUR")) == "all";
   const std::string only = std::getenv("SHAPES") ? std::getenv("SHAPES") : "";
   cudaDeviceProp prop{};
   CU(cudaGetDeviceProperties(&prop, 0));
@@ -374,7 +377,7 @@ int main() {
     for (const Shape& s : shapes) {
       if (dtypes.find(type == CUDNN_DATA_HALF ? "fp16" : "bf16") == std::string::npos) continue;
       if (!only.empty() && only.find(s.name) == std::string::npos) continue;
-      Probe(h, s, type, max_plans).all(deadline, t0);
+      Probe(h, s, type, max_plans, every_mode).all(deadline, t0);
     }
   cudnnDestroy(h);
   return 0;
