@@ -112,8 +112,7 @@ inline std::string augment_python(const TempDir& dir, const std::string& args) {
   const std::string script = read_text(std::string(test_dir()) + "/unit/augment_reference.py");
   const PythonRun r = run_python(dir, script, args);
   EXPECT_EQ(r.status, 0) << python_failure("augment_reference.py " + args.substr(0, args.find(' ')),
-                                           r)
-                         << "\n(it also needs Debian's python3-torchvision)";
+                                           r);
   return r.output;
 }
 

@@ -38,10 +38,17 @@ TEST(Registry, ListsTheBuiltInModelsSortedByName) {
   EXPECT_TRUE(std::is_sorted(n.begin(), n.end()));
 }
 
+// A classification task's DataSpec: float samples of `shape`, `classes` classes.
+DataSpec spec(std::vector<int64_t> shape, int64_t classes) {
+  DataSpec d;
+  d.input_shape = std::move(shape);
+  d.num_classes = classes;
+  return d;
+}
+
 TEST(Registry, UnknownNameIsAnErrorNamingTheKeyAndTheKnownNames) {
-  const std::string msg = test::message_of([] {
-    make_model("transformer-xl", ModelConfig{}, DataSpec{{4}, 3, 0, at::kFloat});
-  });
+  const std::string msg =
+      test::message_of([] { make_model("transformer-xl", ModelConfig{}, spec({4}, 3)); });
   EXPECT_NE(msg.find("model.name"), std::string::npos) << msg;
   EXPECT_NE(msg.find("transformer-xl"), std::string::npos) << msg;
   EXPECT_NE(msg.find("mlp"), std::string::npos) << msg;
@@ -60,7 +67,7 @@ TEST(Registry, AUserModelIsBuiltByName) {
       },
       "test: one Linear");
   EXPECT_TRUE(has(names(), "test_tiny"));
-  auto m = make_model("test_tiny", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
+  auto m = make_model("test_tiny", ModelConfig{}, spec({5}, 2));
   EXPECT_EQ(m->forward(at::zeros({3, 5})).sizes().vec(), (std::vector<int64_t>{3, 2}));
 }
 
@@ -80,23 +87,26 @@ TEST(Registry, AModelRegisteredFirstUnderABuiltInsNameIsNotOverwritten) {
       },
       "test: mine, not the built-in mlp");
   const auto models = registered_models();
-  for (const auto& [name, description] : models)
-    if (name == "mlp") EXPECT_EQ(description, "test: mine, not the built-in mlp");
+  for (const auto& [name, description] : models) {
+    if (name == "mlp") {
+      EXPECT_EQ(description, "test: mine, not the built-in mlp");
+    }
+  }
   EXPECT_TRUE(has(names(), "cnn"));  // the other built-ins are there
-  auto m = make_model("mlp", ModelConfig{}, DataSpec{{5}, 2, 0, at::kFloat});
+  auto m = make_model("mlp", ModelConfig{}, spec({5}, 2));
   EXPECT_NE(dynamic_cast<Tiny*>(m.get()), nullptr);
   detail::register_builtin_models();  // the built-in mlp again, for later tests in this process
 }
 
 TEST(Registry, TheSameConfigBuildsTheSameArchitecture) {
   // What every rank relies on before rank 0's values are broadcast: names, shapes, order.
-  const DataSpec spec{{1, 28, 28}, 10, 0, at::kFloat};
+  const DataSpec data = spec({1, 28, 28}, 10);
   for (const char* name : {"mlp", "cnn", "linear"}) {
     ModelConfig cfg;
     at::manual_seed(1);
-    auto a = make_model(name, cfg, spec);
+    auto a = make_model(name, cfg, data);
     at::manual_seed(2);
-    auto b = make_model(name, cfg, spec);
+    auto b = make_model(name, cfg, data);
     const auto pa = a->named_parameters(), pb = b->named_parameters();
     ASSERT_EQ(pa.size(), pb.size()) << name;
     for (size_t i = 0; i < pa.size(); ++i) {

@@ -152,14 +152,18 @@ inline PythonRun run_python(const TempDir& dir, const std::string& script_text,
   return run;
 }
 
-// The failure message for a reference script that did not finish: says to install Debian's
-// python3-torch, then shows the start of its stdout and stderr.
+// The failure message for a reference script that did not finish: says which Debian package to
+// install (python3-torchvision where torchvision is what failed to import, else python3-torch),
+// then shows the start of its stdout and stderr.
 inline std::string python_failure(const std::string& what, const PythonRun& run) {
   const std::string python = dtrain::test::ref_python();
+  const bool vision = run.errors.find("No module named 'torchvision'") != std::string::npos;
+  const std::string package = vision ? "python3-torchvision" : "python3-torch";
   return what + " failed in " + python + " (status " + std::to_string(run.status) +
-         "). Install Debian's python3-torch (apt-get install python3-torch) so that " + python +
-         " can import torch.\nstdout:\n" + run.output.substr(0, 2000) + "\nstderr:\n" +
-         run.errors.substr(0, 4000);
+         "). Install Debian's " + package + " (apt-get install " + package +
+         "; bash launch/setup.sh test installs it) so that " + python + " can import " +
+         (vision ? "torchvision" : "torch") + ".\nstdout:\n" + run.output.substr(0, 2000) +
+         "\nstderr:\n" + run.errors.substr(0, 4000);
 }
 
 }  // namespace dtrain::test
